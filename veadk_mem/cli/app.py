@@ -1,0 +1,101 @@
+"""The `vmem` Typer app: global options, command groups, and the error-to-exit-code mapping."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from veadk_mem import __version__
+from veadk_mem.cli import config as config_cmd
+from veadk_mem.cli import doctor as doctor_cmd
+from veadk_mem.cli import ltm as ltm_cmd
+from veadk_mem.cli import policy as policy_cmd
+from veadk_mem.cli import session as session_cmd
+from veadk_mem.cli.state import AppState, get_state
+from veadk_mem.errors import VmemError
+
+
+class VmemGroup(TyperGroup):
+    """Root group that turns every VmemError into a one-line message and its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except VmemError as exc:
+            _report(ctx, exc.message, exc.hint)
+            raise click.exceptions.Exit(exc.exit_code) from None
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except KeyboardInterrupt:
+            _report(ctx, "interrupted", None)
+            raise click.exceptions.Exit(130) from None
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
+            if state.verbose:
+                import traceback
+
+                traceback.print_exc(file=sys.stderr)
+            _report(ctx, f"unexpected {type(exc).__name__}: {exc}", "run again with --verbose for a traceback")
+            raise click.exceptions.Exit(1) from None
+
+
+def _report(ctx: click.Context, message: str, hint: str | None) -> None:
+    state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
+    state.render.error(message)
+    if hint and not state.quiet:
+        state.render.err.print(f"  hint: {hint}", markup=False)
+
+
+app = typer.Typer(
+    cls=VmemGroup,
+    name="vmem",
+    help="Administer the memory of VeADK / Google ADK agents: sessions, long-term memory, save policies.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"vmem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    config: Annotated[
+        str | None, typer.Option("--config", "-c", help="TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).")
+    ] = None,
+    json_mode: Annotated[bool, typer.Option("--json", help="Print stable JSON on stdout.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors; no progress or notes.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Tracebacks and extra detail on errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Administer the memory of VeADK / Google ADK agents."""
+    state = get_state(ctx)
+    state.config_path = config
+    state.json_mode = json_mode
+    state.quiet = quiet
+    state.verbose = verbose
+
+
+app.add_typer(session_cmd.app, name="session")
+app.add_typer(ltm_cmd.app, name="ltm")
+app.add_typer(policy_cmd.app, name="policy")
+app.add_typer(config_cmd.app, name="config")
+app.command("doctor")(doctor_cmd.doctor)
+app.command("forget")(ltm_cmd.forget)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="vmem")

@@ -1,0 +1,75 @@
+"""`vmem config`: show the effective settings, write a starter file, say which file is used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from veadk_mem.cli.render import Column
+from veadk_mem.cli.state import get_state
+
+app = typer.Typer(help="Show and create vmem configuration.", no_args_is_help=True)
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    json_flag: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print every effective setting with its source; secrets are masked."""
+    from veadk_mem.config import effective_rows
+
+    state = get_state(ctx, json_flag=json_flag)
+    rows = effective_rows(state.loaded)
+    state.render.records(
+        rows,
+        [Column("key", "key"), Column("value", "value"), Column("source", "source"), Column("env", "env")],
+        json_rows={r["key"]: {"value": r["value"], "source": r["source"], "env": r["env"]} for r in rows},
+    )
+
+
+@app.command("init")
+def init(
+    ctx: typer.Context,
+    path: Annotated[Path | None, typer.Argument(help="Where to write it (default: the XDG config path).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented starter config holding every key at its default."""
+    from veadk_mem.config import config_candidates, starter_toml
+    from veadk_mem.errors import BadInput
+
+    state = get_state(ctx)
+    target = path or config_candidates()[-1]
+    if target.exists() and not force:
+        raise BadInput(f"{target}: already exists (use --force to overwrite)")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(starter_toml(), encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"{target}: cannot write: {exc.strerror}") from None
+    state.render.message(f"wrote {target}")
+    if state.json_mode:
+        state.render.json({"path": str(target)})
+
+
+@app.command("path")
+def path_cmd(
+    ctx: typer.Context,
+    json_flag: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print the config file in use and the places vmem looks for one."""
+    from veadk_mem.config import config_candidates, find_config_file
+
+    state = get_state(ctx, json_flag=json_flag)
+    used, why = find_config_file(state.config_path)
+    searched = [str(p) for p in config_candidates()]
+    if state.json_mode:
+        state.render.json({"path": str(used) if used else None, "reason": why, "searched": searched})
+        return
+    if used:
+        typer.echo(str(used))
+        state.render.message(f"({why})")
+    else:
+        state.render.message("no config file; defaults and environment apply. Searched: " + ", ".join(searched))

@@ -1,0 +1,219 @@
+"""The one output path: core results become a Rich table, JSON or JSONL here and nowhere else.
+
+Data goes to stdout, messages and progress to stderr. Rich honours NO_COLOR itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: header, the record key it shows, and an optional formatter."""
+
+    header: str
+    key: str
+    fmt: Callable[[Any], str] | None = None
+    justify: str = "left"
+    max_width: int | None = None
+
+
+def to_json(data: Any, *, indent: int | None = 2) -> str:
+    """Stable JSON for --json output: keys as given, non-ASCII kept."""
+    return json.dumps(data, ensure_ascii=False, indent=indent, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso_utc(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def iso_utc(value: datetime | float | None) -> str | None:
+    """An ISO-8601 UTC time for JSON output."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        value = datetime.fromtimestamp(value, tz=timezone.utc)
+    elif value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def local_time(value: datetime | float | None) -> str:
+    """A local time for people: 2026-11-29 21:24:38."""
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)):
+        value = datetime.fromtimestamp(value, tz=timezone.utc)
+    elif value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def preview(text: str | None, width: int = 80) -> str:
+    """One line of text, cut to width with an ellipsis."""
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class Renderer:
+    """Writes data and messages according to the global --json / --quiet flags."""
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.verbose = verbose
+        self._out: Console | None = None
+        self._err: Console | None = None
+
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(file=sys.stdout, soft_wrap=False, highlight=False)
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(file=sys.stderr, highlight=False)
+        return self._err
+
+    # data ---------------------------------------------------------------------------
+
+    def json(self, data: Any) -> None:
+        """Print a JSON document on stdout."""
+        sys.stdout.write(to_json(data) + "\n")
+        sys.stdout.flush()
+
+    def jsonl(self, records: Iterable[Any], stream: IO[str] | None = None) -> int:
+        """Write one compact JSON document per line; returns the number written."""
+        target = stream or sys.stdout
+        count = 0
+        for record in records:
+            target.write(record if isinstance(record, str) else to_json(record, indent=None))
+            target.write("\n")
+            count += 1
+        target.flush()
+        return count
+
+    def table(
+        self,
+        rows: Sequence[dict[str, Any]],
+        columns: Sequence[Column],
+        *,
+        title: str | None = None,
+        empty: str = "nothing to show",
+    ) -> None:
+        """Print records as a Rich table, or a note on stderr when there are none."""
+        if not rows:
+            self.message(empty)
+            return
+        from rich.table import Table
+
+        table = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
+        for col in columns:
+            table.add_column(col.header, justify=col.justify, max_width=col.max_width, overflow="fold")  # type: ignore[arg-type]
+        for row in rows:
+            table.add_row(*[_cell(row.get(col.key), col.fmt) for col in columns])
+        self.out.print(table)
+
+    def records(
+        self,
+        rows: Sequence[dict[str, Any]],
+        columns: Sequence[Column],
+        *,
+        json_rows: Any = None,
+        title: str | None = None,
+        empty: str = "nothing to show",
+    ) -> None:
+        """Records as JSON (json_rows if given, else rows) under --json, else as a table."""
+        if self.json_mode:
+            self.json(rows if json_rows is None else json_rows)
+        else:
+            self.table(rows, columns, title=title, empty=empty)
+
+    def fields(self, pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
+        """A two-column key/value listing for people."""
+        from rich.table import Table
+
+        table = Table(title=title, show_header=False, show_edge=False, pad_edge=False, box=None)
+        table.add_column(style="bold")
+        table.add_column(overflow="fold")
+        for key, value in pairs:
+            table.add_row(key, _cell(value, None))
+        self.out.print(table)
+
+    # messages -----------------------------------------------------------------------
+
+    def message(self, text: str) -> None:
+        """A progress or status note on stderr; silenced by --quiet."""
+        if not self.quiet:
+            self.err.print(text, markup=False)
+
+    def warn(self, text: str) -> None:
+        """A warning on stderr, shown even with --quiet."""
+        self.err.print(f"vmem: warning: {text}", markup=False, style="yellow")
+
+    def error(self, text: str) -> None:
+        """The one-line error message on stderr."""
+        self.err.print(f"vmem: error: {text}", markup=False, style="red", soft_wrap=True)
+
+    @contextmanager
+    def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+        """A progress bar on stderr; yields an advance(n) callable. Hidden with --quiet or off a TTY."""
+        if self.quiet or not self.err.is_terminal:
+            yield lambda n=1: None
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar: Progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.err,
+            transient=True,
+        )
+        with bar:
+            task = bar.add_task(description, total=total)
+            yield lambda n=1: bar.advance(task, n)
+
+    def confirm(self, question: str) -> bool:
+        """Ask y/N on stderr; a closed or non-interactive stdin answers no."""
+        if not sys.stdin.isatty():
+            return False
+        from rich.prompt import Confirm
+
+        return bool(Confirm.ask(question, console=self.err, default=False))
+
+
+def _cell(value: Any, fmt: Callable[[Any], str] | None) -> Any:
+    if fmt is not None:
+        return fmt(value)
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return to_json(value, indent=None)
+    from rich.text import Text
+
+    return Text(str(value))

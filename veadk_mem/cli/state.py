@@ -1,0 +1,65 @@
+"""Per-invocation state shared by every command: global flags, settings and the renderer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from veadk_mem.cli.render import Renderer
+
+if TYPE_CHECKING:
+    from veadk_mem.config import LoadedSettings
+
+
+@dataclass
+class AppState:
+    """Global options, with settings loaded on first use so `--help` never reads config."""
+
+    config_path: str | None = None
+    json_mode: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+    _loaded: LoadedSettings | None = None
+    _renderer: Renderer | None = None
+
+    @property
+    def loaded(self) -> LoadedSettings:
+        if self._loaded is None:
+            from veadk_mem.config import load_settings
+
+            self._loaded = load_settings(self.config_path, self.overrides)
+        return self._loaded
+
+    @property
+    def render(self) -> Renderer:
+        if self._renderer is None:
+            self._renderer = Renderer(json_mode=self.json_mode, quiet=self.quiet, verbose=self.verbose)
+        return self._renderer
+
+    def override(self, dotted: str, value: Any) -> None:
+        """Let a command flag win over env and file; call before settings are read."""
+        if value is not None:
+            self.overrides[dotted] = value
+            self._loaded = None
+
+
+def get_state(ctx: typer.Context, *, json_flag: bool = False) -> AppState:
+    """The AppState of this invocation; a command's own --json turns JSON mode on."""
+    root = ctx.find_root()
+    if not isinstance(root.obj, AppState):
+        root.obj = AppState()
+    state: AppState = root.obj
+    if json_flag and not state.json_mode:
+        state.json_mode = True
+        state._renderer = None
+    return state
+
+
+def run(coro: Any) -> Any:
+    """Run a core coroutine to completion from a synchronous Typer command."""
+    import asyncio
+
+    return asyncio.run(coro)

@@ -1,0 +1,531 @@
+"""Settings from flags, the environment (+ `.env`), a TOML file and defaults, in that order.
+
+Sections mirror VeADK's configuration names and every key can also be set through the
+environment variable VeADK uses for it (`DATABASE_POSTGRESQL_HOST` for
+`[database.postgresql] host`). Each loaded value remembers where it came from, so
+`vmem config show` can say so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from veadk_mem.errors import BadInput
+
+STM_BACKENDS = ("local", "sqlite", "mysql", "postgresql")
+LTM_BACKENDS = ("local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context")
+
+
+def _env(name: str) -> Any:
+    """Mark a field with the environment variable VeADK reads it from."""
+    return {"env": name}
+
+
+class Section(BaseModel):
+    """A TOML table: unknown keys are errors so a typo never passes silently."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class ShortTermMemorySettings(Section):
+    backend: Literal["local", "sqlite", "mysql", "postgresql"] = Field(
+        "sqlite", description="Session store, as VeADK's ShortTermMemory: local | sqlite | mysql | postgresql"
+    )
+    local_database_path: str = Field(
+        "/tmp/veadk_local_database.db", description="sqlite file used when backend = sqlite"
+    )
+    db_url: SecretStr = Field(
+        SecretStr(""), description="SQLAlchemy URL; overrides backend when set (URL-encode @ and : in passwords)"
+    )
+
+
+class LongTermMemorySettings(Section):
+    backend: Literal[
+        "local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context"
+    ] = Field("local", description="Memory store, as VeADK's LongTermMemory (viking_mem is a deprecated alias)")
+    index: str = Field("", description="Index or collection; falls back to the app name, then default_app")
+    top_k: int = Field(5, ge=1, description="Memories a search returns")
+    local_path: str = Field(
+        "", description="sqlite file of the local backend; empty means $XDG_DATA_HOME/vmem/ltm.db"
+    )
+
+
+class EmbeddingSettings(Section):
+    provider: Literal["auto", "openai", "local", "hash"] = Field(
+        "auto", description="auto picks openai with a key, else the local model if installed, else hash"
+    )
+    name: str = Field("doubao-embedding-text-240715", description="Embedding model name (MODEL_EMBEDDING_NAME)")
+    dim: int = Field(2560, ge=1, description="Embedding dimension (MODEL_EMBEDDING_DIM)")
+    api_base: str = Field(
+        "https://ark.cn-beijing.volces.com/api/v3/", description="OpenAI-compatible endpoint (MODEL_EMBEDDING_API_BASE)"
+    )
+    api_key: SecretStr = Field(
+        SecretStr(""), description="API key (MODEL_EMBEDDING_API_KEY, falls back to MODEL_AGENT_API_KEY)"
+    )
+    batch_size: int = Field(64, ge=1, description="Texts per embedding request")
+    local_model: str = Field(
+        "", description="Folder of a sentence-transformers or model2vec model; empty means the packaged MiniLM"
+    )
+
+
+class ModelSettings(Section):
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+
+
+class PostgresqlSettings(Section):
+    host: str = Field("127.0.0.1", description="PostgreSQL host")
+    port: int = Field(5432, description="PostgreSQL port")
+    user: str = Field("", description="PostgreSQL user")
+    password: SecretStr = Field(SecretStr(""), description="PostgreSQL password")
+    database: str = Field("", description="PostgreSQL database")
+    schema_: str = Field("", alias="schema", description="Schema pinned through search_path")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class MysqlSettings(Section):
+    host: str = Field("127.0.0.1", description="MySQL / MariaDB host")
+    port: int = Field(3306, description="MySQL port")
+    user: str = Field("", description="MySQL user")
+    password: SecretStr = Field(SecretStr(""), description="MySQL password")
+    database: str = Field("", description="MySQL database")
+    charset: str = Field("utf8mb4", description="Connection charset")
+
+
+class RedisSettings(Section):
+    host: str = Field("127.0.0.1", description="Redis host (needs RediSearch for vector search)")
+    port: int = Field(6379, description="Redis port")
+    username: str = Field("", description="Redis ACL user")
+    password: SecretStr = Field(SecretStr(""), description="Redis password")
+    db: int = Field(0, ge=0, description="Redis database number")
+
+
+class OpensearchSettings(Section):
+    host: str = Field("127.0.0.1", description="OpenSearch host")
+    port: int = Field(9200, description="OpenSearch port")
+    username: str = Field("", description="OpenSearch user")
+    password: SecretStr = Field(SecretStr(""), description="OpenSearch password")
+    use_ssl: bool = Field(True, description="Connect over TLS")
+    cert_path: str = Field("", description="CA bundle for TLS")
+
+
+class Mem0Settings(Section):
+    api_key: SecretStr = Field(SecretStr(""), description="Mem0 platform API key")
+    base_url: str = Field("", description="Mem0 API base URL (empty: the platform default)")
+    project_id: str = Field("", description="Mem0 project id")
+    org_id: str = Field("", description="Mem0 organisation id")
+
+
+class OpenvikingSettings(Section):
+    url: str = Field("", description="OpenViking service URL")
+    api_key: SecretStr = Field(SecretStr(""), description="OpenViking API key")
+    user_id: str = Field("", description="OpenViking owner user id")
+    memory_policy: str = Field("", description="OpenViking memory policy")
+
+
+class VikingSettings(Section):
+    project: str = Field("default", description="VikingDB memory project", json_schema_extra=_env("DATABASE_VIKINGMEM_PROJECT"))
+    memory_type: str = Field(
+        "", description="VikingDB memory types, comma separated", json_schema_extra=_env("DATABASE_VIKINGMEM_MEMORY_TYPE")
+    )
+    region: str = Field("cn-beijing", description="Volcengine region", json_schema_extra=_env("DATABASE_VIKING_REGION"))
+
+
+class TosContextSettings(Section):
+    bucket_name: str = Field("", description="TOS ContextBucket name (defaults to the index)")
+    account_id: str = Field("", description="Volcengine account id")
+    endpoint: str = Field("", description="TOS endpoint")
+    region: str = Field("cn-beijing", description="TOS region")
+    control_endpoint: str = Field("", description="TOS control-plane endpoint")
+
+
+class DatabaseSettings(Section):
+    postgresql: PostgresqlSettings = Field(default_factory=PostgresqlSettings)
+    mysql: MysqlSettings = Field(default_factory=MysqlSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    opensearch: OpensearchSettings = Field(default_factory=OpensearchSettings)
+    mem0: Mem0Settings = Field(default_factory=Mem0Settings)
+    openviking: OpenvikingSettings = Field(default_factory=OpenvikingSettings)
+    viking: VikingSettings = Field(default_factory=VikingSettings)
+    tos_context: TosContextSettings = Field(default_factory=TosContextSettings)
+
+
+class VolcengineSettings(Section):
+    access_key: SecretStr = Field(SecretStr(""), description="Volcengine access key (AK)")
+    secret_key: SecretStr = Field(SecretStr(""), description="Volcengine secret key (SK)")
+    session_token: SecretStr = Field(SecretStr(""), description="STS session token for temporary credentials")
+
+
+class AutoSaveSettings(Section):
+    min_messages_threshold: int = Field(
+        10, ge=1, description="Events before VeADK auto-saves", json_schema_extra=_env("MIN_MESSAGES_THRESHOLD")
+    )
+    min_time_threshold: int = Field(
+        60, ge=0, description="Seconds before VeADK auto-saves", json_schema_extra=_env("MIN_TIME_THRESHOLD")
+    )
+
+
+class PolicySettings(BaseModel):
+    """`default` names the policy `ltm save` applies; other keys are named policy tables."""
+
+    model_config = ConfigDict(extra="allow")
+
+    default: str = Field(
+        "default",
+        description="Policy applied by `ltm save`: a preset, a [policy.NAME] or a file",
+        json_schema_extra=_env("VMEM_POLICY"),
+    )
+
+    def named(self) -> dict[str, Any]:
+        """The named policies defined as [policy.NAME] tables."""
+        return dict(self.__pydantic_extra__ or {})
+
+
+class VmemSettings(BaseSettings):
+    """Every setting vmem reads; built by `load_settings`."""
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    short_term_memory: ShortTermMemorySettings = Field(default_factory=ShortTermMemorySettings)
+    long_term_memory: LongTermMemorySettings = Field(default_factory=LongTermMemorySettings)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    volcengine: VolcengineSettings = Field(default_factory=VolcengineSettings)
+    auto_save: AutoSaveSettings = Field(default_factory=AutoSaveSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only the sources `load_settings` passes in, highest first."""
+        return (init_settings,)
+
+
+# --- keys and their environment variables -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    """One leaf setting: dotted TOML path, environment variable, and its field."""
+
+    path: tuple[str, ...]
+    env: str
+    info: FieldInfo
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def secret(self) -> bool:
+        return self.info.annotation is SecretStr
+
+
+def _walk(model: type[BaseModel], prefix: tuple[str, ...]) -> list[Key]:
+    keys: list[Key] = []
+    for name, info in model.model_fields.items():
+        toml_name = info.alias or name
+        path = (*prefix, toml_name)
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys.extend(_walk(annotation, path))
+            continue
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        env = str(extra.get("env") or "_".join(path).upper())
+        keys.append(Key(path, env, info))
+    return keys
+
+
+KEYS: list[Key] = _walk(VmemSettings, ())
+KEYS_BY_PATH: dict[str, Key] = {k.dotted: k for k in KEYS}
+AGENT_API_KEY_ENV = "MODEL_AGENT_API_KEY"
+
+
+# --- sources --------------------------------------------------------------------------
+
+
+def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for part in path[:-1]:
+        tree = tree.setdefault(part, {})
+    tree[path[-1]] = value
+
+
+def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+    out = dict(low)
+    for key, value in high.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _flatten(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = (*prefix, key)
+        dotted = ".".join(path)
+        named_policy = path[0] == "policy" and len(path) == 2
+        if isinstance(value, dict) and dotted not in KEYS_BY_PATH and not named_policy:
+            flat.update(_flatten(value, path))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+class Layer(PydanticBaseSettingsSource):
+    """One pydantic-settings source holding a nested dict and a label per key for `config show`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any], labels: dict[str, str]) -> None:
+        super().__init__(settings_cls)
+        self.data = data
+        self.labels = labels
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return self.data
+
+
+def _read_dotenv(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
+
+
+def env_layer(environ: dict[str, str], dotenv: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Settings given by environment variables; the real environment wins over `.env`."""
+    data: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    for key in KEYS:
+        for origin, values in (("env", environ), (".env", dotenv)):
+            if key.env in values:
+                _set(data, key.path, values[key.env])
+                labels[key.dotted] = f"{origin} {key.env}"
+                break
+    return data, labels
+
+
+def _fallback_layer(environ: dict[str, str], dotenv: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    for origin, values in (("env", environ), (".env", dotenv)):
+        if AGENT_API_KEY_ENV in values:
+            return (
+                {"model": {"embedding": {"api_key": values[AGENT_API_KEY_ENV]}}},
+                {"model.embedding.api_key": f"{origin} {AGENT_API_KEY_ENV}"},
+            )
+    return {}, {}
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML config file, with a one-line error naming the file, line and column."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: invalid TOML: {exc}") from None
+    except FileNotFoundError:
+        raise BadInput(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read config file: {exc.strerror}") from None
+
+
+def config_candidates(cwd: Path | None = None, environ: dict[str, str] | None = None) -> list[Path]:
+    """Where vmem looks for a config file when --config and $VMEM_CONFIG are not given."""
+    env = os.environ if environ is None else environ
+    base = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [(cwd or Path.cwd()) / "vmem.toml", base / "vmem" / "config.toml"]
+
+
+def find_config_file(explicit: str | Path | None, environ: dict[str, str] | None = None) -> tuple[Path | None, str]:
+    """The config file in use and why: --config, $VMEM_CONFIG, ./vmem.toml, XDG, or none."""
+    env = os.environ if environ is None else environ
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise BadInput(f"{path}: config file not found (given with --config)")
+        return path, "--config"
+    if env.get("VMEM_CONFIG"):
+        path = Path(env["VMEM_CONFIG"])
+        if not path.is_file():
+            raise BadInput(f"{path}: config file not found (given by $VMEM_CONFIG)")
+        return path, "$VMEM_CONFIG"
+    for candidate in config_candidates(environ=env):
+        if candidate.is_file():
+            return candidate, "default location"
+    return None, "none found"
+
+
+# --- loading --------------------------------------------------------------------------
+
+
+@dataclass
+class LoadedSettings:
+    """The effective settings plus where each value came from."""
+
+    settings: VmemSettings
+    sources: dict[str, str] = field(default_factory=dict)
+    file: Path | None = None
+
+    def source_of(self, dotted: str) -> str:
+        return self.sources.get(dotted, "default")
+
+
+def _expected(error: dict[str, Any]) -> str:
+    ctx = error.get("ctx") or {}
+    if "expected" in ctx:
+        return f"expected {ctx['expected']}"
+    return str(error["msg"]).lower().replace("input should be", "expected")
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _explain(error: dict[str, Any], labels: dict[str, str], file: Path | None) -> str:
+    loc = [str(p) for p in error["loc"]]
+    dotted = ".".join(loc)
+    label = labels.get(dotted, "")
+    if label.startswith("env ") or label.startswith(".env "):
+        where = f"environment variable {label.split(' ', 1)[1]}"
+        if label.startswith(".env "):
+            where = f".env: {label.split(' ', 1)[1]}"
+    elif label.startswith("flag"):
+        where = label
+    else:
+        where = f"{file}: {dotted}" if file else dotted
+    if error["type"] == "extra_forbidden":
+        parent = ".".join(loc[:-1])
+        siblings = [k.path[-1] for k in KEYS if ".".join(k.path[:-1]) == parent]
+        if not parent:
+            siblings = sorted({k.path[0] for k in KEYS})
+        return f"{file or 'config'}: unknown key '{dotted}'{_suggest(loc[-1], siblings)}"
+    value = error.get("input")
+    shown = "" if KEYS_BY_PATH.get(dotted) and KEYS_BY_PATH[dotted].secret else f", got {value!r}"
+    return f"{where}: {_expected(error)}{shown}"
+
+
+def load_settings(
+    config: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> LoadedSettings:
+    """Build the effective settings: flag overrides > env (+ .env) > TOML file > defaults.
+
+    `overrides` maps dotted keys (`short_term_memory.db_url`) to flag values.
+    """
+    env = dict(os.environ if environ is None else environ)
+    file, _why = find_config_file(config, env)
+    layers: list[tuple[dict[str, Any], dict[str, str]]] = []
+    flag_data: dict[str, Any] = {}
+    flag_labels: dict[str, str] = {}
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set(flag_data, tuple(dotted.split(".")), value)
+            flag_labels[dotted] = "flag"
+    layers.append((flag_data, flag_labels))
+    dotenv = _read_dotenv((cwd or Path.cwd()) / ".env")
+    layers.append(env_layer(env, dotenv))
+    if file is not None:
+        toml_data = read_toml(file)
+        layers.append((toml_data, {k: f"file {file}" for k in _flatten(toml_data)}))
+    layers.append(_fallback_layer(env, dotenv))
+
+    merged: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    for data, layer_labels in reversed(layers):
+        merged = _merge(merged, data)
+        labels.update(layer_labels)
+    try:
+        settings = VmemSettings(**merged)
+    except ValidationError as exc:
+        raise BadInput(_explain(exc.errors()[0], labels, file)) from None
+    return LoadedSettings(settings, labels, file)
+
+
+# --- presentation helpers (no Rich here: the CLI renders) ----------------------------
+
+
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z0-9+]+://[^:/@]*:)(?P<pw>[^@]*)(?P<at>@)", re.IGNORECASE)
+
+
+def mask_url(url: str) -> str:
+    """A database URL with its password replaced by ****."""
+    return _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", url)
+
+
+def get_value(settings: VmemSettings, key: Key) -> Any:
+    """The value of one leaf setting."""
+    node: Any = settings
+    for part in key.path:
+        node = getattr(node, "schema_" if part == "schema" else part)
+    return node
+
+
+def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
+    """One row per setting with its display value (secrets masked) and its source."""
+    rows: list[dict[str, Any]] = []
+    for key in KEYS:
+        value = get_value(loaded.settings, key)
+        if isinstance(value, SecretStr):
+            raw = value.get_secret_value()
+            shown: Any = mask_url(raw) if key.dotted == "short_term_memory.db_url" and raw else ("****" if raw else "")
+        else:
+            shown = value
+        rows.append({"key": key.dotted, "value": shown, "env": key.env, "source": loaded.source_of(key.dotted)})
+    for name, policy in loaded.settings.policy.named().items():
+        rows.append(
+            {"key": f"policy.{name}", "value": policy, "env": "", "source": loaded.source_of(f"policy.{name}")}
+        )
+    return rows
+
+
+def starter_toml() -> str:
+    """A commented config file holding every key at its default, for `config init` and examples.toml."""
+    import tomli_w
+
+    lines = [
+        "# vmem configuration. Precedence: command-line flag > environment (and ./.env)",
+        "# > this file > defaults. Every key can also be set by the environment variable",
+        "# named in its comment, the same name VeADK reads.",
+    ]
+    current: tuple[str, ...] | None = None
+    for key in KEYS:
+        section = key.path[:-1]
+        if section != current:
+            lines += ["", f"[{'.'.join(section)}]"]
+            current = section
+        default = key.info.get_default(call_default_factory=True)
+        if isinstance(default, SecretStr):
+            default = default.get_secret_value()
+        lines.append(f"# {key.info.description} (env {key.env})")
+        lines.append(tomli_w.dumps({key.path[-1]: default}).strip())
+    lines += [
+        "",
+        "# Named policies, used as --policy NAME or [policy] default = NAME:",
+        "# [policy.tools]",
+        '# preset = "custom"',
+        '# include_roles = ["user", "assistant"]',
+        '# include_event_types = ["text", "function_call", "function_response"]',
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,63 @@
+"""Reachability checks behind `vmem doctor`: one per configured store, none raising."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from veadk_mem.config import VmemSettings, mask_url
+from veadk_mem.errors import VmemError
+
+
+@dataclass
+class Check:
+    """The outcome of one check: ok, fail or skip, with a detail that never holds a secret."""
+
+    name: str
+    status: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail}
+
+
+async def check_session_db(settings: VmemSettings) -> Check:
+    """Connect to the session database and run one trivial query."""
+    from veadk_mem.sessions.url import session_db_url
+
+    name = f"short_term_memory ({settings.short_term_memory.backend})"
+    try:
+        url = session_db_url(settings)
+    except VmemError as exc:
+        return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    started = time.perf_counter()
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as exc:  # noqa: BLE001 - any driver error is a failed check
+        return Check(name, "fail", f"{mask_url(url)}: {type(exc).__name__}: {_first_line(exc)}")
+    finally:
+        await engine.dispose()
+    return Check(name, "ok", f"{mask_url(url)} ({(time.perf_counter() - started) * 1000:.0f} ms)")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""
+
+
+async def run_checks(settings: VmemSettings) -> list[Check]:
+    """Every check the configuration calls for, in a stable order."""
+    checks = [await check_session_db(settings)]
+    try:
+        from veadk_mem.ltm.doctor import check_ltm  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        checks.append(Check(f"long_term_memory ({settings.long_term_memory.backend})", "skip", "not checked yet"))
+    else:
+        checks.append(await check_ltm(settings))
+    return checks

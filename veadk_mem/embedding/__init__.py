@@ -1,0 +1,1 @@
+"""Embedders behind one embed_batch contract."""

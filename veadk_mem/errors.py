@@ -1,0 +1,46 @@
+"""One error hierarchy for the whole tool; the CLI maps each class to an exit code."""
+
+from __future__ import annotations
+
+
+class VmemError(Exception):
+    """Root of every error vmem reports to a user as a one-line message."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class StoreError(VmemError):
+    """A store or API failed at run time (unreachable, refused, API error): exit 1."""
+
+    exit_code = 1
+
+
+class BadInput(VmemError):
+    """Usage error or bad input (file, field, flag, config value): exit 2."""
+
+    exit_code = 2
+
+
+class NotFound(VmemError):
+    """The named session, user, memory or file does not exist: exit 3."""
+
+    exit_code = 3
+
+
+class NotSupported(VmemError):
+    """The configured backend cannot do what was asked: exit 4."""
+
+    exit_code = 4
+
+
+def missing_extra(package: str, extra: str) -> NotSupported:
+    """The error for an optional SDK that is not installed, naming the extra to install."""
+    return NotSupported(
+        f"{package} is not installed",
+        hint=f"install it with: pip install 'veadk-mem[{extra}]'",
+    )

@@ -1,0 +1,1 @@
+"""Long-term memory: the LongTermMemory facade and its backends."""

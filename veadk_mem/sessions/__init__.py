@@ -1,0 +1,1 @@
+"""Short-term memory: ADK's session tables in sqlite, PostgreSQL and MySQL."""

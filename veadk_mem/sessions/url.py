@@ -1,0 +1,63 @@
+"""The SQLAlchemy async URL of the configured session database, as VeADK builds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+from veadk_mem.config import VmemSettings
+from veadk_mem.errors import BadInput, NotSupported
+
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "mysql": "mysql+aiomysql",
+    "mariadb": "mysql+aiomysql",
+}
+
+
+def to_async_url(url: str) -> str:
+    """Give a sync SQLAlchemy URL the async driver vmem uses; a plain path means sqlite."""
+    if "://" not in url:
+        return f"sqlite+aiosqlite:///{Path(url).expanduser()}"
+    scheme, rest = url.split("://", 1)
+    dialect = scheme.split("+", 1)[0].lower()
+    if dialect not in _ASYNC_DRIVERS:
+        raise BadInput(f"db_url: unsupported database '{dialect}' (expected sqlite, postgresql or mysql)")
+    return f"{_ASYNC_DRIVERS[dialect]}://{rest}"
+
+
+def session_db_url(settings: VmemSettings) -> str:
+    """The async URL for short_term_memory: db_url if set, else built from the backend's section."""
+    stm = settings.short_term_memory
+    db_url = stm.db_url.get_secret_value()
+    if db_url:
+        return to_async_url(db_url)
+    if stm.backend == "local":
+        raise NotSupported(
+            "short_term_memory.backend is 'local': VeADK keeps those sessions in the agent's process memory, "
+            "there is no database to inspect",
+            hint="set short_term_memory.backend to sqlite, mysql or postgresql, or pass --db-url",
+        )
+    if stm.backend == "sqlite":
+        return to_async_url(stm.local_database_path)
+    if stm.backend == "postgresql":
+        pg = settings.database.postgresql
+        if not pg.database:
+            raise BadInput("database.postgresql.database: not set (DATABASE_POSTGRESQL_DATABASE)")
+        auth = _auth(pg.user, pg.password.get_secret_value())
+        return f"postgresql+asyncpg://{auth}{pg.host}:{pg.port}/{quote(pg.database, safe='')}"
+    my = settings.database.mysql
+    if not my.database:
+        raise BadInput("database.mysql.database: not set (DATABASE_MYSQL_DATABASE)")
+    auth = _auth(my.user, my.password.get_secret_value())
+    return f"mysql+aiomysql://{auth}{my.host}:{my.port}/{quote(my.database, safe='')}?charset={my.charset}"
+
+
+def _auth(user: str, password: str) -> str:
+    if not user:
+        return ""
+    if password:
+        return f"{quote(user, safe='')}:{quote(password, safe='')}@"
+    return f"{quote(user, safe='')}@"
