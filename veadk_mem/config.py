@@ -50,14 +50,12 @@ class ShortTermMemorySettings(Section):
 
 
 class LongTermMemorySettings(Section):
-    backend: Literal[
-        "local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context"
-    ] = Field("local", description="Memory store, as VeADK's LongTermMemory (viking_mem is a deprecated alias)")
+    backend: Literal["local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context"] = (
+        Field("local", description="Memory store, as VeADK's LongTermMemory (viking_mem is a deprecated alias)")
+    )
     index: str = Field("", description="Index or collection; falls back to the app name, then default_app")
     top_k: int = Field(5, ge=1, description="Memories a search returns")
-    local_path: str = Field(
-        "", description="sqlite file of the local backend; empty means $XDG_DATA_HOME/vmem/ltm.db"
-    )
+    local_path: str = Field("", description="sqlite file of the local backend; empty means $XDG_DATA_HOME/vmem/ltm.db")
 
 
 class EmbeddingSettings(Section):
@@ -134,9 +132,13 @@ class OpenvikingSettings(Section):
 
 
 class VikingSettings(Section):
-    project: str = Field("default", description="VikingDB memory project", json_schema_extra=_env("DATABASE_VIKINGMEM_PROJECT"))
+    project: str = Field(
+        "default", description="VikingDB memory project", json_schema_extra=_env("DATABASE_VIKINGMEM_PROJECT")
+    )
     memory_type: str = Field(
-        "", description="VikingDB memory types, comma separated", json_schema_extra=_env("DATABASE_VIKINGMEM_MEMORY_TYPE")
+        "",
+        description="VikingDB memory types, comma separated",
+        json_schema_extra=_env("DATABASE_VIKINGMEM_MEMORY_TYPE"),
     )
     region: str = Field("cn-beijing", description="Volcengine region", json_schema_extra=_env("DATABASE_VIKING_REGION"))
 
@@ -368,7 +370,7 @@ def find_config_file(explicit: str | Path | None, environ: dict[str, str] | None
         if not path.is_file():
             raise BadInput(f"{path}: config file not found (given by $VMEM_CONFIG)")
         return path, "$VMEM_CONFIG"
-    for candidate in config_candidates(environ=env):
+    for candidate in config_candidates(environ=dict(env)):
         if candidate.is_file():
             return candidate, "default location"
     return None, "none found"
@@ -459,7 +461,7 @@ def load_settings(
     try:
         settings = VmemSettings(**merged)
     except ValidationError as exc:
-        raise BadInput(_explain(exc.errors()[0], labels, file)) from None
+        raise BadInput(_explain(dict(exc.errors()[0]), labels, file)) from None
     return LoadedSettings(settings, labels, file)
 
 
@@ -494,9 +496,7 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
             shown = value
         rows.append({"key": key.dotted, "value": shown, "env": key.env, "source": loaded.source_of(key.dotted)})
     for name, policy in loaded.settings.policy.named().items():
-        rows.append(
-            {"key": f"policy.{name}", "value": policy, "env": "", "source": loaded.source_of(f"policy.{name}")}
-        )
+        rows.append({"key": f"policy.{name}", "value": policy, "env": "", "source": loaded.source_of(f"policy.{name}")})
     return rows
 
 

@@ -39,7 +39,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
     try:
         async with engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
-    except Exception as exc:  # noqa: BLE001 - any driver error is a failed check
+    except Exception as exc:  # any driver error is a failed check
         return Check(name, "fail", f"{mask_url(url)}: {type(exc).__name__}: {_first_line(exc)}")
     finally:
         await engine.dispose()

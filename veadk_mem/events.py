@@ -25,9 +25,7 @@ STATE_RECORD_KINDS = ("app_state", "user_state")
 class AdkModel(BaseModel):
     """Base of every ADK-shaped model: camelCase aliases, snake_case accepted, extras kept."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="allow", serialize_by_alias=True
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", serialize_by_alias=True)
 
     @model_serializer(mode="wrap")
     def _camel_extras(self, handler: Any, info: Any) -> Any:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -18,32 +17,35 @@ from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.state import AppState, get_state
 from veadk_mem.errors import VmemError
 
+if TYPE_CHECKING:
+    from typer._click.core import Context as ClickContext
+
 
 class VmemGroup(TyperGroup):
     """Root group that turns every VmemError into a one-line message and its exit code."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: ClickContext) -> Any:
         try:
             return super().invoke(ctx)
         except VmemError as exc:
             _report(ctx, exc.message, exc.hint)
-            raise click.exceptions.Exit(exc.exit_code) from None
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise typer.Exit(exc.exit_code) from None
+        except (typer.TyperException, typer.Exit, typer.Abort):
             raise
         except KeyboardInterrupt:
             _report(ctx, "interrupted", None)
-            raise click.exceptions.Exit(130) from None
-        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            raise typer.Exit(130) from None
+        except Exception as exc:  # the last line of defence
             state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
             if state.verbose:
                 import traceback
 
                 traceback.print_exc(file=sys.stderr)
             _report(ctx, f"unexpected {type(exc).__name__}: {exc}", "run again with --verbose for a traceback")
-            raise click.exceptions.Exit(1) from None
+            raise typer.Exit(1) from None
 
 
-def _report(ctx: click.Context, message: str, hint: str | None) -> None:
+def _report(ctx: ClickContext, message: str, hint: str | None) -> None:
     state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
     state.render.error(message)
     if hint and not state.quiet:

@@ -20,8 +20,6 @@ def doctor(
     state = get_state(ctx, json_flag=json_flag)
     results = run(run_checks(state.loaded.settings))
     rows = [r.as_dict() for r in results]
-    state.render.records(
-        rows, [Column("check", "name"), Column("status", "status"), Column("detail", "detail")]
-    )
+    state.render.records(rows, [Column("check", "name"), Column("status", "status"), Column("detail", "detail")])
     if any(r.status == "fail" for r in results):
         raise typer.Exit(1)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,10 +47,10 @@ def iso_utc(value: datetime | float | None) -> str | None:
     if value is None:
         return None
     if isinstance(value, (int, float)):
-        value = datetime.fromtimestamp(value, tz=timezone.utc)
+        value = datetime.fromtimestamp(value, tz=UTC)
     elif value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def local_time(value: datetime | float | None) -> str:
@@ -58,9 +58,9 @@ def local_time(value: datetime | float | None) -> str:
     if value is None:
         return ""
     if isinstance(value, (int, float)):
-        value = datetime.fromtimestamp(value, tz=timezone.utc)
+        value = datetime.fromtimestamp(value, tz=UTC)
     elif value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -182,7 +182,7 @@ class Renderer:
     def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
         """A progress bar on stderr; yields an advance(n) callable. Hidden with --quiet or off a TTY."""
         if self.quiet or not self.err.is_terminal:
-            yield lambda n=1: None
+            yield _no_progress
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -196,7 +196,11 @@ class Renderer:
         )
         with bar:
             task = bar.add_task(description, total=total)
-            yield lambda n=1: bar.advance(task, n)
+
+            def advance(n: int = 1) -> None:
+                bar.advance(task, n)
+
+            yield advance
 
     def confirm(self, question: str) -> bool:
         """Ask y/N on stderr; a closed or non-interactive stdin answers no."""
@@ -205,6 +209,10 @@ class Renderer:
         from rich.prompt import Confirm
 
         return bool(Confirm.ask(question, console=self.err, default=False))
+
+
+def _no_progress(n: int = 1) -> None:
+    """The advance() of a hidden progress bar."""
 
 
 def _cell(value: Any, fmt: Callable[[Any], str] | None) -> Any:

@@ -1,0 +1,134 @@
+"""Shared fixtures: an isolated user environment for every test, a CLI runner, and
+fresh databases on the local PostgreSQL / MariaDB / Redis servers.
+
+A server fixture skips its test with a loud reason only when the server cannot be
+reached; `.ci/run` starts the servers first, so in CI nothing skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+PG_HOST, PG_PORT = "127.0.0.1", 5432
+MY_HOST, MY_PORT = "127.0.0.1", 3306
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+# Variables that would make a test read the developer's own configuration.
+_CONFIG_ENV_PREFIXES = (
+    "DATABASE_",
+    "MODEL_",
+    "VOLCENGINE_",
+    "SHORT_TERM_MEMORY_",
+    "LONG_TERM_MEMORY_",
+    "VMEM_",
+    "MIN_MESSAGES_THRESHOLD",
+    "MIN_TIME_THRESHOLD",
+    "AUTO_SAVE_",
+    "POLICY_",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HOME, XDG dirs and the working directory at a temp dir; clear config variables."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in list(os.environ):
+        if name.startswith(_CONFIG_ENV_PREFIXES):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    """A Typer CLI runner keeping stdout and stderr apart."""
+    return CliRunner()
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _require(host: str, port: int, name: str) -> None:
+    if not _reachable(host, port):
+        pytest.skip(f"*** {name} at {host}:{port} is not reachable: start it (see .ci/run) ***")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test; its async SQLAlchemy URL."""
+    _require(PG_HOST, PG_PORT, "PostgreSQL")
+    import asyncpg
+
+    name = f"vmem_{uuid.uuid4().hex[:12]}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user="postgres", database="postgres")
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"postgresql+asyncpg://postgres@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def mysql_url() -> Iterator[str]:
+    """A fresh, empty MariaDB database for this test; its async SQLAlchemy URL."""
+    _require(MY_HOST, MY_PORT, "MariaDB")
+    import pymysql
+
+    name = f"vmem_{uuid.uuid4().hex[:12]}"
+
+    def admin(sql: str) -> None:
+        conn = pymysql.connect(host=MY_HOST, port=MY_PORT, user="root", password="")
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+            conn.commit()
+        finally:
+            conn.close()
+
+    admin(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        yield f"mysql+aiomysql://root@{MY_HOST}:{MY_PORT}/{name}?charset=utf8mb4"
+    finally:
+        admin(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    """A key prefix unique to this test on the local Redis; its keys are removed afterwards."""
+    _require(REDIS_HOST, REDIS_PORT, "Redis")
+    import redis
+
+    prefix = f"vmemtest-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT)
+    for key in client.scan_iter(f"*{prefix}*"):
+        client.delete(key)
+    client.close()
