@@ -57,6 +57,7 @@ app = typer.Typer(
     name="vmem",
     help="Administer the memory of VeADK / Google ADK agents: sessions, long-term memory, save policies.",
     no_args_is_help=True,
+    add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
@@ -73,7 +74,8 @@ def _version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     config: Annotated[
-        str | None, typer.Option("--config", "-c", help="TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).")
+        str | None,
+        typer.Option("--config", "-c", metavar="FILE", help="TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG)."),
     ] = None,
     json_mode: Annotated[bool, typer.Option("--json", help="Print stable JSON on stdout.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors; no progress or notes.")] = False,

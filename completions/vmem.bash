@@ -1,0 +1,30 @@
+# bash completion for vmem; generated from the vmem app by `python -m veadk_mem.cli.docs`; do not edit.
+# Install: source this file from ~/.bashrc, or copy it to
+# ~/.local/share/bash-completion/completions/vmem
+_vmem() {
+  local cur="${COMP_WORDS[COMP_CWORD]}" path="" w i opts="" cmds=""
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    w="${COMP_WORDS[i]}"
+    case "$path $w" in
+      " doctor"|" forget"|" session"|" ltm"|" policy"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
+    esac
+  done
+  case "$path" in
+    "") opts='--config -c --json --quiet -q --verbose -v --version'; cmds='doctor forget session ltm policy config' ;;
+    " doctor") opts='--json'; cmds='' ;;
+    " forget") opts=''; cmds='' ;;
+    " session") opts=''; cmds='' ;;
+    " ltm") opts=''; cmds='' ;;
+    " policy") opts=''; cmds='' ;;
+    " config") opts=''; cmds='show init path' ;;
+    " config show") opts='--json'; cmds='' ;;
+    " config init") opts='--force'; cmds='' ;;
+    " config path") opts='--json'; cmds='' ;;
+  esac
+  if [[ "$cur" == -* ]]; then
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+  else
+    COMPREPLY=($(compgen -W "$cmds" -- "$cur"))
+  fi
+}
+complete -o default -o bashdefault -F _vmem vmem

@@ -1,0 +1,132 @@
+"""CLI conventions: help everywhere, exit codes, one-line errors, stdout for data only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from veadk_mem.cli.app import app
+from veadk_mem.cli.docs import build_tree, walk
+
+COMMANDS = [node.path for node in walk(build_tree())]
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "vmem")
+def test_every_command_has_help(runner: CliRunner, path: tuple[str, ...]) -> None:
+    result = runner.invoke(app, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Usage: vmem")
+    node = next(n for n in walk(build_tree()) if n.path == path)
+    assert node.help, f"vmem {' '.join(path)} has no help text"
+
+
+def test_groups_exist(runner: CliRunner) -> None:
+    out = runner.invoke(app, ["--help"]).stdout
+    for group in ("session", "ltm", "policy", "config", "doctor", "forget"):
+        assert f"  {group} " in out
+
+
+def test_version(runner: CliRunner) -> None:
+    from veadk_mem import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"vmem {__version__}\n"
+
+
+def test_usage_error_exits_2(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["no-such-command"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "No such command" in result.stderr
+
+
+def test_bad_input_is_one_line_on_stderr_with_exit_2(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--config", str(tmp_path / "missing.toml"), "config", "show"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"vmem: error: {tmp_path / 'missing.toml'}: config file not found (given with --config)"
+    ]
+
+
+def test_unexpected_error_is_one_line_and_verbose_shows_traceback(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import veadk_mem.config
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(veadk_mem.config, "effective_rows", boom)
+    quiet = runner.invoke(app, ["config", "show"])
+    assert quiet.exit_code == 1
+    assert "Traceback" not in quiet.stderr
+    assert quiet.stderr.startswith("vmem: error: unexpected RuntimeError: disk on fire")
+    loud = runner.invoke(app, ["--verbose", "config", "show"])
+    assert loud.exit_code == 1
+    assert "Traceback (most recent call last)" in loud.stderr
+
+
+def test_doctor_reports_each_store(runner: CliRunner, tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    sqlite3.connect(db).close()
+    ok = runner.invoke(app, ["doctor", "--json"], env={"SHORT_TERM_MEMORY_LOCAL_DATABASE_PATH": str(db)})
+    assert ok.exit_code == 0, ok.output
+    assert '"status": "ok"' in ok.stdout
+
+
+def test_doctor_fails_without_leaking_the_password(runner: CliRunner) -> None:
+    env = {
+        "SHORT_TERM_MEMORY_BACKEND": "postgresql",
+        "DATABASE_POSTGRESQL_HOST": "127.0.0.1",
+        "DATABASE_POSTGRESQL_PORT": "1",
+        "DATABASE_POSTGRESQL_USER": "bob",
+        "DATABASE_POSTGRESQL_PASSWORD": "Sup3rS3cret",
+        "DATABASE_POSTGRESQL_DATABASE": "x",
+    }
+    result = runner.invoke(app, ["doctor"], env=env)
+    assert result.exit_code == 1
+    assert "fail" in result.stdout
+    assert "Sup3rS3cret" not in result.stdout + result.stderr
+
+
+def _installed_vmem() -> str:
+    found = shutil.which("vmem", path=str(Path(sys.executable).parent))
+    assert found, "the vmem console script is not installed next to this Python"
+    return found
+
+
+def test_installed_console_script_and_module() -> None:
+    out = subprocess.run([_installed_vmem(), "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("vmem ")
+    mod = subprocess.run([sys.executable, "-m", "veadk_mem", "--version"], capture_output=True, text=True, check=True)
+    assert mod.stdout == out.stdout
+
+
+def test_no_color_is_honoured() -> None:
+    base = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    args = [_installed_vmem(), "--config", "/nonexistent.toml", "config", "show"]
+    colored = subprocess.run(args, capture_output=True, text=True, env={**base, "FORCE_COLOR": "1", "TERM": "xterm"})
+    plain = subprocess.run(
+        args, capture_output=True, text=True, env={**base, "FORCE_COLOR": "1", "TERM": "xterm", "NO_COLOR": "1"}
+    )
+    assert colored.returncode == plain.returncode == 2
+    assert "\x1b[" in colored.stderr
+    assert "\x1b[" not in plain.stderr
+    assert "config file not found" in plain.stderr
+
+
+def test_startup_imports_nothing_heavy() -> None:
+    heavy = ("sqlalchemy", "numpy", "pydantic", "openai", "redis", "opensearchpy", "google", "aiosqlite")
+    code = f"import sys, veadk_mem.cli.app\nprint(','.join(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"imported at startup: {out.stdout.strip()}"
