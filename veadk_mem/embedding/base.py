@@ -1,0 +1,139 @@
+"""The embedder contract: a subclass implements `embed_batch`; batching, retries and chunking live here."""
+
+from __future__ import annotations
+
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from veadk_mem.errors import StoreError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
+
+
+class RetryableError(Exception):
+    """Raised by `embed_batch` for a failure worth retrying (rate limit, 5xx, timeout)."""
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s+|(?<=[。！？；])|\n+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text after sentence-ending punctuation (Latin and CJK) and at line breaks."""
+    return [piece.strip() for piece in _SENTENCE_END.split(text) if piece and piece.strip()]
+
+
+class Embedder(ABC):
+    """Turns texts into unit-length float32 vectors of a fixed dimension.
+
+    `name` identifies the model (it is stored next to every vector so a store never mixes
+    models), `dim` is the vector size. `max_chars` bounds one chunk for models whose
+    `fits` is not more precise.
+    """
+
+    name: str = ""
+    dim: int = 0
+    batch_size: int = 64
+    max_chars: int = 2000
+    retries: int = 4
+    backoff: float = 0.5
+
+    @abstractmethod
+    def embed_batch(self, texts: list[str]) -> Sequence[Sequence[float]] | Matrix:
+        """Embed one batch of at most `batch_size` texts; raise RetryableError for transient failures."""
+
+    def fits(self, text: str) -> bool:
+        """Whether one chunk of text fits the model's input in one piece."""
+        return len(text) <= self.max_chars
+
+    def chunk(self, text: str) -> list[str]:
+        """Split a long text into chunks that fit the model, on sentence boundaries where possible."""
+        if self.fits(text):
+            return [text]
+        chunks: list[str] = []
+        current = ""
+        for sentence in split_sentences(text):
+            candidate = f"{current} {sentence}" if current else sentence
+            if self.fits(candidate):
+                current = candidate
+                continue
+            if current:
+                chunks.append(current)
+            current = sentence
+            while not self.fits(current):
+                head, current = self._cut(current)
+                chunks.append(head)
+        if current:
+            chunks.append(current)
+        return chunks or [text]
+
+    def _cut(self, text: str) -> tuple[str, str]:
+        """Cut an over-long sentence at the last space that fits (or hard, for unspaced text)."""
+        low, high = 1, len(text)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if self.fits(text[:mid]):
+                low = mid
+            else:
+                high = mid - 1
+        space = text.rfind(" ", 0, low)
+        cut = space if space > low // 2 else low
+        return text[:cut].strip(), text[cut:].strip()
+
+    def embed(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Matrix:
+        """Embed any number of texts in batches, with retries; returns an (n, dim) unit-norm matrix."""
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            vectors = np.asarray(self._with_retries(batch), dtype=np.float32)
+            if vectors.shape != (len(batch), self.dim):
+                raise StoreError(
+                    f"embedding model {self.name} returned vectors of shape {vectors.shape}, "
+                    f"expected ({len(batch)}, {self.dim})",
+                    hint="set model.embedding.dim (MODEL_EMBEDDING_DIM) to the model's real dimension",
+                )
+            out[start : start + len(batch)] = vectors
+            if progress is not None:
+                progress(len(batch))
+        return normalize(out)
+
+    def embed_one(self, text: str) -> Matrix:
+        """The unit vector of one text (a query), averaging its chunks when it is long."""
+        chunks = self.chunk(text)
+        vectors = self.embed(chunks)
+        if len(chunks) == 1:
+            return vectors[0]
+        return normalize(vectors.mean(axis=0, keepdims=True))[0]
+
+    def _with_retries(self, batch: list[str]) -> Sequence[Sequence[float]] | Matrix:
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            try:
+                return self.embed_batch(batch)
+            except RetryableError as exc:
+                if attempt == self.retries:
+                    raise StoreError(f"embedding failed after {attempt + 1} attempts: {exc}") from None
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def describe(self) -> str:
+        """`name (dim-d)` for messages."""
+        return f"{self.name} ({self.dim}-d)"
+
+
+def normalize(matrix: Matrix) -> Matrix:
+    """Scale each row to unit length (zero rows stay zero)."""
+    import numpy as np
+
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).astype(np.float32, copy=False)

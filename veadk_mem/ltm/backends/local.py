@@ -1,0 +1,381 @@
+"""The `local` backend: an embedded, persistent vector store in one sqlite file.
+
+VeADK's local backend is an in-process index that forgets everything when the process
+ends; this one keeps memories in `$XDG_DATA_HOME/vmem/ltm.db` (or `local_path`, or
+`:memory:` for a throwaway store) so `vmem ltm save` and `vmem ltm search` can run as
+two commands. Search is exact cosine top-k: one float32 matrix per (index, user),
+loaded once per process and multiplied with numpy. Each index records the embedding
+model and dimension of its vectors, and refuses vectors of another model.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from veadk_mem.errors import BadInput, StoreError
+from veadk_mem.ltm.base import Chunk, LongTermMemoryBackend, MemoryRecord
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from veadk_mem.embedding.base import Embedder
+
+EmbedderFactory = Callable[[str | None], "Embedder"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS ltm_indexes (
+    name TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    generation INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    index_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    app_name TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    event_id TEXT NOT NULL DEFAULT '',
+    author TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    model TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    chunks INTEGER NOT NULL DEFAULT 1,
+    created_at REAL NOT NULL,
+    vector BLOB NOT NULL,
+    UNIQUE (index_name, user_id, content_hash)
+);
+CREATE INDEX IF NOT EXISTS memories_user ON memories (index_name, user_id, created_at);
+CREATE INDEX IF NOT EXISTS memories_session ON memories (index_name, user_id, session_id);
+"""
+
+
+def default_path() -> Path:
+    """$XDG_DATA_HOME/vmem/ltm.db (XDG_DATA_HOME defaults to ~/.local/share)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "vmem" / "ltm.db"
+
+
+_CONNECTIONS: dict[str, sqlite3.Connection] = {}
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """One connection per file per process (`:memory:` stores live as long as the process)."""
+    if path in _CONNECTIONS:
+        return _CONNECTIONS[path]
+    if path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL" if path != ":memory:" else "PRAGMA journal_mode=MEMORY")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(SCHEMA)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: cannot open the local memory store: {exc}") from None
+    _CONNECTIONS[path] = conn
+    return conn
+
+
+@dataclass
+class _Matrix:
+    """The cached vectors of one (index, user): rows of `ids` own rows of `vectors`."""
+
+    generation: int
+    rowids: npt.NDArray[np.int64]
+    owners: npt.NDArray[np.int64] | None
+    vectors: npt.NDArray[np.float32]
+
+
+_MATRICES: dict[tuple[str, str, str], _Matrix] = {}
+
+
+class LocalBackend(LongTermMemoryBackend):
+    """Memories of one index in the shared sqlite file."""
+
+    name: ClassVar[str] = "local"
+
+    def __init__(self, index: str, *, embedder_factory: EmbedderFactory, local_path: str = "", **_: Any) -> None:
+        self.index = index
+        self.path = local_path or str(default_path())
+        self._embedder_factory = embedder_factory
+        self._embedder: Embedder | None = None
+        self.precheck_index_naming()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return connect(self.path)
+
+    def precheck_index_naming(self) -> None:
+        """Any printable name up to 255 characters."""
+        if not self.index or len(self.index) > 255 or not self.index.isprintable():
+            raise BadInput(f"invalid local index name {self.index!r}: use 1-255 printable characters")
+
+    # --- model bookkeeping -----------------------------------------------------------
+
+    def index_model(self) -> tuple[str, int] | None:
+        """(model, dim) of the vectors this index holds, or None for a new index."""
+        row = self.conn.execute("SELECT model, dim FROM ltm_indexes WHERE name = ?", (self.index,)).fetchone()
+        return (str(row[0]), int(row[1])) if row else None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            stored = self.index_model()
+            self._embedder = self._embedder_factory(stored[0] if stored else None)
+        return self._embedder
+
+    def _check_model(self, embedder: Embedder) -> None:
+        stored = self.index_model()
+        if stored is None or stored == (embedder.name, embedder.dim):
+            return
+        if self._count() == 0:
+            self.conn.execute(
+                "UPDATE ltm_indexes SET model = ?, dim = ? WHERE name = ?", (embedder.name, embedder.dim, self.index)
+            )
+            return
+        raise BadInput(
+            f"index {self.index!r} holds vectors of {stored[0]} ({stored[1]}-d) but the embedder is "
+            f"{embedder.describe()}: vectors of two models cannot be compared",
+            hint=f"configure model.embedding for {stored[0]}, or use another index (long_term_memory.index)",
+        )
+
+    def _count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM memories WHERE index_name = ?", (self.index,)).fetchone()[0])
+
+    def _bump(self) -> None:
+        self.conn.execute("UPDATE ltm_indexes SET generation = generation + 1 WHERE name = ?", (self.index,))
+
+    def _generation(self) -> int:
+        row = self.conn.execute("SELECT generation FROM ltm_indexes WHERE name = ?", (self.index,)).fetchone()
+        return int(row[0]) if row else -1
+
+    # --- the contract ----------------------------------------------------------------
+
+    async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
+        """The hashes among these that this user's index already holds."""
+        found: set[str] = set()
+        for start in range(0, len(hashes), 500):
+            part = hashes[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.conn.execute(
+                f"SELECT content_hash FROM memories WHERE index_name = ? AND user_id = ? AND content_hash IN ({marks})",
+                (self.index, user_id, *part),
+            )
+            found.update(r[0] for r in rows)
+        return found
+
+    async def save(
+        self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
+    ) -> list[str]:
+        """Embed the searchable text of each memory (in chunks that fit the model) and store the new ones.
+
+        Returns the ids actually inserted: a memory the user's index already holds is skipped.
+        """
+        import numpy as np
+
+        from veadk_mem.ltm.convert import searchable_text
+
+        if not memories:
+            return []
+        embedder = self.embedder
+        self._check_model(embedder)
+        pieces: list[str] = []
+        spans: list[tuple[int, int]] = []
+        for memory in memories:
+            chunks = embedder.chunk(searchable_text(memory.text))
+            spans.append((len(pieces), len(chunks)))
+            pieces.extend(chunks)
+        vectors = embedder.embed(pieces, progress=progress)
+        now = time.time()
+        rows = []
+        for memory, (start, count) in zip(memories, spans, strict=True):
+            memory.id = memory.id or memory_id(self.index, user_id, memory.content_hash)
+            memory.created_at = memory.created_at or now
+            blob = np.ascontiguousarray(vectors[start : start + count], dtype=np.float32).tobytes()
+            rows.append(
+                (
+                    memory.id,
+                    self.index,
+                    user_id,
+                    memory.app_name,
+                    memory.session_id,
+                    memory.event_id,
+                    memory.author,
+                    memory.text,
+                    memory.content_hash,
+                    embedder.name,
+                    embedder.dim,
+                    count,
+                    memory.created_at,
+                    blob,
+                )
+            )
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT OR IGNORE INTO ltm_indexes (name, model, dim, created_at) VALUES (?, ?, ?, ?)",
+                (self.index, embedder.name, embedder.dim, now),
+            )
+            inserted: list[str] = []
+            for row in rows:
+                before = conn.total_changes
+                conn.execute(_INSERT, row)
+                if conn.total_changes != before:
+                    inserted.append(str(row[0]))
+            self._bump()
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot save memories: {exc}") from None
+        return inserted
+
+    def matrix(self, user_id: str) -> _Matrix:
+        """The user's vectors as one float32 matrix, cached per process until the index changes."""
+        import numpy as np
+
+        key = (self.path, self.index, user_id)
+        generation = self._generation()
+        cached = _MATRICES.get(key)
+        if cached is not None and cached.generation == generation:
+            return cached
+        rows = self.conn.execute(
+            "SELECT rowid, chunks, vector FROM memories WHERE index_name = ? AND user_id = ? ORDER BY rowid",
+            (self.index, user_id),
+        ).fetchall()
+        dim = self.index_model()[1] if rows else 0  # type: ignore[index]
+        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        chunks = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(-1, dim or 1)
+        owners = None if bool((chunks == 1).all()) else np.repeat(np.arange(len(rows)), chunks)
+        built = _Matrix(generation, rowids, owners, vectors)
+        _MATRICES[key] = built
+        return built
+
+    def top_k(self, user_id: str, query_vector: npt.NDArray[np.float32], top_k: int) -> list[tuple[int, float]]:
+        """(rowid, cosine) of the best top_k memories of the user; a memory scores as its best chunk."""
+        import numpy as np
+
+        m = self.matrix(user_id)
+        if len(m.rowids) == 0 or top_k <= 0:
+            return []
+        scores = m.vectors @ query_vector
+        if m.owners is not None:
+            best = np.full(len(m.rowids), -np.inf, dtype=np.float32)
+            np.maximum.at(best, m.owners, scores)
+            scores = best
+        k = min(top_k, len(scores))
+        picked = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        picked = picked[np.argsort(-scores[picked], kind="stable")]
+        return [(int(m.rowids[i]), float(scores[i])) for i in picked]
+
+    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+        """Exact cosine top-k over this user's memories only."""
+        if self.index_model() is None:
+            return []
+        embedder = self.embedder
+        self._check_model(embedder)
+        hits = self.top_k(user_id, embedder.embed_one(query), top_k)
+        if not hits:
+            return []
+        by_rowid = self._records_by_rowid([h[0] for h in hits])
+        out: list[Chunk] = []
+        for rowid, score in hits:
+            record = by_rowid[rowid]
+            record.score = score
+            out.append(record)
+        return out
+
+    def _records_by_rowid(self, rowids: list[int]) -> dict[int, MemoryRecord]:
+        marks = ",".join("?" * len(rowids))
+        rows = self.conn.execute(f"SELECT rowid, {_COLUMNS} FROM memories WHERE rowid IN ({marks})", rowids)
+        return {int(r[0]): _record(r[1:]) for r in rows}
+
+    async def list_memories(
+        self, user_id: str, *, limit: int | None = None, session_id: str | None = None
+    ) -> list[MemoryRecord]:
+        """The user's memories in this index, newest first."""
+        sql = f"SELECT {_COLUMNS} FROM memories WHERE index_name = ? AND user_id = ?"
+        params: list[Any] = [self.index, user_id]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_record(r) for r in self.conn.execute(sql, params)]
+
+    async def delete_memories(self, user_id: str, ids: list[str]) -> int:
+        """Delete these memories of the user (ids of other users are left alone)."""
+        if not ids:
+            return 0
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            before = conn.total_changes
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                marks = ",".join("?" * len(part))
+                conn.execute(
+                    f"DELETE FROM memories WHERE index_name = ? AND user_id = ? AND id IN ({marks})",
+                    (self.index, user_id, *part),
+                )
+            deleted = conn.total_changes - before
+            self._bump()
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot delete memories: {exc}") from None
+        return deleted
+
+    async def known_indexes(self, user_id: str) -> list[str]:
+        """Every index in this file that holds memories of the user."""
+        rows = self.conn.execute("SELECT DISTINCT index_name FROM memories WHERE user_id = ? ORDER BY 1", (user_id,))
+        return [str(r[0]) for r in rows]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for `vmem doctor`: memories, users and the model of this index."""
+        memories, users = self.conn.execute(
+            "SELECT count(*), count(DISTINCT user_id) FROM memories WHERE index_name = ?", (self.index,)
+        ).fetchone()
+        model = self.index_model()
+        return {"memories": memories, "users": users, "model": model[0] if model else None}
+
+
+_INSERT = (
+    "INSERT OR IGNORE INTO memories (id, index_name, user_id, app_name, session_id, event_id, author, "
+    "text, content_hash, model, dim, chunks, created_at, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_COLUMNS = "id, user_id, app_name, session_id, event_id, author, text, content_hash, created_at, model"
+
+
+def _record(row: Any) -> MemoryRecord:
+    return MemoryRecord(
+        id=row[0],
+        user_id=row[1],
+        app_name=row[2],
+        session_id=row[3],
+        event_id=row[4],
+        author=row[5],
+        text=row[6],
+        content_hash=row[7],
+        created_at=row[8],
+        metadata={"model": row[9]},
+    )
+
+
+def memory_id(index: str, user_id: str, digest: str) -> str:
+    """A stable id: the same memory of the same user in the same index always gets the same id."""
+    import hashlib
+
+    return hashlib.sha256(f"{index}\0{user_id}\0{digest}".encode()).hexdigest()[:16]

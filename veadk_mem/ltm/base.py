@@ -1,0 +1,94 @@
+"""The long-term-memory backend contract and the records that cross it.
+
+A backend implements a few async methods: `precheck_index_naming`, `save` and `search`,
+and `list`, `delete` and `profile` where its store can. Everything else (policy,
+content-hash dedupe, index fallback, result conversion) lives once, in the facade.
+Every method takes the user id and must scope to it: a search never returns another
+user's memories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from veadk_mem.errors import NotSupported
+
+
+def content_hash(text: str) -> str:
+    """The identity of a memory string for idempotent saves (sha256 hex)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class MemoryRecord:
+    """One memory string as VeADK saves it, with where it came from.
+
+    `text` is exactly the string handed to the backend (usually the JSON of a filtered
+    Content). Backends fill `id`, `created_at` and, on search, `score`.
+    """
+
+    text: str
+    user_id: str
+    app_name: str = ""
+    session_id: str = ""
+    event_id: str = ""
+    author: str = ""
+    content_hash: str = ""
+    id: str = ""
+    created_at: float | None = None
+    score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.content_hash:
+            self.content_hash = content_hash(self.text)
+
+
+# What a backend's search may return: records, or the raw chunks a hosted service gives
+# (a string, a dict with text/abstract/summary/content, a {"memories": [...]} list).
+Chunk = MemoryRecord | str | dict[str, Any]
+
+
+class LongTermMemoryBackend(ABC):
+    """A long-term-memory store, bound to one index."""
+
+    name: ClassVar[str] = ""
+    index: str
+
+    @abstractmethod
+    def precheck_index_naming(self) -> None:
+        """Raise BadInput with a clear message when `index` is not a valid name for this store."""
+
+    @abstractmethod
+    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+        """Store memories for the user; returns the ids stored."""
+
+    @abstractmethod
+    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+        """The top_k memories of this user closest to the query, best first."""
+
+    async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
+        """Which of these content hashes the user's index already holds (empty when unknown)."""
+        return set()
+
+    async def list_memories(self, user_id: str, *, limit: int | None = None) -> list[MemoryRecord]:
+        """The user's memories, newest first."""
+        raise NotSupported(f"the {self.name} backend cannot list memories")
+
+    async def delete_memories(self, user_id: str, ids: list[str]) -> int:
+        """Delete the user's memories with these ids; returns how many went."""
+        raise NotSupported(f"the {self.name} backend cannot delete memories")
+
+    async def profile(self, user_id: str) -> str:
+        """The user profile the store derived from the memories."""
+        raise NotSupported(f"the {self.name} backend has no user profile (VeADK returns an empty string for it)")
+
+    async def known_indexes(self, user_id: str) -> list[str] | None:
+        """Every index holding this user's memories, when the store can tell (for `forget`)."""
+        return None
+
+    async def close(self) -> None:  # noqa: B027  (most backends hold nothing to release)
+        """Release connections."""

@@ -1,0 +1,184 @@
+"""Turning what backends return into ADK MemoryEntry-shaped dicts, as VeADK does.
+
+A chunk may be a MemoryRecord of ours, the JSON of a saved Content, a `{"memories":
+[...]}` list from a hosted service, a dict carrying `text` / `abstract` / `summary` /
+`content`, or a plain string. Each becomes `{"id", "author", "timestamp", "content":
+{"role", "parts"}, "custom_metadata": {"score", "origin": {...}}}`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from veadk_mem.ltm.base import Chunk, MemoryRecord
+
+TEXT_KEYS = ("text", "abstract", "summary", "content", "memory", "memory_info")
+META_KEYS = ("uri", "score", "category", "memory_type", "id", "created_at", "updated_at", "session_id", "event_id")
+
+
+def _loads(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+
+
+def _is_content(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("parts"), list)
+
+
+def part_text(part: dict[str, Any]) -> str:
+    """The searchable text of one Content part (text, tool call or response, code, media name)."""
+    if isinstance(part.get("text"), str):
+        return str(part["text"])
+    for key in ("function_call", "functionCall", "tool_call", "toolCall"):
+        if isinstance(part.get(key), dict):
+            call = part[key]
+            return f"{call.get('name', '')}({json.dumps(call.get('args', {}), ensure_ascii=False)})"
+    for key in ("function_response", "functionResponse", "tool_response", "toolResponse"):
+        if isinstance(part.get(key), dict):
+            resp = part[key]
+            return f"{resp.get('name', '')} -> {json.dumps(resp.get('response', {}), ensure_ascii=False)}"
+    for key in ("executable_code", "executableCode"):
+        if isinstance(part.get(key), dict):
+            return str(part[key].get("code", ""))
+    for key in ("code_execution_result", "codeExecutionResult"):
+        if isinstance(part.get(key), dict):
+            return str(part[key].get("output", ""))
+    return ""
+
+
+def searchable_text(memory: str) -> str:
+    """What to embed for a memory string: the text of a saved Content, else the string itself.
+
+    The JSON scaffolding of `{"role": "user", "parts": [{"text": ...}]}` carries no meaning
+    and would use up the model's input window.
+    """
+    value = _loads(memory)
+    if _is_content(value):
+        texts = [part_text(p) for p in value["parts"] if isinstance(p, dict)]
+        joined = "\n".join(t for t in texts if t)
+        return joined or memory
+    return memory
+
+
+def _text_of(value: dict[str, Any]) -> str | None:
+    for key in TEXT_KEYS:
+        item = value.get(key)
+        if isinstance(item, str) and item:
+            return item
+    return None
+
+
+def _iso(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(float(value), tz=UTC).isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def _entry(
+    *,
+    content: dict[str, Any],
+    author: str,
+    memory_id: str | None,
+    timestamp: Any,
+    score: float | None,
+    origin: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "id": memory_id or None,
+        "author": author,
+        "timestamp": _iso(timestamp),
+        "content": content,
+        "custom_metadata": {"score": None if score is None else round(float(score), 6), "origin": origin},
+    }
+
+
+def _content_from_string(text: str) -> list[dict[str, Any]]:
+    """Contents held by one memory string (several for a {"memories": [...]} payload)."""
+    value = _loads(text)
+    if _is_content(value):
+        content = {"role": value.get("role") or "user", "parts": value["parts"]}
+        return [content]
+    if isinstance(value, dict) and isinstance(value.get("memories"), list):
+        out: list[dict[str, Any]] = []
+        for item in value["memories"]:
+            if isinstance(item, dict):
+                inner = _text_of(item)
+                if inner is not None:
+                    out.extend(_content_from_string(inner))
+            elif isinstance(item, str):
+                out.extend(_content_from_string(item))
+        return out
+    if isinstance(value, dict):
+        inner = _text_of(value)
+        if inner is not None:
+            return _content_from_string(inner)
+    return [{"role": "user", "parts": [{"text": text}]}]
+
+
+def to_memory_entries(chunk: Chunk, *, backend: str, index: str) -> list[dict[str, Any]]:
+    """One backend chunk as MemoryEntry dicts (a {"memories": [...]} chunk gives several)."""
+    if isinstance(chunk, MemoryRecord):
+        origin = {
+            "backend": backend,
+            "index": index,
+            "user_id": chunk.user_id,
+            "app_name": chunk.app_name,
+            "session_id": chunk.session_id,
+            "event_id": chunk.event_id,
+            **{k: v for k, v in chunk.metadata.items() if v not in (None, "")},
+        }
+        return [
+            _entry(
+                content=content,
+                author=chunk.author or "user",
+                memory_id=chunk.id,
+                timestamp=chunk.created_at,
+                score=chunk.score,
+                origin=origin,
+            )
+            for content in _content_from_string(chunk.text)
+        ]
+    if isinstance(chunk, dict):
+        if isinstance(chunk.get("memories"), list):
+            entries: list[dict[str, Any]] = []
+            for item in chunk["memories"]:
+                if isinstance(item, (dict, str)):
+                    entries.extend(to_memory_entries(item, backend=backend, index=index))
+            return entries
+        text = _text_of(chunk)
+        if text is None:
+            return []
+        origin = {"backend": backend, "index": index, **{k: chunk[k] for k in META_KEYS if k in chunk}}
+        raw_score = chunk.get("score")
+        score = float(raw_score) if isinstance(raw_score, (int, float)) else None
+        return [
+            _entry(
+                content=content,
+                author=str(chunk.get("author") or "user"),
+                memory_id=str(chunk["id"]) if chunk.get("id") is not None else None,
+                timestamp=chunk.get("created_at") or chunk.get("timestamp"),
+                score=score,
+                origin=origin,
+            )
+            for content in _content_from_string(text)
+        ]
+    origin = {"backend": backend, "index": index}
+    return [
+        _entry(content=c, author="user", memory_id=None, timestamp=None, score=None, origin=origin)
+        for c in _content_from_string(chunk)
+    ]
+
+
+def entry_text(entry: dict[str, Any]) -> str:
+    """The readable text of a MemoryEntry dict, for tables."""
+    parts = entry.get("content", {}).get("parts") or []
+    return "\n".join(t for t in (part_text(p) for p in parts if isinstance(p, dict)) if t)

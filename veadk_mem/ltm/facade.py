@@ -1,0 +1,326 @@
+"""`LongTermMemory`: VeADK's long-term-memory entry point, for a CLI.
+
+Same parameters and rules as VeADK's class (backend name or instance, backend_config,
+top_k 5, index -> app_name -> `default_app`, `viking_mem` -> `viking`, assistant events
+kept for openviking), plus what an operator needs and VeADK's manual saves lack:
+idempotent saves (content hash per user and index), dry runs, list / delete / forget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.errors import BadInput, NotSupported
+from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.convert import to_memory_entries
+from veadk_mem.ltm.registry import canonical_name, load_backend
+
+if TYPE_CHECKING:
+    from veadk_mem.config import VmemSettings
+    from veadk_mem.embedding.base import Embedder
+    from veadk_mem.events import Session
+
+DEFAULT_INDEX = "default_app"
+
+
+@dataclass
+class SessionReport:
+    """What saving one session did (or would do, in a dry run)."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    index: str
+    events: int = 0
+    memories: int = 0
+    saved: int = 0
+    duplicates: int = 0
+    dropped: int = 0
+    error: str | None = None
+    ids: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "app_name": self.app_name,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "index": self.index,
+            "events": self.events,
+            "memories": self.memories,
+            "saved": self.saved,
+            "duplicates": self.duplicates,
+            "dropped": self.dropped,
+            "error": self.error,
+        }
+
+
+class LongTermMemory:
+    """The facade every `vmem ltm` command goes through."""
+
+    def __init__(
+        self,
+        backend: str | LongTermMemoryBackend = "local",
+        backend_config: dict[str, Any] | None = None,
+        top_k: int = 5,
+        index: str = "",
+        app_name: str = "",
+        *,
+        settings: VmemSettings | None = None,
+        embedder: Embedder | None = None,
+        warn: Callable[[str], None] | None = None,
+        notice: Callable[[str], None] | None = None,
+    ) -> None:
+        from veadk_mem.config import VmemSettings
+
+        self.settings = settings or VmemSettings()
+        self.warn = warn
+        self.notice = notice
+        self.top_k = top_k
+        self.index = index
+        self.app_name = app_name
+        self.backend_config = dict(backend_config or {})
+        self._embedder = embedder
+        self._instance: LongTermMemoryBackend | None = None
+        if isinstance(backend, LongTermMemoryBackend):
+            self._instance = backend
+            self.backend_name = backend.name or type(backend).__name__
+        else:
+            self.backend_name = canonical_name(backend, warn)
+        self._backends: dict[str, LongTermMemoryBackend] = {}
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: VmemSettings,
+        *,
+        app_name: str = "",
+        warn: Callable[[str], None] | None = None,
+        notice: Callable[[str], None] | None = None,
+        embedder: Embedder | None = None,
+    ) -> LongTermMemory:
+        """The facade as `[long_term_memory]` configures it."""
+        ltm = settings.long_term_memory
+        config: dict[str, Any] = {}
+        if ltm.local_path:
+            config["local_path"] = ltm.local_path
+        return cls(
+            backend=ltm.backend,
+            backend_config=config,
+            top_k=ltm.top_k,
+            index=ltm.index,
+            app_name=app_name,
+            settings=settings,
+            warn=warn,
+            notice=notice,
+            embedder=embedder,
+        )
+
+    # --- index and backend -------------------------------------------------------------
+
+    def index_for(self, app_name: str | None = None) -> str:
+        """VeADK's fallback: backend_config index, then index, then the app name, then default_app."""
+        if self._instance is not None:
+            return self._instance.index
+        return str(self.backend_config.get("index") or self.index or app_name or self.app_name or DEFAULT_INDEX)
+
+    def backend_for(self, app_name: str | None = None, *, index: str | None = None) -> LongTermMemoryBackend:
+        """The backend bound to the index of this app (created and prechecked on first use)."""
+        if self._instance is not None:
+            return self._instance
+        name = index or self.index_for(app_name)
+        if name not in self._backends:
+            factory = load_backend(self.backend_name)
+            config = {k: v for k, v in self.backend_config.items() if k != "index"}
+            backend = factory(name, settings=self.settings, embedder_factory=self._make_embedder, **config)
+            backend.precheck_index_naming()
+            self._backends[name] = backend
+        return self._backends[name]
+
+    def _make_embedder(self, stored_model: str | None) -> Embedder:
+        """The configured embedder; under `auto`, the one that made the index's vectors when known."""
+        from veadk_mem.embedding import create_embedder, provider_for_model
+        from veadk_mem.embedding.local import local_model_available
+
+        if self._embedder is not None:
+            return self._embedder
+        settings = self.settings.model.embedding
+        if settings.provider == "auto" and stored_model:
+            provider = provider_for_model(stored_model)
+            if provider == "hash":
+                dim = int(stored_model.rsplit("-", 1)[-1])
+                self._embedder = create_embedder(settings, "hash", hash_dim=dim)
+            elif provider == "local" and local_model_available(settings.local_model):
+                self._embedder = create_embedder(settings, "local")
+        if self._embedder is None:
+            self._embedder = create_embedder(settings, notice=self.notice)
+        return self._embedder
+
+    # --- policy ------------------------------------------------------------------------
+
+    def resolve_policy(self, spec: Any = None, *, include_assistant: bool = False) -> Any:
+        """A policy spec (preset, [policy.NAME], file, inline JSON, None) resolved for this backend."""
+        from veadk_mem.policy import resolve_policy
+
+        if spec is None:
+            spec = self.settings.policy.default
+        return resolve_policy(
+            spec,
+            backend=self.backend_name,
+            include_assistant=include_assistant,
+            named=self.settings.policy.named(),
+            warn=self.warn,
+        )
+
+    # --- save --------------------------------------------------------------------------
+
+    async def add_session_to_memory(
+        self,
+        session: Session,
+        policy: Any = None,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> SessionReport:
+        """Filter a session's events through the policy and save the new memory strings."""
+        from veadk_mem.policy import evaluate
+
+        if policy is None:
+            policy = self.resolve_policy()
+        index = self.index_for(session.app_name)
+        report = SessionReport(session.app_name, session.user_id, session.id, index, events=len(session.events))
+        records: list[MemoryRecord] = []
+        for decision in evaluate(session.events, policy):
+            if not decision.saved or decision.memory is None:
+                report.dropped += 1
+                continue
+            records.append(
+                MemoryRecord(
+                    text=decision.memory,
+                    user_id=session.user_id,
+                    app_name=session.app_name,
+                    session_id=session.id,
+                    event_id=decision.event.id,
+                    author=decision.event.author,
+                )
+            )
+        report.memories = len(records)
+        new = await self._new_records(session.user_id, records, index)
+        report.duplicates = len(records) - len(new)
+        if dry_run or not new:
+            report.saved = len(new)
+            return report
+        backend = self.backend_for(index=index)
+        save: Any = backend.save
+        ids = await (save(session.user_id, new, progress=progress) if progress else save(session.user_id, new))
+        report.ids = list(ids)
+        report.saved = len(ids)
+        report.duplicates = len(records) - len(ids)
+        return report
+
+    async def _new_records(self, user_id: str, records: list[MemoryRecord], index: str) -> list[MemoryRecord]:
+        """Records whose content hash is neither earlier in the batch nor in the store."""
+        unique: dict[str, MemoryRecord] = {}
+        for record in records:
+            unique.setdefault(record.content_hash, record)
+        if not unique:
+            return []
+        existing = await self.backend_for(index=index).existing_hashes(user_id, list(unique))
+        return [r for h, r in unique.items() if h not in existing]
+
+    # --- read --------------------------------------------------------------------------
+
+    async def search_memory(
+        self,
+        *,
+        app_name: str | None,
+        user_id: str,
+        query: str,
+        top_k: int | None = None,
+        min_score: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """The user's memories closest to the query, as MemoryEntry dicts, best first."""
+        if not query.strip():
+            raise BadInput("the search query is empty")
+        index = self.index_for(app_name)
+        backend = self.backend_for(index=index)
+        chunks = await backend.search(user_id, query, top_k or self.top_k)
+        entries: list[dict[str, Any]] = []
+        for chunk in chunks:
+            entries.extend(to_memory_entries(chunk, backend=self.backend_name, index=index))
+        if min_score is not None:
+            entries = [e for e in entries if (e["custom_metadata"]["score"] or 0.0) >= min_score]
+        return entries
+
+    async def list_memories(
+        self, *, app_name: str | None, user_id: str, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The user's memories, newest first, as MemoryEntry dicts."""
+        index = self.index_for(app_name)
+        records = await self.backend_for(index=index).list_memories(user_id, limit=limit)
+        entries: list[dict[str, Any]] = []
+        for record in records:
+            entries.extend(to_memory_entries(record, backend=self.backend_name, index=index))
+        return entries
+
+    async def get_user_profile(self, *, app_name: str | None, user_id: str) -> str:
+        """The backend's profile of the user (viking only; others raise NotSupported)."""
+        return await self.backend_for(app_name).profile(user_id)
+
+    # --- delete ------------------------------------------------------------------------
+
+    async def select(
+        self,
+        *,
+        app_name: str | None,
+        user_id: str,
+        ids: list[str] | None = None,
+        session_id: str | None = None,
+        everything: bool = False,
+        index: str | None = None,
+    ) -> list[MemoryRecord]:
+        """The user's memories a delete would remove: by id, by session, or all."""
+        chosen = [bool(ids), session_id is not None, everything]
+        if sum(chosen) != 1:
+            raise BadInput("say what to delete: --id ID..., --session S or --all (exactly one)")
+        backend = self.backend_for(app_name, index=index)
+        records = await backend.list_memories(user_id)
+        if ids:
+            wanted = set(ids)
+            return [r for r in records if r.id in wanted]
+        if session_id is not None:
+            return [r for r in records if r.session_id == session_id]
+        return records
+
+    async def delete(
+        self, *, app_name: str | None, user_id: str, records: list[MemoryRecord], index: str | None = None
+    ) -> int:
+        """Delete these (selected) memories of the user."""
+        if not records:
+            return 0
+        backend = self.backend_for(app_name, index=index)
+        return await backend.delete_memories(user_id, [r.id for r in records])
+
+    async def forget_plan(self, *, user_id: str, app_name: str | None = None) -> dict[str, list[MemoryRecord]]:
+        """index -> the user's memories there: every index the store knows of, or the app's."""
+        if app_name is not None:
+            indexes = [self.index_for(app_name)]
+        else:
+            known = await self.backend_for(None).known_indexes(user_id)
+            if known is None:
+                raise NotSupported(
+                    f"the {self.backend_name} backend cannot tell which indexes hold a user's memories",
+                    hint="name the app with --app",
+                )
+            indexes = known
+        plan: dict[str, list[MemoryRecord]] = {}
+        for index in indexes:
+            plan[index] = await self.select(app_name=None, user_id=user_id, everything=True, index=index)
+        return plan
+
+    async def close(self) -> None:
+        for backend in self._backends.values():
+            await backend.close()

@@ -1,0 +1,142 @@
+"""Replaying many sessions into long-term memory: sources, per-session isolation, totals.
+
+A failure in one session (bad JSON, a store error) is recorded on that session and the
+rest go on; the caller exits 1 when any failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.errors import BadInput, VmemError
+from veadk_mem.ltm.facade import SessionReport
+
+if TYPE_CHECKING:
+    from veadk_mem.events import Session
+    from veadk_mem.ltm.facade import LongTermMemory
+
+# A source yields sessions, or the error that stopped one document from being a session.
+Item = tuple[str, "Session | VmemError"]
+
+
+def expand_sources(sources: Iterable[str]) -> list[str]:
+    """FILE, DIR (its *.json / *.jsonl, recursively) or '-', checked before anything is saved."""
+    from veadk_mem.events import session_files
+
+    out: list[str] = []
+    for source in sources:
+        if source == "-":
+            out.append(source)
+            continue
+        path = Path(source)
+        if not path.exists():
+            raise BadInput(f"{path}: no such file or directory")
+        if path.is_dir():
+            files = session_files(path)
+            if not files:
+                raise BadInput(f"{path}: no *.json or *.jsonl files in this directory")
+            out.extend(str(f) for f in files)
+        else:
+            out.append(str(path))
+    return out
+
+
+def file_sessions(sources: Iterable[str]) -> Iterator[Item]:
+    """Every session in the files, streamed; an undecodable file or document becomes an error item."""
+    from veadk_mem.events import STATE_RECORD_KINDS, iter_documents, parse_session
+
+    for source in sources:
+        try:
+            for where, data in iter_documents(source):
+                if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
+                    continue
+                try:
+                    yield where, parse_session(data, where)
+                except VmemError as exc:
+                    yield where, exc
+        except VmemError as exc:
+            yield source, exc
+
+
+async def aiter_items(items: Iterable[Item]) -> AsyncIterator[Item]:
+    """An iterable of items as an async iterator, so files and the session store look alike."""
+    for item in items:
+        yield item
+
+
+@dataclass
+class ReplaySummary:
+    """Totals of one `ltm save` run, plus one report per session."""
+
+    reports: list[SessionReport] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[SessionReport]:
+        return [r for r in self.reports if r.error is not None]
+
+    def totals(self) -> dict[str, int]:
+        ok = [r for r in self.reports if r.error is None]
+        return {
+            "sessions": len(self.reports),
+            "events": sum(r.events for r in ok),
+            "memories": sum(r.memories for r in ok),
+            "saved": sum(r.saved for r in ok),
+            "duplicates": sum(r.duplicates for r in ok),
+            "dropped": sum(r.dropped for r in ok),
+            "failed": len(self.failed),
+        }
+
+    def per_user(self) -> list[dict[str, Any]]:
+        """Counts per (app, user), for dry runs."""
+        groups: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in self.reports:
+            if r.error is not None:
+                continue
+            row = groups.setdefault(
+                (r.app_name, r.user_id),
+                {
+                    "app_name": r.app_name,
+                    "user_id": r.user_id,
+                    "index": r.index,
+                    "sessions": 0,
+                    "saved": 0,
+                    "duplicates": 0,
+                    "dropped": 0,
+                },
+            )
+            row["sessions"] += 1
+            for key in ("saved", "duplicates", "dropped"):
+                row[key] += getattr(r, key)
+        return list(groups.values())
+
+
+async def replay(
+    ltm: LongTermMemory,
+    items: AsyncIterator[Item],
+    policy: Any,
+    *,
+    dry_run: bool = False,
+    on_done: Callable[[SessionReport], None] | None = None,
+) -> ReplaySummary:
+    """Save each session through the facade; a failing session is reported, not fatal."""
+    summary = ReplaySummary()
+    async for where, item in items:
+        if isinstance(item, VmemError):
+            report = SessionReport("", "", "", "", error=item.message, source=where)
+        else:
+            try:
+                report = await ltm.add_session_to_memory(item, policy, dry_run=dry_run)
+            except Exception as exc:  # one session's failure must not stop the others
+                message = exc.message if isinstance(exc, VmemError) else f"unexpected {type(exc).__name__}: {exc}"
+                report = SessionReport(
+                    item.app_name, item.user_id, item.id, ltm.index_for(item.app_name), events=len(item.events)
+                )
+                report.error = message
+            report.source = where
+        summary.reports.append(report)
+        if on_done is not None:
+            on_done(report)
+    return summary
