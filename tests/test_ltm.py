@@ -24,7 +24,9 @@ def content(text: str, role: str = "user") -> str:
 
 
 def record(text: str, user: str = "u1", session: str = "s1") -> MemoryRecord:
-    return MemoryRecord(text=content(text), user_id=user, app_name="app", session_id=session, event_id="e", author="user")
+    return MemoryRecord(
+        text=content(text), user_id=user, app_name="app", session_id=session, event_id="e", author="user"
+    )
 
 
 @pytest.fixture
@@ -246,7 +248,8 @@ def test_chunks_become_memory_entries(chunk: object, texts: list[str], role: str
 
 
 def test_dict_chunk_metadata_is_kept() -> None:
-    (entry,) = to_memory_entries({"summary": "s", "uri": "u://1", "score": 0.25, "category": "c"}, backend="b", index="i")
+    chunk = {"summary": "s", "uri": "u://1", "score": 0.25, "category": "c"}
+    (entry,) = to_memory_entries(chunk, backend="b", index="i")
     assert entry["custom_metadata"] == {
         "score": 0.25,
         "origin": {"backend": "b", "index": "i", "uri": "u://1", "score": 0.25, "category": "c"},
@@ -255,6 +258,7 @@ def test_dict_chunk_metadata_is_kept() -> None:
 
 def test_searchable_text_strips_the_content_scaffolding() -> None:
     assert searchable_text(content("I am vegetarian")) == "I am vegetarian"
-    call = json.dumps({"role": "model", "parts": [{"function_call": {"name": "get_weather", "args": {"city": "Paris"}}}]})
+    part = {"function_call": {"name": "get_weather", "args": {"city": "Paris"}}}
+    call = json.dumps({"role": "model", "parts": [part]})
     assert searchable_text(call) == 'get_weather({"city": "Paris"})'
     assert searchable_text("plain") == "plain"
