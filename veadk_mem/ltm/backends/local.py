@@ -284,11 +284,15 @@ class LocalBackend(LongTermMemoryBackend):
             return []
         embedder = self.embedder
         self._check_model(embedder)
-        hits = self.top_k(user_id, embedder.embed_one(query), top_k)
+        return list(self.search_vector(user_id, embedder.embed_one(query), top_k))
+
+    def search_vector(self, user_id: str, query_vector: npt.NDArray[np.float32], top_k: int) -> list[MemoryRecord]:
+        """The user's top_k memories for an embedded query, with their scores."""
+        hits = self.top_k(user_id, query_vector, top_k)
         if not hits:
             return []
         by_rowid = self._records_by_rowid([h[0] for h in hits])
-        out: list[Chunk] = []
+        out: list[MemoryRecord] = []
         for rowid, score in hits:
             record = by_rowid[rowid]
             record.score = score

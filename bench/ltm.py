@@ -1,0 +1,378 @@
+"""Long-term memory benchmarks, one run, side by side.
+
+1. Search latency of the local backend with 10k / 100k / 1M stored 384-d memories of one
+   user (median of 20, query embedding excluded) and the search process's peak RSS, next
+   to a bare numpy matrix-vector product + top-k of the same size (the floor) and, when
+   --llama-python names a Python with llama-index-core installed, llama-index's in-memory
+   VectorStoreIndex (what VeADK's local backend uses) at 10k and 100k.
+2. Save throughput replaying 1,000 sessions through the facade (default policy) with the
+   hash embedder (store cost) and with the local model.
+3. Embedding API calls for 1,000 memories at batch size 64 (must be 16), against a local
+   server speaking the OpenAI embeddings protocol.
+4. Whole-process `vmem ltm search` on the embedded default (auto -> local model), model
+   load included: median of --runs runs.
+
+Run: .venv/bin/python bench/ltm.py [--sizes 10000,100000,1000000] [--llama-python PY] [--runs 10]
+Each size runs in its own process so peak RSS is that size's alone. Stores are built in a
+temp dir under --workdir (1M memories take about 1.7 GB of disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+DIM = 384
+USER, APP = "bench-user", "bench_app"
+HERE = Path(__file__).resolve()
+
+
+def _rng_vectors(n: int, seed: int = 0) -> Any:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, DIM), dtype=np.float32)
+    step = 100_000
+    for start in range(0, n, step):
+        block = rng.standard_normal((min(step, n - start), DIM), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        out[start : start + len(block)] = block
+    return out
+
+
+class FixedEmbedder:
+    """Hands out precomputed vectors in order: stores n memories without embedding cost."""
+
+    def __init__(self, vectors: Any) -> None:
+        from veadk_mem.embedding.hash import HashEmbedder
+
+        self._base = HashEmbedder(dim=DIM)
+        self.name, self.dim = "bench-random-384", DIM
+        self.vectors = vectors
+        self.pos = 0
+
+    def chunk(self, text: str) -> list[str]:
+        return [text]
+
+    def embed(self, texts: list[str], progress: Any = None) -> Any:
+        out = self.vectors[self.pos : self.pos + len(texts)]
+        self.pos += len(texts)
+        return out
+
+    def embed_one(self, text: str) -> Any:
+        return self.vectors[0]
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.dim}-d)"
+
+
+# --- 1. search latency, one size per process ---------------------------------------------
+
+
+def build_store(path: str, n: int) -> float:
+    """Store n memories of one user in a local store at path; returns seconds taken."""
+    from veadk_mem.ltm.backends.local import LocalBackend
+    from veadk_mem.ltm.base import MemoryRecord
+
+    vectors = _rng_vectors(n)
+    embedder = FixedEmbedder(vectors)
+    backend = LocalBackend(APP, embedder_factory=lambda _m: embedder, local_path=path)  # type: ignore[arg-type,return-value]
+    started = time.perf_counter()
+    step = 50_000
+    for start in range(0, n, step):
+        records = [
+            MemoryRecord(text=f"memory number {i}", user_id=USER, session_id=f"s{i // 10}")
+            for i in range(start, min(n, start + step))
+        ]
+        asyncio.run(backend.save(USER, records))
+    return time.perf_counter() - started
+
+
+def search_child(path: str, n: int) -> dict[str, Any]:
+    """In a fresh process: cold matrix load, then the median of 20 searches and the numpy floor."""
+    import numpy as np
+
+    from veadk_mem.ltm.backends.local import LocalBackend
+
+    queries = _rng_vectors(21, seed=99)
+    backend = LocalBackend(APP, embedder_factory=lambda _m: None, local_path=path)  # type: ignore[arg-type,return-value]
+    started = time.perf_counter()
+    backend.search_vector(USER, queries[0], 5)
+    cold = time.perf_counter() - started
+    times = []
+    for q in queries[1:]:
+        t = time.perf_counter()
+        backend.search_vector(USER, q, 5)
+        times.append(time.perf_counter() - t)
+    matrix = np.ascontiguousarray(backend.matrix(USER).vectors)
+    floor = []
+    for q in queries[1:]:
+        t = time.perf_counter()
+        scores = matrix @ q
+        top = np.argpartition(-scores, 4)[:5]
+        top[np.argsort(-scores[top])]
+        floor.append(time.perf_counter() - t)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "n": n,
+        "local_ms": statistics.median(times) * 1000,
+        "numpy_floor_ms": statistics.median(floor) * 1000,
+        "cold_load_s": cold,
+        "peak_rss_mb": rss_mb,
+    }
+
+
+LLAMA_CHILD = r"""
+import json, resource, statistics, sys, time
+import numpy as np
+from llama_index.core import VectorStoreIndex
+from llama_index.core.schema import QueryBundle, TextNode
+from llama_index.core.embeddings import MockEmbedding
+n, dim = int(sys.argv[1]), 384
+rng = np.random.default_rng(0)
+vectors = rng.standard_normal((n, dim), dtype=np.float32)
+vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+nodes = [TextNode(text=f"memory number {i}", id_=str(i), embedding=vectors[i].tolist()) for i in range(n)]
+index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=dim))
+retriever = index.as_retriever(similarity_top_k=5)
+q = np.random.default_rng(99).standard_normal((21, dim), dtype=np.float32)
+q /= np.linalg.norm(q, axis=1, keepdims=True)
+times = []
+for i, row in enumerate(q):
+    t = time.perf_counter()
+    retriever.retrieve(QueryBundle(query_str="q", embedding=row.tolist()))
+    if i:
+        times.append(time.perf_counter() - t)
+print(json.dumps({"n": n, "llama_ms": statistics.median(times) * 1000,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def llama_search(python: str, n: int) -> dict[str, Any]:
+    out = subprocess.run([python, "-c", LLAMA_CHILD, str(n)], capture_output=True, text=True, check=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+# --- 2. save throughput ------------------------------------------------------------------
+
+
+def _sessions(count: int) -> list[Any]:
+    from veadk_mem.events import Session
+
+    topics = ["peanuts", "trains", "jazz", "Lisbon", "tennis", "sourdough", "kanji", "marathon", "cats", "tax"]
+    sessions = []
+    for s in range(count):
+        events = []
+        for e in range(4):
+            author = "user" if e % 2 == 0 else "agent"
+            text = (
+                f"Session {s} turn {e}: I told you about {topics[(s + e) % 10]} and {topics[(s * 3 + e) % 10]}, "
+                f"remember item {s * 4 + e}."
+            )
+            role = "user" if author == "user" else "model"
+            events.append(
+                {
+                    "id": f"{s}-{e}",
+                    "author": author,
+                    "timestamp": float(s),
+                    "content": {"role": role, "parts": [{"text": text}]},
+                }
+            )
+        sessions.append(
+            Session.model_validate({"id": f"s{s}", "appName": APP, "userId": f"u{s % 50}", "events": events})
+        )
+    return sessions
+
+
+def save_throughput(provider: str, sessions: int, workdir: Path) -> dict[str, Any]:
+    """Memories per second replaying sessions through the facade with this embedder."""
+    from veadk_mem.config import VmemSettings
+    from veadk_mem.ltm.facade import LongTermMemory
+    from veadk_mem.ltm.replay import aiter_items, replay
+
+    settings = VmemSettings()
+    settings.long_term_memory.local_path = str(workdir / f"save-{provider}.db")
+    settings.model.embedding.provider = provider  # type: ignore[assignment]
+    ltm = LongTermMemory.from_settings(settings)
+    items = [(s.id, s) for s in _sessions(sessions)]
+    policy = ltm.resolve_policy("default")
+    ltm.backend_for(APP).embedder  # noqa: B018  (load the model before the clock starts)
+    started = time.perf_counter()
+    summary = asyncio.run(replay(ltm, aiter_items(items), policy))  # type: ignore[arg-type]
+    took = time.perf_counter() - started
+    saved = summary.totals()["saved"]
+    return {"embedder": provider, "sessions": sessions, "memories": saved, "seconds": took, "per_s": saved / took}
+
+
+# --- 3. API calls ------------------------------------------------------------------------
+
+
+def api_calls(memories: int = 1000, batch: int = 64) -> int:
+    """Requests the openai embedder sends for `memories` texts at this batch size."""
+    from veadk_mem.embedding.openai import OpenAIEmbedder
+
+    calls = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            calls.append(len(body["input"]))
+            data = [
+                {"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 7} for i in range(len(body["input"]))
+            ]
+            raw = json.dumps({"object": "list", "data": data, "model": body["model"], "usage": {}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        emb = OpenAIEmbedder(
+            name="bench",
+            dim=8,
+            api_base=f"http://127.0.0.1:{server.server_address[1]}/v1",
+            api_key="sk-bench",
+            batch_size=batch,
+        )
+        emb.embed([f"memory {i}" for i in range(memories)])
+    finally:
+        server.shutdown()
+        server.server_close()
+    return len(calls)
+
+
+# --- 4. whole-process search -------------------------------------------------------------
+
+
+def whole_process_search(runs: int, workdir: Path) -> dict[str, Any]:
+    """Median wall time of `vmem ltm search` in a new process on the embedded default store."""
+    vmem = shutil.which("vmem", path=str(Path(sys.executable).parent)) or "vmem"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MODEL_", "LONG_TERM_MEMORY_"))}
+    env["XDG_DATA_HOME"] = str(workdir / "xdg")
+    examples = HERE.parents[1] / "docs" / "examples" / "sessions"
+    subprocess.run([vmem, "--quiet", "ltm", "save", str(examples)], env=env, check=True, capture_output=True)
+    cmd = [
+        vmem,
+        "ltm",
+        "search",
+        "recommend a dish considering my dietary restrictions",
+        "--user",
+        "user-42",
+        "--app",
+        "ltm_demo",
+    ]
+    first = subprocess.run([*cmd, "--json"], env=env, check=True, capture_output=True, text=True).stdout
+    top = json.loads(first)[0]
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, capture_output=True)
+        times.append(time.perf_counter() - t)
+    return {
+        "runs": runs,
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "model": top["custom_metadata"]["origin"].get("model"),
+        "top": top["content"]["parts"][0]["text"],
+    }
+
+
+# --- driver ------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--llama-python", default="", help="a Python with llama-index-core installed")
+    parser.add_argument("--llama-sizes", default="10000,100000")
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--workdir", default="")
+    parser.add_argument("--only", default="search,save,api,process")
+    parser.add_argument("--child", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(search_child(args.child[0], int(args.child[1]))))
+        return
+    only = set(args.only.split(","))
+    tmp = Path(tempfile.mkdtemp(prefix="vmem-bench-", dir=args.workdir or None))
+    results: dict[str, Any] = {}
+    try:
+        if "search" in only:
+            print("search latency, one user, 384-d, top 5 (median of 20, query embedding excluded)")
+            rows = []
+            for n in [int(s) for s in args.sizes.split(",")]:
+                path = str(tmp / f"store-{n}.db")
+                built = build_store(path, n)
+                out = subprocess.run(
+                    [sys.executable, str(HERE), "--child", path, str(n)], capture_output=True, text=True, check=True
+                )
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                row["build_s"] = built
+                if args.llama_python and str(n) in args.llama_sizes.split(","):
+                    llama = llama_search(args.llama_python, n)
+                    row["llama_ms"], row["llama_rss_mb"] = llama["llama_ms"], llama["peak_rss_mb"]
+                rows.append(row)
+                llama_txt = (
+                    f"  llama-index {row['llama_ms']:9.2f} ms (rss {row['llama_rss_mb']:.0f} MB, "
+                    f"{row['llama_ms'] / row['local_ms']:.0f}x slower)"
+                    if "llama_ms" in row
+                    else ""
+                )
+                print(
+                    f"  {n:>9,}  local {row['local_ms']:8.2f} ms  numpy floor {row['numpy_floor_ms']:8.2f} ms "
+                    f"({row['local_ms'] / row['numpy_floor_ms']:.2f}x)  peak rss {row['peak_rss_mb']:6.0f} MB  "
+                    f"cold load {row['cold_load_s']:.2f} s  build {built:.0f} s{llama_txt}",
+                    flush=True,
+                )
+                Path(path).unlink(missing_ok=True)
+            results["search"] = rows
+        if "save" in only:
+            print(f"save throughput, {args.sessions} sessions replayed through the facade (default policy)")
+            rows = []
+            for provider in ("hash", "local"):
+                row = save_throughput(provider, args.sessions, tmp)
+                rows.append(row)
+                print(
+                    f"  {provider:<6} {row['memories']} memories in {row['seconds']:.2f} s "
+                    f"= {row['per_s']:.0f} memories/s",
+                    flush=True,
+                )
+            results["save"] = rows
+        if "api" in only:
+            calls = api_calls()
+            results["api_calls"] = calls
+            print(f"embedding API calls for 1,000 memories at batch 64: {calls} (must be 16)")
+        if "process" in only:
+            row = whole_process_search(args.runs, tmp)
+            results["process"] = row
+            print(
+                f"whole-process `vmem ltm search` ({row['model']}, model load included): "
+                f"median {row['median_s']:.3f} s, min {row['min_s']:.3f} s over {row['runs']} runs (target < 1.5 s); top hit: {row['top']!r}"
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    (Path(tempfile.gettempdir()) / "vmem-bench-ltm.json").write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
