@@ -367,7 +367,8 @@ def main() -> None:
             results["process"] = row
             print(
                 f"whole-process `vmem ltm search` ({row['model']}, model load included): "
-                f"median {row['median_s']:.3f} s, min {row['min_s']:.3f} s over {row['runs']} runs (target < 1.5 s); top hit: {row['top']!r}"
+                f"median {row['median_s']:.3f} s, min {row['min_s']:.3f} s over {row['runs']} runs (target < 1.5 s); "
+                f"top hit: {row['top']!r}"
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
