@@ -378,7 +378,13 @@ def forget(
     json_flag: JsonOpt = False,
 ) -> None:
     """Remove a user's sessions and long-term memories in one command (right to be forgotten)."""
+    import importlib.util
+
+    from veadk_mem.errors import NotSupported
     from veadk_mem.ltm.forget import forget_user, plan_forget
+
+    if importlib.util.find_spec("veadk_mem.sessions.store") is None:
+        raise NotSupported("forget needs the session store (veadk_mem.sessions), which this build does not have yet")
 
     state = get_state(ctx, json_flag=json_flag)
     state.override("short_term_memory.db_url", db_url)

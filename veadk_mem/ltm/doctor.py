@@ -22,14 +22,14 @@ async def check_ltm(settings: VmemSettings) -> Check:
         if stats is None:
             return Check(name, "ok", f"index {backend.index}")
         info = stats()
-        model = info["model"] or "no vectors yet"
+        models = ", ".join(info["models"]) or "no vectors yet"
         where = getattr(backend, "path", "")
         took = (time.perf_counter() - started) * 1000
         return Check(
             name,
             "ok",
-            f"{where} index {backend.index}: {info['memories']} memories, {info['users']} users, "
-            f"{model} ({took:.0f} ms)",
+            f"{where}: {info['memories']} memories of {info['users']} users in {info['indexes']} indexes, "
+            f"{models} ({took:.0f} ms)",
         )
     except VmemError as exc:
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)

@@ -163,6 +163,10 @@ class LongTermMemory:
 
     def resolve_policy(self, spec: Any = None, *, include_assistant: bool = False) -> Any:
         """A policy spec (preset, [policy.NAME], file, inline JSON, None) resolved for this backend."""
+        import importlib.util
+
+        if importlib.util.find_spec("veadk_mem.policy") is None:
+            raise NotSupported("saving needs the policy engine (veadk_mem.policy), which this build does not have yet")
         from veadk_mem.policy import resolve_policy
 
         if spec is None:

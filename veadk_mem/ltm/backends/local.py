@@ -72,10 +72,14 @@ def connect(path: str) -> sqlite3.Connection:
     """One connection per file per process (`:memory:` stores live as long as the process)."""
     if path in _CONNECTIONS:
         return _CONNECTIONS[path]
+    new = path != ":memory:" and not Path(path).exists()
     if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        if new:
+            os.chmod(path, 0o600)  # memories are personal data: owner only
+        conn.execute("PRAGMA busy_timeout = 10000")  # another vmem may be saving: wait, don't fail
         conn.execute("PRAGMA journal_mode=WAL" if path != ":memory:" else "PRAGMA journal_mode=MEMORY")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(SCHEMA)
@@ -348,12 +352,12 @@ class LocalBackend(LongTermMemoryBackend):
         return [str(r[0]) for r in rows]
 
     def stats(self) -> dict[str, Any]:
-        """Counts for `vmem doctor`: memories, users and the model of this index."""
-        memories, users = self.conn.execute(
-            "SELECT count(*), count(DISTINCT user_id) FROM memories WHERE index_name = ?", (self.index,)
+        """Counts over the whole file for `vmem doctor`: memories, users, indexes and their models."""
+        memories, users, indexes = self.conn.execute(
+            "SELECT count(*), count(DISTINCT user_id), count(DISTINCT index_name) FROM memories"
         ).fetchone()
-        model = self.index_model()
-        return {"memories": memories, "users": users, "model": model[0] if model else None}
+        models = sorted({str(r[0]) for r in self.conn.execute("SELECT model FROM ltm_indexes")})
+        return {"memories": memories, "users": users, "indexes": indexes, "models": models}
 
 
 _INSERT = (
