@@ -162,7 +162,8 @@ print(json.dumps({"n": n, "llama_ms": statistics.median(times) * 1000,
 
 
 def llama_search(python: str, n: int) -> dict[str, Any]:
-    out = subprocess.run([python, "-c", LLAMA_CHILD, str(n)], capture_output=True, text=True, check=True)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
+    out = subprocess.run([python, "-c", LLAMA_CHILD, str(n)], capture_output=True, text=True, check=True, env=env)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -323,8 +324,14 @@ def main() -> None:
             for n in [int(s) for s in args.sizes.split(",")]:
                 path = str(tmp / f"store-{n}.db")
                 built = build_store(path, n)
+                # One BLAS thread, as in `vmem ltm search` with the local model (see embedding/local.py).
+                child_env = {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
                 out = subprocess.run(
-                    [sys.executable, str(HERE), "--child", path, str(n)], capture_output=True, text=True, check=True
+                    [sys.executable, str(HERE), "--child", path, str(n)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env=child_env,
                 )
                 row = json.loads(out.stdout.strip().splitlines()[-1])
                 row["build_s"] = built
