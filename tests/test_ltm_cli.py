@@ -272,3 +272,84 @@ def test_main_job_finds_the_dietary_memory_first(monkeypatch: pytest.MonkeyPatch
     entries = json.loads(out)
     assert entries[0]["content"]["parts"][0]["text"] == ALLERGY
     assert entries[0]["custom_metadata"]["origin"]["model"] == "all-MiniLM-L6-v2"
+
+
+# --- the session database: save --from-store and forget --------------------------------
+
+
+@pytest.fixture
+def session_db(tmp_path: Path) -> str:
+    """An ADK sqlite session database holding every example session; its path."""
+    pytest.importorskip("veadk_mem.sessions.store", reason="the session store has not landed in this branch yet")
+    from veadk_mem.events import read_sessions
+    from veadk_mem.sessions.store import SessionStore
+
+    path = tmp_path / "sessions.db"
+    sessions = [s for f in sorted(EXAMPLES.iterdir()) for s in read_sessions(f)]
+
+    async def load() -> None:
+        async with SessionStore(str(path), create=True) as store:
+            await store.import_records(sessions)
+
+    asyncio.run(load())
+    return str(path)
+
+
+def test_save_from_store_one_session_and_by_app(runner: CliRunner, session_db: str) -> None:
+    _policy()
+    args = ["--json", "ltm", "save", "--db-url", session_db, "--from-store"]
+    code, out, err = invoke(runner, *args, "ltm_demo", "user-42", "session-1")
+    assert code == 0, err
+    assert json.loads(out)["totals"] == {
+        "sessions": 1,
+        "events": 2,
+        "memories": 1,
+        "saved": 1,
+        "duplicates": 0,
+        "dropped": 1,
+        "failed": 0,
+    }
+    code, out, err = invoke(runner, *args, "--app", "ltm_demo", "--user", "user-42")
+    totals = json.loads(out)["totals"]
+    assert code == 0 and totals["sessions"] == 4 and totals["duplicates"] == 1
+    code, out, _ = invoke(runner, *args, "--app", "ltm_demo", "--since", "2000-01-01")
+    assert json.loads(out)["totals"]["sessions"] == 6
+    code, _, err = invoke(runner, *args, "ltm_demo", "user-42", "nope")
+    assert code == 3 and "not found" in err
+    code, _, err = invoke(runner, *args)
+    assert code == 2 and "APP USER ID" in err
+
+
+def test_forget_dry_run_then_for_real(runner: CliRunner, session_db: str) -> None:
+    _policy()
+    invoke(runner, "ltm", "save", str(EXAMPLES))
+    seed({"user-42": [("x", "a memory in another app")]}, app_name="other_app")
+    code, out, err = invoke(runner, "--json", "forget", "user-42", "--db-url", session_db, "--dry-run")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["dry_run"] is True and plan["deleted"] is None
+    assert len(plan["sessions"]["sessions"]) == 4
+    assert set(plan["memories"]["indexes"]) == {"ltm_demo", "other_app"}
+    code, _, err = invoke(runner, "forget", "user-42", "--db-url", session_db)
+    assert code == 1 and "nothing was deleted" in err
+    code, out, err = invoke(runner, "--json", "forget", "user-42", "--db-url", session_db, "--yes")
+    assert code == 0, err
+    assert json.loads(out)["deleted"]["sessions"] == 4
+    for app_name in ("ltm_demo", "other_app"):
+        _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-42", "-a", app_name)
+        assert json.loads(out) == []
+    _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-7", "-a", "ltm_demo")
+    assert len(json.loads(out)) == 1  # other users stay
+    _, out, _ = invoke(runner, "--json", "forget", "user-42", "--db-url", session_db, "--dry-run")
+    assert json.loads(out)["sessions"]["sessions"] == [] and json.loads(out)["memories"]["indexes"] == {}
+
+
+def test_forget_one_app_only(runner: CliRunner, session_db: str) -> None:
+    _policy()
+    invoke(runner, "ltm", "save", str(EXAMPLES))
+    seed({"user-42": [("x", "a memory in another app")]}, app_name="other_app")
+    code, out, err = invoke(runner, "forget", "user-42", "--app", "other_app", "--db-url", session_db, "--yes")
+    assert code == 0, err
+    assert "long-term memory" in out and "other_app" in out
+    _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-42", "-a", "ltm_demo")
+    assert len(json.loads(out)) > 0
