@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from veadk_mem.cli.app import app
 from veadk_mem.config import load_settings
 from veadk_mem.embedding.local import packaged_model_dir
+from veadk_mem.events import read_sessions
 from veadk_mem.ltm.base import MemoryRecord
 from veadk_mem.ltm.facade import LongTermMemory
 
@@ -281,7 +282,6 @@ def test_main_job_finds_the_dietary_memory_first(monkeypatch: pytest.MonkeyPatch
 def session_db(tmp_path: Path) -> str:
     """An ADK sqlite session database holding every example session; its path."""
     pytest.importorskip("veadk_mem.sessions.store", reason="the session store has not landed in this branch yet")
-    from veadk_mem.events import read_sessions
     from veadk_mem.sessions.store import SessionStore
 
     path = tmp_path / "sessions.db"
