@@ -245,7 +245,7 @@ def api_calls(memories: int = 1000, batch: int = 64) -> int:
             self.wfile.write(raw)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         emb = OpenAIEmbedder(
             name="bench",

@@ -75,7 +75,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 def endpoint() -> Iterator[tuple[str, Script]]:
     script = Script()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
