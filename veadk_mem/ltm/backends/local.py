@@ -252,18 +252,39 @@ class LocalBackend(LongTermMemoryBackend):
         cached = _MATRICES.get(key)
         if cached is not None and cached.generation == generation:
             return cached
-        rows = self.conn.execute(
-            "SELECT rowid, chunks, vector FROM memories WHERE index_name = ? AND user_id = ? ORDER BY rowid",
-            (self.index, user_id),
-        ).fetchall()
-        dim = self.index_model()[1] if rows else 0  # type: ignore[index]
-        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        chunks = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(-1, dim or 1)
-        owners = None if bool((chunks == 1).all()) else np.repeat(np.arange(len(rows)), chunks)
-        built = _Matrix(generation, rowids, owners, vectors)
+        self.conn.execute("BEGIN")  # one snapshot for the count, the rows and the generation
+        try:
+            built = self._load_matrix(user_id)
+        finally:
+            self.conn.execute("COMMIT")
         _MATRICES[key] = built
         return built
+
+    def _load_matrix(self, user_id: str) -> _Matrix:
+        import numpy as np
+
+        generation = self._generation()
+        where = "FROM memories WHERE index_name = ? AND user_id = ?"
+        count, total = self.conn.execute(
+            f"SELECT count(*), coalesce(sum(chunks), 0) {where}", (self.index, user_id)
+        ).fetchone()
+        stored = self.index_model()
+        dim = stored[1] if stored else 1
+        # Filled in batches so the peak is the matrix itself, not every row's bytes on top of it.
+        vectors = np.empty((total, dim), dtype=np.float32)
+        rowids = np.empty(count, dtype=np.int64)
+        chunks = np.empty(count, dtype=np.int64)
+        cursor = self.conn.execute(f"SELECT rowid, chunks, vector {where} ORDER BY rowid", (self.index, user_id))
+        row_pos = vec_pos = 0
+        while batch := cursor.fetchmany(20_000):
+            block = np.frombuffer(b"".join(r[2] for r in batch), dtype=np.float32).reshape(-1, dim)
+            vectors[vec_pos : vec_pos + len(block)] = block
+            rowids[row_pos : row_pos + len(batch)] = [r[0] for r in batch]
+            chunks[row_pos : row_pos + len(batch)] = [r[1] for r in batch]
+            row_pos += len(batch)
+            vec_pos += len(block)
+        owners = None if bool((chunks == 1).all()) else np.repeat(np.arange(count), chunks)
+        return _Matrix(generation, rowids, owners, vectors)
 
     def top_k(self, user_id: str, query_vector: npt.NDArray[np.float32], top_k: int) -> list[tuple[int, float]]:
         """(rowid, cosine) of the best top_k memories of the user; a memory scores as its best chunk."""
