@@ -245,7 +245,6 @@ class LocalBackend(LongTermMemoryBackend):
 
     def matrix(self, user_id: str) -> _Matrix:
         """The user's vectors as one float32 matrix, cached per process until the index changes."""
-        import numpy as np
 
         key = (self.path, self.index, user_id)
         generation = self._generation()
