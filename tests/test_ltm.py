@@ -262,3 +262,26 @@ def test_searchable_text_strips_the_content_scaffolding() -> None:
     call = json.dumps({"role": "model", "parts": [part]})
     assert searchable_text(call) == 'get_weather({"city": "Paris"})'
     assert searchable_text("plain") == "plain"
+
+
+async def test_large_matrices_are_cached_on_disk_and_dropped_on_delete(
+    ltm: LongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veadk_mem.ltm.backends import local
+
+    monkeypatch.setattr(local, "DISK_CACHE_MIN_ROWS", 2)
+    backend = ltm.backend_for("app")
+    assert isinstance(backend, LocalBackend)
+    await backend.save("u1", [record("peanut allergy"), record("likes trains"), record("lives in Hangzhou")])
+    first = await ltm.search_memory(app_name="app", user_id="u1", query="peanut", top_k=3)
+    cache = Path(backend.path + ".cache")
+    assert len(list(cache.glob("*.npy"))) == 2
+    local._MATRICES.clear()  # a new process: the matrix comes from the memory-mapped cache
+    assert isinstance(backend.matrix("u1").vectors, np.memmap)
+    again = await ltm.search_memory(app_name="app", user_id="u1", query="peanut", top_k=3)
+    assert [h["id"] for h in again] == [h["id"] for h in first]
+    await backend.save("u1", [record("new fact")])  # a write invalidates it
+    assert len(await ltm.search_memory(app_name="app", user_id="u1", query="fact", top_k=10)) == 4
+    everything = await ltm.select(app_name="app", user_id="u1", everything=True)
+    await ltm.delete(app_name="app", user_id="u1", records=everything)
+    assert list(cache.glob("*")) == []

@@ -10,6 +10,7 @@ model and dimension of its vectors, and refuses vectors of another model.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import time
@@ -54,6 +55,7 @@ CREATE TABLE IF NOT EXISTS memories (
     vector BLOB NOT NULL,
     UNIQUE (index_name, user_id, content_hash)
 );
+CREATE TABLE IF NOT EXISTS ltm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS memories_user ON memories (index_name, user_id, created_at);
 CREATE INDEX IF NOT EXISTS memories_session ON memories (index_name, user_id, session_id);
 """
@@ -83,6 +85,7 @@ def connect(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL" if path != ":memory:" else "PRAGMA journal_mode=MEMORY")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(SCHEMA)
+        conn.execute("INSERT OR IGNORE INTO ltm_meta (key, value) VALUES ('store_id', ?)", (os.urandom(8).hex(),))
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot open the local memory store: {exc}") from None
     _CONNECTIONS[path] = conn
@@ -100,6 +103,7 @@ class _Matrix:
 
 
 _MATRICES: dict[tuple[str, str, str], _Matrix] = {}
+DISK_CACHE_MIN_ROWS = 20_000
 
 
 class LocalBackend(LongTermMemoryBackend):
@@ -244,20 +248,80 @@ class LocalBackend(LongTermMemoryBackend):
         return inserted
 
     def matrix(self, user_id: str) -> _Matrix:
-        """The user's vectors as one float32 matrix, cached per process until the index changes."""
+        """The user's vectors as one float32 matrix, cached until the index changes.
 
+        In the process, and for large users also on disk next to the store (`.npy` files
+        memory-mapped by the next `vmem` invocation), since reading a million vectors out
+        of sqlite takes seconds and mapping them takes milliseconds.
+        """
         key = (self.path, self.index, user_id)
         generation = self._generation()
         cached = _MATRICES.get(key)
         if cached is not None and cached.generation == generation:
             return cached
-        self.conn.execute("BEGIN")  # one snapshot for the count, the rows and the generation
-        try:
-            built = self._load_matrix(user_id)
-        finally:
-            self.conn.execute("COMMIT")
+        built = self._read_cache(user_id, generation)
+        if built is None:
+            self.conn.execute("BEGIN")  # one snapshot for the count, the rows and the generation
+            try:
+                built = self._load_matrix(user_id)
+            finally:
+                self.conn.execute("COMMIT")
+            if len(built.rowids) >= DISK_CACHE_MIN_ROWS:
+                self._write_cache(user_id, built)
         _MATRICES[key] = built
         return built
+
+    def _cache_stem(self, user_id: str) -> Path | None:
+        if self.path == ":memory:":
+            return None
+        # The store's random id keeps a recreated store from ever reading an old store's cache.
+        store_id = self.conn.execute("SELECT value FROM ltm_meta WHERE key = 'store_id'").fetchone()[0]
+        digest = hashlib.sha256(f"{store_id}\0{self.index}\0{user_id}".encode()).hexdigest()[:24]
+        return Path(self.path + ".cache") / digest
+
+    def _read_cache(self, user_id: str, generation: int) -> _Matrix | None:
+        import numpy as np
+
+        stem = self._cache_stem(user_id)
+        if stem is None:
+            return None
+        vec_file = stem.with_name(f"{stem.name}-g{generation}.vectors.npy")
+        ids_file = stem.with_name(f"{stem.name}-g{generation}.rows.npy")
+        if not (vec_file.is_file() and ids_file.is_file()):
+            return None
+        try:
+            rows = np.load(ids_file)
+            vectors = np.load(vec_file, mmap_mode="r")
+        except (OSError, ValueError):
+            return None
+        rowids, chunks = rows[0], rows[1]
+        owners = None if bool((chunks == 1).all()) else np.repeat(np.arange(len(rowids)), chunks)
+        return _Matrix(generation, rowids, owners, vectors)
+
+    def _write_cache(self, user_id: str, built: _Matrix) -> None:
+        import numpy as np
+
+        stem = self._cache_stem(user_id)
+        if stem is None:
+            return
+        try:
+            stem.parent.mkdir(mode=0o700, exist_ok=True)
+            for old in stem.parent.glob(f"{stem.name}-g*.npy"):
+                old.unlink(missing_ok=True)
+            chunks = np.ones(len(built.rowids), dtype=np.int64)
+            if built.owners is not None:
+                chunks = np.bincount(built.owners, minlength=len(built.rowids)).astype(np.int64)
+            for suffix, array in (
+                ("rows", np.stack([built.rowids, chunks])),
+                ("vectors", np.asarray(built.vectors)),
+            ):
+                final = stem.with_name(f"{stem.name}-g{built.generation}.{suffix}.npy")
+                partial = final.with_name(final.name + ".part")
+                with partial.open("wb") as handle:
+                    np.save(handle, array)
+                partial.replace(final)
+        except OSError:
+            return  # the cache is an optimisation; the store is the truth
 
     def _load_matrix(self, user_id: str) -> _Matrix:
         import numpy as np
@@ -364,7 +428,14 @@ class LocalBackend(LongTermMemoryBackend):
         except sqlite3.Error as exc:
             conn.execute("ROLLBACK")
             raise StoreError(f"{self.path}: cannot delete memories: {exc}") from None
+        self._drop_cache(user_id)  # no copy of deleted vectors may stay behind
         return deleted
+
+    def _drop_cache(self, user_id: str) -> None:
+        stem = self._cache_stem(user_id)
+        if stem is not None and stem.parent.is_dir():
+            for old in stem.parent.glob(f"{stem.name}-g*"):
+                old.unlink(missing_ok=True)
 
     async def known_indexes(self, user_id: str) -> list[str]:
         """Every index in this file that holds memories of the user."""
@@ -404,6 +475,4 @@ def _record(row: Any) -> MemoryRecord:
 
 def memory_id(index: str, user_id: str, digest: str) -> str:
     """A stable id: the same memory of the same user in the same index always gets the same id."""
-    import hashlib
-
     return hashlib.sha256(f"{index}\0{user_id}\0{digest}".encode()).hexdigest()[:16]
