@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from veadk_mem.errors import BadInput
-from veadk_mem.events import Event
+from veadk_mem.events import Event, Session
 
 MemoryEventType = Literal[
     "text",
@@ -104,8 +104,19 @@ class ResolvedPolicy:
         return self.policy.model_dump(mode="json")
 
     def source_of(self, name: str) -> str:
-        """`override` for a field the policy set explicitly, else `preset <name>`."""
+        """`override` for a field the policy set explicitly, else `preset <name>`; the preset itself: the origin."""
+        if name == "preset":
+            return self.origin
         return "override" if name in self.overridden else f"preset {self.policy.preset}"
+
+    def describe(self) -> dict[str, Any]:
+        """The `vmem policy show --json` object: origin, every field, and each field's source."""
+        return {
+            "origin": self.origin,
+            "include_assistant": self.include_assistant,
+            "policy": self.to_dict(),
+            "sources": {name: self.source_of(name) for name in POLICY_FIELDS},
+        }
 
 
 # --- resolving a --policy / config / API value ---------------------------------------
@@ -466,6 +477,7 @@ class Decision:
     memory: str | None
     role: str
     types: list[str] = field(default_factory=list)
+    session_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The event's entry in `vmem policy test --json`."""
@@ -662,3 +674,45 @@ def evaluate(events: Iterable[Event], policy: ResolvedPolicy, *, warn: Warn | No
 def memory_strings(events: Iterable[Event], policy: ResolvedPolicy) -> list[str]:
     """Exactly the list of strings VeADK hands to the long-term-memory backend for these events."""
     return [d.memory for d in evaluate(events, policy) if d.memory is not None]
+
+
+# --- a dry run over sessions, for `vmem policy test` and `vmem ltm save --dry-run` ---
+
+
+@dataclass
+class DryRun:
+    """Every decision of a policy over one or more sessions, in event order."""
+
+    policy: ResolvedPolicy
+    decisions: list[Decision] = field(default_factory=list)
+    session_ids: list[str] = field(default_factory=list)
+
+    @property
+    def saved(self) -> list[str]:
+        """The memory strings VeADK would save, session after session."""
+        return [d.memory for d in self.decisions if d.memory is not None]
+
+    def summary(self) -> str:
+        """`n saved / m events, b bytes` for people."""
+        size = sum(len(s.encode("utf-8")) for s in self.saved)
+        sessions = f" in {len(self.session_ids)} sessions" if len(self.session_ids) > 1 else ""
+        return f"{len(self.saved)} saved / {len(self.decisions)} events{sessions}, {size} bytes"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `vmem policy test --json` object of DESIGN.md."""
+        return {
+            "policy": self.policy.to_dict(),
+            "saved": self.saved,
+            "events": [d.to_dict() for d in self.decisions],
+        }
+
+
+def dry_run(sessions: Iterable[Session], policy: ResolvedPolicy, *, warn: Warn | None = None) -> DryRun:
+    """Apply a policy to every event of every session, as VeADK's add_session_to_memory would."""
+    result = DryRun(policy)
+    for session in sessions:
+        result.session_ids.append(session.id)
+        for decision in evaluate(session.events, policy, warn=warn):
+            decision.session_id = session.id
+            result.decisions.append(decision)
+    return result
