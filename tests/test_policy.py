@@ -130,11 +130,11 @@ def test_inline_json_files_and_named_policies(tmp_path: Path) -> None:
 def test_policy_input_errors(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"inline JSON\): line 1, column \d+: invalid JSON"):
         resolve_policy('{"preset": ')
-    with pytest.raises(BadInput, match="nope.json: policy file not found"):
+    with pytest.raises(BadInput, match=r"nope\.json: policy file not found"):
         resolve_policy("nope.json")
     bad = tmp_path / "bad.toml"
     bad.write_text("preset = \n")
-    with pytest.raises(BadInput, match="bad.toml: invalid TOML"):
+    with pytest.raises(BadInput, match=r"bad\.toml: invalid TOML"):
         resolve_policy(str(bad))
     listed = tmp_path / "list.json"
     listed.write_text("[1]")
