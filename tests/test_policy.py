@@ -269,13 +269,16 @@ def test_unknown_content_fields_warn_once() -> None:
 
 @pytest.mark.parametrize(
     ("text", "raw"),
-    [("", b""), ("YQ", b"a"), ("YQ=", b"a"), ("YQ==", b"a"), ("YW-j", b"ao\xa3"), ("YW+j", b"ao\xa3")],
+    [("", b""), ("YQ", b"a"), ("YQ=", b"a"), ("YQ==", b"a"), ("YW-j", b"ao\xa3"), ("YW+j", b"ao\xa3"), ("YWI=", b"ab")],
 )
 def test_base64_accepted_like_pydantic(text: str, raw: bytes) -> None:
     assert decode_base64(text) == raw
 
 
-@pytest.mark.parametrize("text", ["YQ===", "Y Q==", "YWJj\n", "YW+_", "Y", "YQ==YQ==", "=", "YR=="])
+@pytest.mark.parametrize(
+    "text",
+    ["YQ===", "Y Q==", "YWJj\n", "YW+_", "Y", "YQ==YQ==", "=", "YR==", "YWJ=", "YWJ==", "AAAA=", "AA=A", "A-_="],
+)
 def test_base64_refused_like_pydantic(text: str) -> None:
     assert decode_base64(text) is None
 

@@ -113,3 +113,15 @@ def test_rerunning_is_identical(batch: list[Event], spec: Any) -> None:
     first = memory_strings(batch, policy)
     assert memory_strings(batch, resolve_policy(spec)) == first
     assert [d.memory for d in evaluate(batch, policy) if d.saved] == first
+
+
+@FAST
+@given(st.binary(max_size=40), st.sampled_from(["std", "url", "nopad", "partial"]))
+def test_every_valid_base64_spelling_is_respelt_urlsafe(raw: bytes, style: str) -> None:
+    from veadk_mem.policy import urlsafe_base64
+
+    expected = base64.urlsafe_b64encode(raw).decode()
+    text = {"std": base64.b64encode(raw).decode(), "url": expected}.get(style, expected.rstrip("="))
+    if style == "partial" and expected.endswith("=="):
+        text += "="
+    assert urlsafe_base64(text) == expected

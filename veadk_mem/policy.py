@@ -10,7 +10,6 @@ models; vmem does not import google-genai, so it replays that dump from GENAI_SC
 from __future__ import annotations
 
 import base64
-import binascii
 import difflib
 import json
 import re
@@ -378,90 +377,98 @@ def _camel(name: str) -> str:
     return head + "".join(word.capitalize() for word in rest)
 
 
-# Accepted input key (snake_case or camelCase) -> (field, kind, arg), per genai type.
-_KEYS: dict[str, dict[str, tuple[str, str, Any]]] = {
-    type_name: {key: entry for entry in fields for key in (entry[0], _camel(entry[0]))}
+# Accepted input key (snake_case or camelCase) -> (position, field, kind, arg), per genai type.
+_KEYS: dict[str, dict[str, tuple[int, str, str, Any]]] = {
+    type_name: {
+        key: (position, *entry) for position, entry in enumerate(fields) for key in (entry[0], _camel(entry[0]))
+    }
     for type_name, fields in GENAI_SCHEMA.items()
 }
 
 _B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _B64_URL = re.compile(r"[A-Za-z0-9\-_]*={0,2}")
+_B64_INDEX = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+_B64_INDEX.update({"-": 62, "_": 63})
+_TO_URLSAFE = str.maketrans("+/", "-_")
 
 
-def decode_base64(text: str) -> bytes | None:
-    """Bytes from base64 text as pydantic's `val_json_bytes='base64'` reads it, or None if it would refuse.
+def urlsafe_base64(text: str) -> str | None:
+    """Base64 text re-spelt as pydantic writes bytes (URL-safe, padded), or None if pydantic would refuse it.
 
-    One alphabet (standard or URL-safe, not mixed), optional or partial padding, no
-    whitespace, and no stray bits in the last symbol.
+    pydantic's `val_json_bytes='base64'` takes one alphabet (standard or URL-safe, not
+    mixed), no, partial or full padding, no whitespace, and no stray bits in the last
+    symbol; checking that needs no decoding.
     """
     urlsafe = "-" in text or "_" in text
     if not (_B64_URL if urlsafe else _B64_STD).fullmatch(text):
         return None
     body = text.rstrip("=")
-    if len(body) % 4 == 1 or (len(text) - len(body) and len(body) % 4 == 0):
+    rest = len(body) % 4
+    if rest == 1 or len(text) - len(body) > (4 - rest) % 4:
         return None
-    if urlsafe:
-        body = body.replace("-", "+").replace("_", "/")
-    try:
-        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
-    except (binascii.Error, ValueError):
+    if rest and _B64_INDEX[body[-1]] & (15 if rest == 2 else 3):
         return None
-    if base64.b64encode(raw).decode("ascii").rstrip("=") != body:
-        return None
-    return raw
+    return (body if urlsafe else body.translate(_TO_URLSAFE)) + "=" * (-len(body) % 4)
+
+
+def decode_base64(text: str) -> bytes | None:
+    """The bytes pydantic reads from base64 text, or None if it would refuse it."""
+    spelt = urlsafe_base64(text)
+    return None if spelt is None else base64.urlsafe_b64decode(spelt)
 
 
 def _bytes_value(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise BadInput(f"{path}: expected base64 text, got {type(value).__name__}")
-    raw = decode_base64(value)
-    if raw is None:
+    spelt = urlsafe_base64(value)
+    if spelt is None:
         raise BadInput(f"{path}: invalid base64 (VeADK could not load this event)")
-    return base64.urlsafe_b64encode(raw).decode("ascii")
+    return spelt
+
+
+def _items(data: Any, path: str) -> Iterable[tuple[str, Any]]:
+    """The (key, value) pairs of a vmem model (fields, then kept extras) or of a plain dict."""
+    if isinstance(data, BaseModel):
+        extra = data.__pydantic_extra__
+        return [*data.__dict__.items(), *extra.items()] if extra else data.__dict__.items()
+    if isinstance(data, dict):
+        return data.items()
+    raise BadInput(f"{path}: expected an object, got {type(data).__name__}")
 
 
 def genai_dump(data: Any, type_name: str, path: str, unknown: list[str]) -> dict[str, Any]:
     """`data` as google-genai's `model_dump(exclude_none=True, mode="json")` writes that type.
 
-    `data` may use snake_case or camelCase keys; keys genai does not know are left out
-    and their paths appended to `unknown` (google-genai would refuse them).
+    `data` is a vmem model or a dict with snake_case or camelCase keys; keys genai does
+    not know are left out and their paths appended to `unknown` (genai would refuse them).
     """
-    if not isinstance(data, dict):
-        raise BadInput(f"{path}: expected an object, got {type(data).__name__}")
     keys = _KEYS[type_name]
-    found: dict[str, Any] = {}
-    for key, value in data.items():
+    found: list[tuple[int, str, Any]] = []
+    for key, value in _items(data, path):
+        if value is None:
+            continue
         entry = keys.get(key)
         if entry is None:
             unknown.append(f"{path}.{key}")
-        elif value is not None:
-            found[entry[0]] = value
-    out: dict[str, Any] = {}
-    for name, kind, arg in GENAI_SCHEMA[type_name]:
-        if name not in found:
             continue
-        value = found[name]
-        where = f"{path}.{name}"
+        position, name, kind, arg = entry
         if kind == "model":
-            out[name] = genai_dump(value, arg, where, unknown)
+            value = genai_dump(value, arg, f"{path}.{name}", unknown)
         elif kind == "list":
             if not isinstance(value, list):
-                raise BadInput(f"{where}: expected a list, got {type(value).__name__}")
-            out[name] = [genai_dump(item, arg, f"{where}[{i}]", unknown) for i, item in enumerate(value)]
+                raise BadInput(f"{path}.{name}: expected a list, got {type(value).__name__}")
+            value = [genai_dump(item, arg, f"{path}.{name}[{i}]", unknown) for i, item in enumerate(value)]
         elif kind == "bytes":
-            out[name] = _bytes_value(value, where)
+            value = _bytes_value(value, f"{path}.{name}")
         elif kind == "enum":
-            out[name] = value.upper() if isinstance(value, str) and value.upper() in arg else value
+            value = value.upper() if isinstance(value, str) and value.upper() in arg else value
         elif kind == "float":
-            out[name] = float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-        else:
-            out[name] = value
-    return out
-
-
-def _raw(model: BaseModel | None) -> Any:
-    """A model's fields with its original keys (extras kept), for genai_dump."""
-    return None if model is None else model.model_dump(mode="python", by_alias=False)
+            value = float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        elif isinstance(value, BaseModel):
+            value = value.model_dump(mode="json", by_alias=False, exclude_none=True)
+        found.append((position, name, value))
+    found.sort(key=lambda item: item[0])
+    return {name: value for _, name, value in found}
 
 
 # --- the decision --------------------------------------------------------------------
@@ -587,7 +594,7 @@ def _metadata_parts(event: Event, p: MemoryAutoSavePolicy, unknown: list[str]) -
         for name in ("input_transcription", "output_transcription"):
             value = getattr(event, name)
             if value is not None:
-                dumped = genai_dump(_raw(value), "Transcription", name, unknown)
+                dumped = genai_dump(value, "Transcription", name, unknown)
                 out.append({"text": json.dumps(dumped, ensure_ascii=False), "part_metadata": {"event_type": name}})
     if _type_allowed("error", p) and (event.error_code or event.error_message):
         text = ": ".join(str(v) for v in (event.error_code, event.error_message) if v)
@@ -607,7 +614,7 @@ def decide(event: Event, policy: ResolvedPolicy, unknown: list[str] | None = Non
     p = policy.policy
     unknown = [] if unknown is None else unknown
     where = f"event {event.id or '?'}: content"
-    message = genai_dump(_raw(event.content), "Content", where, unknown) if event.content is not None else {"parts": []}
+    message = genai_dump(event.content, "Content", where, unknown) if event.content is not None else {"parts": []}
     role = _role(event, message)
     author = str(event.author or "")
     parts: list[dict[str, Any]] = message.get("parts") or []
