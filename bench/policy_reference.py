@@ -192,6 +192,121 @@ FIXED_POLICIES: list[Any] = [
 ]
 
 
+# Single events for genai fields the random sessions do not reach: enums in any case,
+# floats given as ints, nested transcriptions, function-response media, partial padding.
+EDGE_EVENTS: list[list[Any]] = [
+    [
+        {
+            "content": {
+                "role": "user",
+                "parts": [
+                    {
+                        "text": "a",
+                        "mediaResolution": {"level": "media_resolution_low", "numTokens": 3},
+                        "speechMetadata": {"speaker": "x"},
+                        "audioTranscription": {"text": "t", "languageCode": "en"},
+                        "mediaProcessing": "static",
+                    }
+                ],
+            }
+        },
+        "all",
+    ],
+    [
+        {
+            "content": {
+                "role": "model",
+                "parts": [
+                    {
+                        "functionCall": {
+                            "name": "f",
+                            "partialArgs": [{"jsonPath": "$.a", "numberValue": 3}],
+                            "willContinue": True,
+                        }
+                    }
+                ],
+            }
+        },
+        "all",
+    ],
+    [
+        {
+            "content": {
+                "role": "model",
+                "parts": [
+                    {
+                        "functionResponse": {
+                            "name": "f",
+                            "scheduling": "when_idle",
+                            "willContinue": False,
+                            "parts": [
+                                {
+                                    "fileData": {"fileUri": "gs://x", "displayName": "d"},
+                                    "inlineData": {"data": "AQ", "displayName": "n"},
+                                }
+                            ],
+                        }
+                    }
+                ],
+            }
+        },
+        "all",
+    ],
+    [
+        {
+            "inputTranscription": {"text": "hi", "languageCode": "zh", "words": [{"word": "hi", "startOffset": "1s"}]},
+            "content": {"role": "user", "parts": []},
+        },
+        "all",
+    ],
+    [{"content": {"role": "user", "parts": [{"text": "x", "thought": "True"}]}}, "all"],
+    [
+        {
+            "content": {
+                "role": "user",
+                "parts": [
+                    {"codeExecutionResult": {"outcome": "Outcome_Ok", "id": "c"}},
+                    {"executableCode": {"code": "1", "language": "Python"}},
+                ],
+            }
+        },
+        "all",
+    ],
+    [
+        {
+            "content": {
+                "role": "user",
+                "parts": [
+                    {"text": "x", "thought_signature": "YWI", "thought": True},
+                    {"text": "y", "inline_data": {"data": ""}},
+                ],
+            }
+        },
+        {"preset": "all", "include_thought": False},
+    ],
+    [
+        {"content": {"role": "user", "parts": [{"text": "x"}]}, "author": "user", "errorCode": "E", "errorMessage": ""},
+        {"preset": "all", "include_event_types": ["error"]},
+    ],
+    [
+        {"content": {"role": "user", "parts": [{"text": "x"}]}, "outputTranscription": {"text": ""}},
+        {"preset": "custom", "include_event_types": ["transcription"], "include_empty_text": True},
+    ],
+    [
+        {
+            "content": {
+                "role": "user",
+                "parts": [
+                    {"toolCall": {"toolType": "Url_Context", "args": {"u": 1}}},
+                    {"toolResponse": {"response": {"x": [1, 2.0, None]}}},
+                ],
+            }
+        },
+        "all",
+    ],
+]
+
+
 def reference_strings(ltm: Any, session_json: str, policy: Any, include_assistant: bool) -> dict[str, Any]:
     """VeADK's strings for one session and policy, or which input it refused."""
     from google.adk.sessions import Session
@@ -214,6 +329,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--sessions", type=int, default=40)
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write (default: the test fixture)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     from importlib.metadata import version
@@ -242,7 +358,12 @@ def main() -> None:
             for include_assistant in (False, True) if index < 4 else (rng.random() < 0.3,):
                 result = reference_strings(ltm, text, FIXED_POLICIES[index], include_assistant)
                 cases.append({"session": number, "policy": index, "include_assistant": include_assistant, **result})
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    edge_cases = []
+    for event, policy in EDGE_EVENTS:
+        session = {"id": "edge", "appName": "demo", "userId": "u1", "events": [{"id": "e1", "author": "user", **event}]}
+        result = reference_strings(ltm, json.dumps(session, ensure_ascii=False), policy, False)
+        edge_cases.append({"session": session, "policy": policy, **result})
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     document = {
         "produced_by": f"bench/policy_reference.py --seed {args.seed} --sessions {args.sessions}",
         "oracle": (
@@ -252,10 +373,11 @@ def main() -> None:
         "sessions": sessions,
         "policies": FIXED_POLICIES,
         "cases": cases,
+        "edge_cases": edge_cases,
     }
-    OUT.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    args.out.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     saved = sum(len(c.get("saved", [])) for c in cases)
-    print(f"wrote {OUT}: {len(sessions)} sessions, {len(cases)} cases, {saved} saved strings")
+    print(f"wrote {args.out}: {len(sessions)} sessions, {len(cases)} cases, {saved} saved strings")
 
 
 if __name__ == "__main__":

@@ -46,3 +46,9 @@ def test_same_strings_as_veadk(case: dict[str, Any]) -> None:
             memory_strings(session(case["session"]).events, policy)
         return
     assert memory_strings(session(case["session"]).events, policy) == case["saved"]
+
+
+@pytest.mark.parametrize("case", DOC["edge_cases"], ids=lambda c: json.dumps(c["policy"])[:30])
+def test_genai_edge_fields_match_veadk(case: dict[str, Any]) -> None:
+    events = parse_session(case["session"], "edge case").events
+    assert memory_strings(events, resolve_policy(case["policy"])) == case["saved"]
