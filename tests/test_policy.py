@@ -288,3 +288,20 @@ def test_event_types_match_veadk_inference() -> None:
     assert event_types(event) == ["thought"]
     [decision] = evaluate([event], resolve_policy("all"))
     assert decision.types == ["thought"]
+
+
+def test_reasons_name_transcriptions_and_errors_left_out() -> None:
+    event = ev(None, inputTranscription={"text": "t"}, errorMessage="boom")
+    assert reason(event, "custom") == (
+        "no part left: transcription: text_only keeps only text and thought parts; "
+        "error: text_only keeps only text and thought parts"
+    )
+    assert reason(event, {"preset": "all", "exclude_event_types": ["error"]}) == (
+        "role user, types [transcription, error] allowed; dropped error: in exclude_event_types"
+    )
+    assert reason(ev({"role": "user", "parts": [{"text": ""}]}), "custom") == (
+        "no content and include_empty_text is off"
+    )
+    assert reason(ev({"role": "user", "parts": [{"text": ""}, {"text": "x"}]}), "custom") == (
+        "role user, types [text] allowed; dropped empty part (no text, data or call)"
+    )

@@ -173,12 +173,16 @@ def _read_policy_file(path: Path) -> Any:
         raw = path.read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: cannot read policy file: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 text ({exc.reason})") from None
     if path.suffix.lower() == ".toml":
         try:
-            return tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
             raise BadInput(f"{path}: invalid TOML: {exc}") from None
-    return _decode_json(raw.decode("utf-8", errors="replace"), str(path))
+    return _decode_json(text, str(path))
 
 
 def _decode_json(text: str, where: str) -> Any:
@@ -554,7 +558,7 @@ def _type_refusal(types: list[str], p: MemoryAutoSavePolicy) -> str | None:
 def _part_refusal(types: list[str], p: MemoryAutoSavePolicy) -> str | None:
     """Why a part is left out of the memory, or None when it is kept."""
     if not types:
-        return "empty part"
+        return "empty part (no text, data or call)"
     if p.text_only and p.include_event_types is None and not set(types) <= _TEXTUAL:
         return f"{'+'.join(types)} part: text_only keeps only text and thought parts"
     excluded = [t for t in types if t in p.exclude_event_types]
@@ -567,14 +571,15 @@ def _part_refusal(types: list[str], p: MemoryAutoSavePolicy) -> str | None:
     return None
 
 
-def _type_allowed(event_type: str, p: MemoryAutoSavePolicy) -> bool:
+def _metadata_refusal(event_type: str, p: MemoryAutoSavePolicy) -> str | None:
+    """Why a transcription or error of the event is not appended as a part, or None when it is."""
     if p.text_only and p.include_event_types is None and event_type not in _TEXTUAL:
-        return False
+        return f"{event_type}: text_only keeps only text and thought parts"
     if event_type in p.exclude_event_types:
-        return False
-    if p.include_event_types is None:
-        return True
-    return event_type in p.include_event_types
+        return f"{event_type}: in exclude_event_types"
+    if p.include_event_types is not None and event_type not in p.include_event_types:
+        return f"{event_type}: not in include_event_types {_names(p.include_event_types)}"
+    return None
 
 
 def _sanitize(part: dict[str, Any]) -> dict[str, Any]:
@@ -588,17 +593,26 @@ def _sanitize(part: dict[str, Any]) -> dict[str, Any]:
     return part
 
 
-def _metadata_parts(event: Event, p: MemoryAutoSavePolicy, unknown: list[str]) -> list[dict[str, Any]]:
+def _metadata_parts(
+    event: Event, p: MemoryAutoSavePolicy, unknown: list[str], dropped: list[str]
+) -> list[dict[str, Any]]:
+    """Transcriptions and the error as text parts, when the policy allows their type."""
     out: list[dict[str, Any]] = []
-    if _type_allowed("transcription", p):
-        for name in ("input_transcription", "output_transcription"):
-            value = getattr(event, name)
-            if value is not None:
-                dumped = genai_dump(value, "Transcription", name, unknown)
-                out.append({"text": json.dumps(dumped, ensure_ascii=False), "part_metadata": {"event_type": name}})
-    if _type_allowed("error", p) and (event.error_code or event.error_message):
-        text = ": ".join(str(v) for v in (event.error_code, event.error_message) if v)
-        out.append({"text": text, "part_metadata": {"event_type": "error"}})
+    names = [n for n in ("input_transcription", "output_transcription") if getattr(event, n) is not None]
+    if names:
+        why = _metadata_refusal("transcription", p)
+        if why:
+            dropped.append(why)
+        for name in [] if why else names:
+            dumped = genai_dump(getattr(event, name), "Transcription", name, unknown)
+            out.append({"text": json.dumps(dumped, ensure_ascii=False), "part_metadata": {"event_type": name}})
+    if event.error_code or event.error_message:
+        why = _metadata_refusal("error", p)
+        if why:
+            dropped.append(why)
+        else:
+            text = ": ".join(str(v) for v in (event.error_code, event.error_message) if v)
+            out.append({"text": text, "part_metadata": {"event_type": "error"}})
     return out
 
 
@@ -641,7 +655,7 @@ def decide(event: Event, policy: ResolvedPolicy, unknown: list[str] | None = Non
             part = {k: v for k, v in part.items() if k not in ("thought", "thought_signature")}
             stripped += 1
         kept.append(_sanitize(part))
-    kept.extend(_metadata_parts(event, p, unknown))
+    kept.extend(_metadata_parts(event, p, unknown, dropped))
     if not kept and not p.include_empty_text:
         if dropped and all(d == "thought part: include_thought is off" for d in dropped):
             reason = "only thought parts and include_thought is off"
