@@ -74,6 +74,8 @@ def test_table_and_summary(runner: CliRunner, tmp_path: Path) -> None:
         assert column in header
     assert "saved" in result.stdout and "dropped" in result.stdout
     assert result.stderr.strip() == "1 saved / 3 events, 48 bytes"
+    everything = runner.invoke(app, ["policy", "test", write(tmp_path / "s.json", SESSION), "-p", "all"]).stdout
+    assert "[thought] x" in everything and "peanuts" in everything
     quiet = runner.invoke(app, ["--quiet", "policy", "test", write(tmp_path / "s.json", SESSION)])
     assert quiet.stderr == ""
 

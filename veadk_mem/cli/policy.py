@@ -67,6 +67,24 @@ def _bulk() -> Iterator[None]:
             gc.enable()
 
 
+def _gist(memory: str | None) -> str:
+    """A one-line preview of a saved memory for people: part texts, other parts as [kind]."""
+    if memory is None:
+        return ""
+    import json
+
+    bits: list[str] = []
+    for part in json.loads(memory).get("parts", []):
+        meta = part.get("part_metadata") or {}
+        tags = [f"[{k}]" for k in part if k not in ("text", "thought", "thought_signature", "part_metadata")]
+        if "event_type" in meta:
+            tags.append(f"[{meta['event_type']}]")
+        if part.get("thought"):
+            tags.append("[thought]")
+        bits.append(" ".join([*tags, *([part["text"]] if "text" in part else [])]))
+    return preview(" | ".join(bits), 60) or "(no parts)"
+
+
 def _shown(value: Any) -> str:
     if value is None:
         return "null (no filter)"
@@ -110,7 +128,7 @@ def _table(state: AppState, result: DryRun) -> None:
             "types": ", ".join(d.types),
             "decision": "saved" if d.saved else "dropped",
             "reason": d.reason,
-            "memory": preview(d.memory, 48),
+            "memory": _gist(d.memory),
         }
         for index, d in enumerate(result.decisions, 1)
     ]
@@ -123,7 +141,7 @@ def _table(state: AppState, result: DryRun) -> None:
         Column("types", "types"),
         Column("decision", "decision"),
         Column("reason", "reason"),
-        Column("memory", "memory", max_width=48),
+        Column("memory", "memory", max_width=60),
     ]
     state.render.table(rows, columns, title=f"policy: {result.policy.origin}", empty="no events")
     state.render.message(result.summary())
