@@ -101,7 +101,12 @@ def test_cmd(
     include_assistant: AssistantOption = False,
     json_flag: JsonOption = False,
 ) -> None:
-    """Show what VeADK would save to long-term memory from a session, event by event, and why."""
+    """What VeADK would save from a session, and why.
+
+    One row per event (saved or dropped, with the reason and a preview), then a summary
+    on stderr. --json prints {"policy", "saved", "events"}; "saved" is exactly the list
+    of strings VeADK hands to the long-term-memory backend.
+    """
     from veadk_mem.events import read_sessions
     from veadk_mem.policy import dry_run
 
@@ -153,13 +158,16 @@ def show_cmd(
     policy: Annotated[
         str | None,
         typer.Argument(
-            metavar="[P]", help="Preset, [policy.NAME], JSON/TOML file or inline JSON (default: the configured one)."
+            metavar="P", help="Preset, [policy.NAME], JSON/TOML file or inline JSON (default: the configured one)."
         ),
     ] = None,
     include_assistant: AssistantOption = False,
     json_flag: JsonOption = False,
 ) -> None:
-    """Print every field of the fully resolved policy and whether it comes from the preset or an override."""
+    """Print a resolved policy, field by field.
+
+    Each field says whether the preset or an override set it.
+    """
     state = get_state(ctx, json_flag=json_flag)
     resolved = _resolve(state, policy, include_assistant)
     described = resolved.describe()
