@@ -305,3 +305,16 @@ def test_reasons_name_transcriptions_and_errors_left_out() -> None:
     assert reason(ev({"role": "user", "parts": [{"text": ""}, {"text": "x"}]}), "custom") == (
         "role user, types [text] allowed; dropped empty part (no text, data or call)"
     )
+
+
+def test_named_policy_warnings_say_where() -> None:
+    warnings: list[str] = []
+    named = {"tools": {"preset": "custom", "include_event_type": ["text"]}}
+    resolve_policy("tools", named=named, warn=warnings.append)
+    assert warnings == [
+        "config [policy.tools]: unknown policy field 'include_event_type' is ignored "
+        "(did you mean 'include_event_types'?)"
+    ]
+    warnings.clear()
+    resolve_policy("tols", named=named, warn=warnings.append)
+    assert warnings == ["unknown policy preset 'tols': VeADK treats it as 'default' (did you mean 'tools'?)"]
