@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from veadk_mem.events import Event
+from veadk_mem.events import Event, event_types
 from veadk_mem.policy import EVENT_TYPES, ROLES, evaluate, memory_strings, resolve_policy
 
 texts = st.sampled_from(["", " ", "hi", "花生", 'q"\\\n'])
@@ -91,6 +91,7 @@ def test_every_event_gets_one_coherent_decision(batch: list[Event], spec: Any, a
     p = policy.policy
     for d in decisions:
         assert d.reason
+        assert d.types == event_types(d.event)
         assert d.saved == (d.memory is not None)
         assert d.role in ROLES
         if d.memory is None:
