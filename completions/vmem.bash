@@ -6,7 +6,7 @@ _vmem() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" session"|" ltm"|" policy"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
+      " doctor"|" forget"|" session"|" ltm"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
     esac
   done
   case "$path" in
@@ -15,7 +15,9 @@ _vmem() {
     " forget") opts=''; cmds='' ;;
     " session") opts=''; cmds='' ;;
     " ltm") opts=''; cmds='' ;;
-    " policy") opts=''; cmds='' ;;
+    " policy") opts=''; cmds='test show' ;;
+    " policy test") opts='--policy -p --include-assistant --json'; cmds='' ;;
+    " policy show") opts='--include-assistant --json'; cmds='' ;;
     " config") opts=''; cmds='show init path' ;;
     " config show") opts='--json'; cmds='' ;;
     " config init") opts='--force'; cmds='' ;;

@@ -15,6 +15,10 @@ function __vmem_path
                 set path $path $t
             case 'policy'
                 set path $path $t
+            case 'policy test'
+                set path $path $t
+            case 'policy show'
+                set path $path $t
             case 'config'
                 set path $path $t
             case 'config show'
@@ -48,6 +52,16 @@ complete -c vmem -n "__vmem_at ''" -s 'v' -d 'Tracebacks and extra detail on err
 complete -c vmem -n "__vmem_at ''" -l 'version' -d 'Print the version and exit.'
 complete -c vmem -n "__vmem_at 'doctor'" -l 'json' -d 'Print JSON.'
 complete -c vmem -n "__vmem_at 'forget'" -F
+complete -c vmem -n "__vmem_at 'policy'" -a 'test' -d 'What VeADK would save from a session, and why.'
+complete -c vmem -n "__vmem_at 'policy'" -a 'show' -d 'Print a resolved policy, field by field.'
+complete -c vmem -n "__vmem_at 'policy test'" -l 'policy' -d 'Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. Default: [policy] default of the config.'
+complete -c vmem -n "__vmem_at 'policy test'" -s 'p' -d 'Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. Default: [policy] default of the config.'
+complete -c vmem -n "__vmem_at 'policy test'" -l 'include-assistant' -d 'Add the assistant role to the default preset, as VeADK does for openviking.'
+complete -c vmem -n "__vmem_at 'policy test'" -l 'json' -d 'Print JSON.'
+complete -c vmem -n "__vmem_at 'policy test'" -F
+complete -c vmem -n "__vmem_at 'policy show'" -l 'include-assistant' -d 'Add the assistant role to the default preset, as VeADK does for openviking.'
+complete -c vmem -n "__vmem_at 'policy show'" -l 'json' -d 'Print JSON.'
+complete -c vmem -n "__vmem_at 'policy show'" -F
 complete -c vmem -n "__vmem_at 'config'" -a 'show' -d 'Print every effective setting with its source; secrets are masked.'
 complete -c vmem -n "__vmem_at 'config'" -a 'init' -d 'Write a commented starter config holding every key at its default.'
 complete -c vmem -n "__vmem_at 'config'" -a 'path' -d 'Print the config file in use and the places vmem looks for one.'

@@ -146,24 +146,24 @@ class Session(AdkModel):
 
 
 def event_types(event: Event) -> list[str]:
-    """The memory event types of an event, in VeADK's vocabulary, in first-seen order."""
+    """The memory event types of an event, as VeADK infers them, in first-seen order.
+
+    Text counts only when non-empty (an empty or thought-flagged empty text is no type);
+    within a part the order is VeADK's: text/thought, tools, media, code.
+    """
     found: dict[str, None] = {}
     parts = event.content.parts if event.content and event.content.parts else []
     for part in parts:
-        if part.text is not None:
+        if part.text:
             found["thought" if part.thought else "text"] = None
-        for name in (
-            "function_call",
-            "function_response",
-            "tool_call",
-            "tool_response",
-            "executable_code",
-            "code_execution_result",
-        ):
+        for name in ("function_call", "function_response", "tool_call", "tool_response"):
             if getattr(part, name) is not None:
                 found[name] = None
         if part.inline_data is not None or part.file_data is not None:
             found["media"] = None
+        for name in ("executable_code", "code_execution_result"):
+            if getattr(part, name) is not None:
+                found[name] = None
     if event.input_transcription is not None or event.output_transcription is not None:
         found["transcription"] = None
     if event.error_code or event.error_message:

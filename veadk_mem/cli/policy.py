@@ -1,7 +1,183 @@
-"""`vmem policy`: dry-run VeADK's auto-save memory policy."""
+"""`vmem policy`: dry-run VeADK's auto-save memory policy on sessions, and show a resolved policy."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
 
+from veadk_mem.cli.render import Column, local_time, preview
+from veadk_mem.cli.state import AppState, get_state
+
+if TYPE_CHECKING:
+    from veadk_mem.policy import DryRun, ResolvedPolicy
+
 app = typer.Typer(help="Dry-run and show VeADK auto-save memory policies.", no_args_is_help=True)
+
+PolicyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        "-p",
+        help="Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. "
+        "Default: [policy] default of the config.",
+    ),
+]
+AssistantOption = Annotated[
+    bool,
+    typer.Option(
+        "--include-assistant", help="Add the assistant role to the default preset, as VeADK does for openviking."
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _resolve(state: AppState, spec: str | None, include_assistant: bool) -> ResolvedPolicy:
+    """The policy named on the command line, else the configured default, with warnings on stderr."""
+    from veadk_mem.policy import resolve_policy
+
+    settings = state.loaded.settings
+    return resolve_policy(
+        spec if spec is not None else settings.policy.default,
+        backend=settings.long_term_memory.backend,
+        include_assistant=include_assistant,
+        named=settings.policy.named(),
+        warn=state.render.warn,
+    )
+
+
+@contextmanager
+def _bulk() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small objects.
+
+    Parsing and judging a 20,000-event session allocates a few hundred thousand
+    acyclic objects; the collector's repeated passes over them cost more than the work
+    itself (measured: 1.9 s -> 0.65 s). Reference counting still frees everything.
+    """
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _gist(memory: str | None) -> str:
+    """A one-line preview of a saved memory for people: part texts, other parts as [kind]."""
+    if memory is None:
+        return ""
+    import json
+
+    bits: list[str] = []
+    for part in json.loads(memory).get("parts", []):
+        meta = part.get("part_metadata") or {}
+        tags = [f"[{k}]" for k in part if k not in ("text", "thought", "thought_signature", "part_metadata")]
+        if "event_type" in meta:
+            tags.append(f"[{meta['event_type']}]")
+        if part.get("thought"):
+            tags.append("[thought]")
+        bits.append(" ".join([*tags, *([part["text"]] if "text" in part else [])]))
+    return preview(" | ".join(bits), 60) or "(no parts)"
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null (no filter)"
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@app.command("test")
+def test_cmd(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(metavar="FILE|-", help="ADK session JSON: one session, a list, or JSONL.")],
+    policy: PolicyOption = None,
+    include_assistant: AssistantOption = False,
+    json_flag: JsonOption = False,
+) -> None:
+    """What VeADK would save from a session, and why.
+
+    One row per event (saved or dropped, with the reason and a preview), then a summary
+    on stderr. --json prints {"policy", "saved", "events"}; "saved" is exactly the list
+    of strings VeADK hands to the long-term-memory backend.
+    """
+    from veadk_mem.events import read_sessions
+    from veadk_mem.policy import dry_run
+
+    state = get_state(ctx, json_flag=json_flag)
+    resolved = _resolve(state, policy, include_assistant)
+    with _bulk():
+        result = dry_run(read_sessions(source), resolved, warn=state.render.warn)
+        if state.json_mode:
+            state.render.json(result.to_dict())
+        else:
+            _table(state, result)
+
+
+def _table(state: AppState, result: DryRun) -> None:
+    """One row per event for people, then the summary line on stderr."""
+    several = len(result.session_ids) > 1
+    rows = [
+        {
+            "n": index,
+            "session": d.session_id,
+            "time": d.event.timestamp or None,
+            "author": d.event.author,
+            "role": d.role,
+            "types": ", ".join(d.types),
+            "decision": "saved" if d.saved else "dropped",
+            "reason": d.reason,
+            "memory": _gist(d.memory),
+        }
+        for index, d in enumerate(result.decisions, 1)
+    ]
+    columns = [
+        Column("#", "n", justify="right"),
+        *([Column("session", "session")] if several else []),
+        Column("time", "time", fmt=local_time),
+        Column("author", "author"),
+        Column("role", "role"),
+        Column("types", "types"),
+        Column("decision", "decision"),
+        Column("reason", "reason"),
+        Column("memory", "memory", max_width=60),
+    ]
+    state.render.table(rows, columns, title=f"policy: {result.policy.origin}", empty="no events")
+    state.render.message(result.summary())
+
+
+@app.command("show")
+def show_cmd(
+    ctx: typer.Context,
+    policy: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="P", help="Preset, [policy.NAME], JSON/TOML file or inline JSON (default: the configured one)."
+        ),
+    ] = None,
+    include_assistant: AssistantOption = False,
+    json_flag: JsonOption = False,
+) -> None:
+    """Print a resolved policy, field by field.
+
+    Each field says whether the preset or an override set it.
+    """
+    state = get_state(ctx, json_flag=json_flag)
+    resolved = _resolve(state, policy, include_assistant)
+    described = resolved.describe()
+    rows = [
+        {"field": name, "value": _shown(value), "source": described["sources"][name]}
+        for name, value in described["policy"].items()
+    ]
+    state.render.records(
+        rows,
+        [Column("field", "field"), Column("value", "value"), Column("source", "source")],
+        json_rows=described,
+        title=f"policy: {resolved.origin}",
+    )
