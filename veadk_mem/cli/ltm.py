@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Save sessions into long-term memory, search and manage it.", no_args_is_help=True)
 
-UserOpt = Annotated[str, typer.Option("--user", "-u", help="The user whose memories to use (required).")]
+UserOpt = Annotated[str, typer.Option("--user", "-u", metavar="U", help="The user whose memories to use (required).")]
 AppOpt = Annotated[
-    str | None, typer.Option("--app", "-a", help="App name; picks the index when long_term_memory.index is empty.")
+    str | None,
+    typer.Option("--app", "-a", metavar="A", help="App name; picks the index when long_term_memory.index is empty."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
@@ -92,22 +93,29 @@ def save(
     sources: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Session JSON files, directories (*.json, *.jsonl) or '-'. With --from-store: APP USER ID."
+            metavar="FILE|DIR|-...",
+            help="Session JSON files, directories (*.json, *.jsonl) or '-'. With --from-store: APP USER ID.",
         ),
     ] = None,
     from_store: Annotated[
         bool, typer.Option("--from-store", help="Read sessions from the session database instead of files.")
     ] = False,
     app_name: Annotated[
-        str | None, typer.Option("--app", "-a", help="With --from-store: every session of this app.")
+        str | None, typer.Option("--app", "-a", metavar="A", help="With --from-store: every session of this app.")
     ] = None,
-    user: Annotated[str | None, typer.Option("--user", "-u", help="With --from-store --app: only this user.")] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", metavar="U", help="With --from-store --app: only this user.")
+    ] = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="With --from-store --app: sessions updated since (ISO time or 7d).")
+        str | None,
+        typer.Option("--since", metavar="T", help="With --from-store --app: sessions updated since (ISO time or 7d)."),
     ] = None,
-    db_url: Annotated[str | None, typer.Option("--db-url", help="Session database URL or sqlite path.")] = None,
+    db_url: Annotated[
+        str | None, typer.Option("--db-url", metavar="URL", help="Session database URL or sqlite path.")
+    ] = None,
     policy: Annotated[
-        str | None, typer.Option("--policy", "-p", help="Preset, [policy.NAME], JSON/TOML file or inline JSON.")
+        str | None,
+        typer.Option("--policy", "-p", metavar="P", help="Preset, [policy.NAME], JSON/TOML file or inline JSON."),
     ] = None,
     include_assistant: Annotated[
         bool, typer.Option("--include-assistant", help="Keep assistant text events too (as openviking does).")
@@ -115,7 +123,11 @@ def save(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be saved; change nothing.")] = False,
     json_flag: JsonOpt = False,
 ) -> None:
-    """Filter sessions through the save policy and store their memories (idempotent)."""
+    """Save sessions' memories through the save policy.
+
+    Idempotent: a memory the user's index already holds is skipped, so replaying the same
+    sessions stores nothing new. One failing session is reported and the rest go on.
+    """
     from veadk_mem.errors import BadInput
     from veadk_mem.ltm.replay import aiter_items, expand_sources, file_sessions, replay
 
@@ -225,16 +237,21 @@ def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
 @app.command("search")
 def search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for, in plain words.")],
     user: UserOpt,
     app_name: AppOpt = None,
     top_k: Annotated[
-        int | None, typer.Option("--top-k", "-k", min=1, help="Memories to return (default: top_k).")
+        int | None, typer.Option("--top-k", "-k", min=1, metavar="K", help="Memories to return (default: top_k).")
     ] = None,
-    min_score: Annotated[float | None, typer.Option("--min-score", help="Drop results scoring below this.")] = None,
+    min_score: Annotated[
+        float | None, typer.Option("--min-score", metavar="S", help="Drop results scoring below this.")
+    ] = None,
     json_flag: JsonOpt = False,
 ) -> None:
-    """Semantic search over one user's memories; JSON is a list of ADK MemoryEntry objects."""
+    """Semantic search over a user's memories.
+
+    --json prints a list of ADK MemoryEntry objects.
+    """
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
 
@@ -255,7 +272,9 @@ def list_(
     ctx: typer.Context,
     user: UserOpt,
     app_name: AppOpt = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Show at most N, newest first.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, metavar="N", help="Show at most N, newest first.")
+    ] = None,
     json_flag: JsonOpt = False,
 ) -> None:
     """A user's memories, newest first."""
@@ -275,11 +294,14 @@ def list_(
 @app.command("profile")
 def profile(
     ctx: typer.Context,
-    user: Annotated[str, typer.Argument(help="The user.")],
+    user: Annotated[str, typer.Argument(metavar="USER", help="The user.")],
     app_name: AppOpt = None,
     json_flag: JsonOpt = False,
 ) -> None:
-    """The backend's profile of a user (viking only; other backends exit 4)."""
+    """The backend's profile of a user.
+
+    Only viking keeps one; every other backend exits 4.
+    """
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
 
@@ -328,9 +350,11 @@ def _confirm(state: AppState, question: str, yes: bool) -> None:
 def delete(
     ctx: typer.Context,
     user: UserOpt,
-    ids: Annotated[list[str] | None, typer.Option("--id", help="Memory id to delete (repeatable).")] = None,
+    ids: Annotated[
+        list[str] | None, typer.Option("--id", metavar="ID", help="Memory id to delete (repeatable).")
+    ] = None,
     session: Annotated[
-        str | None, typer.Option("--session", "-s", help="Delete memories saved from this session.")
+        str | None, typer.Option("--session", "-s", metavar="S", help="Delete memories saved from this session.")
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Delete every memory of the user in the index.")] = False,
     app_name: AppOpt = None,
@@ -338,7 +362,10 @@ def delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_flag: JsonOpt = False,
 ) -> None:
-    """Delete a user's memories by id, by session, or all of them."""
+    """Delete a user's memories.
+
+    By id, by the session they came from, or all of them; asks first unless --yes.
+    """
     from veadk_mem.errors import NotFound
 
     state = get_state(ctx, json_flag=json_flag)
@@ -370,14 +397,20 @@ def delete(
 
 def forget(
     ctx: typer.Context,
-    user: Annotated[str, typer.Argument(help="The user to forget.")],
+    user: Annotated[str, typer.Argument(metavar="USER", help="The user to forget.")],
     app_name: AppOpt = None,
-    db_url: Annotated[str | None, typer.Option("--db-url", help="Session database URL or sqlite path.")] = None,
+    db_url: Annotated[
+        str | None, typer.Option("--db-url", metavar="URL", help="Session database URL or sqlite path.")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would go from where; delete nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_flag: JsonOpt = False,
 ) -> None:
-    """Remove a user's sessions and long-term memories in one command (right to be forgotten)."""
+    """Remove a user's sessions and memories everywhere.
+
+    Right to be forgotten: the session database and every long-term memory index, in one
+    command. --dry-run lists what would go from where.
+    """
     import importlib.util
 
     from veadk_mem.errors import NotSupported
