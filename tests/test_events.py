@@ -118,3 +118,10 @@ def test_event_types_cover_every_kind(tmp_path: Path) -> None:
     assert kinds[4] == ["executable_code", "code_execution_result"]
     assert kinds[5] == ["transcription"]
     assert kinds[6] == ["error"]
+
+
+def test_jsonl_line_numbers_count_leading_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text('\n\n{"id": "s", "appName": "a", "userId": "u"}\n{"id": 1}\n', encoding="utf-8")
+    with pytest.raises(BadInput, match=r"s\.jsonl: line 4: \$\.id: "):
+        list(read_sessions(path))

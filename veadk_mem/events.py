@@ -224,8 +224,10 @@ def iter_documents(source: str | Path) -> Iterator[tuple[str, Any]]:
     try:
         try:
             first = stream.readline()
+            first_line = 1
             while first and not first.strip():
                 first = stream.readline()
+                first_line += 1
         except UnicodeDecodeError as exc:
             raise BadInput(f"{name}: not UTF-8 text ({exc.reason})") from None
         if not first:
@@ -236,7 +238,8 @@ def iter_documents(source: str | Path) -> Iterator[tuple[str, Any]]:
         except json.JSONDecodeError:
             single = None
         if isinstance(single, dict):
-            yield from _iter_jsonl(stream, name, first)
+            yield f"{name}: line {first_line}", single
+            yield from _iter_jsonl(stream, name, start=first_line + 1)
             return
         text = first + stream.read()
         value = _decode(text, name)
@@ -250,14 +253,10 @@ def iter_documents(source: str | Path) -> Iterator[tuple[str, Any]]:
             stream.close()
 
 
-def _iter_jsonl(stream: TextIO, name: str, first: str) -> Iterator[tuple[str, Any]]:
-    lineno = 1
-    line = first
-    while line:
+def _iter_jsonl(stream: TextIO, name: str, start: int) -> Iterator[tuple[str, Any]]:
+    for lineno, line in enumerate(stream, start):
         if line.strip():
             yield f"{name}: line {lineno}", _decode(line, name, lineno - 1)
-        line = stream.readline()
-        lineno += 1
 
 
 def read_sessions(source: str | Path) -> Iterator[Session]:
