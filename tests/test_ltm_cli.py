@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -353,3 +354,20 @@ def test_forget_one_app_only(runner: CliRunner, session_db: str) -> None:
     assert "long-term memory" in out and "other_app" in out
     _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-42", "-a", "ltm_demo")
     assert len(json.loads(out)) > 0
+
+
+def test_reads_and_dry_runs_never_create_the_store(runner: CliRunner, isolated_env: Path) -> None:
+    store = Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "ltm.db"
+    invoke(runner, "ltm", "search", "x", "--user", "u")
+    invoke(runner, "ltm", "list", "--user", "u")
+    invoke(runner, "ltm", "save", str(EXAMPLES), "--dry-run")
+    assert not store.exists()
+    invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-session-1.json"))
+    assert store.exists() and oct(store.stat().st_mode & 0o777) == "0o600"
+
+
+def test_doctor_does_not_create_the_store(runner: CliRunner) -> None:
+    _, out, _ = invoke(runner, "--json", "doctor")
+    check = {c["name"]: c for c in json.loads(out)}["long_term_memory (local)"]
+    assert check["status"] == "ok" and "no store yet" in check["detail"]
+    assert not (Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "ltm.db").exists()

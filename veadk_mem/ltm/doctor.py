@@ -19,6 +19,9 @@ async def check_ltm(settings: VmemSettings) -> Check:
     try:
         backend = ltm.backend_for(None)
         stats = getattr(backend, "stats", None)
+        missing = getattr(backend, "_missing", None)
+        if missing is not None and missing():
+            return Check(name, "ok", f"{getattr(backend, 'path', '')}: no store yet (created by the first save)")
         if stats is None:
             return Check(name, "ok", f"index {backend.index}")
         info = stats()

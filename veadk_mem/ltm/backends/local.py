@@ -122,6 +122,10 @@ class LocalBackend(LongTermMemoryBackend):
     def conn(self) -> sqlite3.Connection:
         return connect(self.path)
 
+    def _missing(self) -> bool:
+        """True when the store file does not exist yet: reads answer empty instead of creating it."""
+        return self.path != ":memory:" and self.path not in _CONNECTIONS and not Path(self.path).exists()
+
     def precheck_index_naming(self) -> None:
         """Any printable name up to 255 characters."""
         if not self.index or len(self.index) > 255 or not self.index.isprintable():
@@ -171,6 +175,8 @@ class LocalBackend(LongTermMemoryBackend):
     async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
         """The hashes among these that this user's index already holds."""
         found: set[str] = set()
+        if self._missing():
+            return found
         for start in range(0, len(hashes), 500):
             part = hashes[start : start + 500]
             marks = ",".join("?" * len(part))
@@ -368,7 +374,7 @@ class LocalBackend(LongTermMemoryBackend):
 
     async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
         """Exact cosine top-k over this user's memories only."""
-        if self.index_model() is None:
+        if self._missing() or self.index_model() is None:
             return []
         embedder = self.embedder
         self._check_model(embedder)
@@ -396,6 +402,8 @@ class LocalBackend(LongTermMemoryBackend):
         self, user_id: str, *, limit: int | None = None, session_id: str | None = None
     ) -> list[MemoryRecord]:
         """The user's memories in this index, newest first."""
+        if self._missing():
+            return []
         sql = f"SELECT {_COLUMNS} FROM memories WHERE index_name = ? AND user_id = ?"
         params: list[Any] = [self.index, user_id]
         if session_id is not None:
@@ -439,6 +447,8 @@ class LocalBackend(LongTermMemoryBackend):
 
     async def known_indexes(self, user_id: str) -> list[str]:
         """Every index in this file that holds memories of the user."""
+        if self._missing():
+            return []
         rows = self.conn.execute("SELECT DISTINCT index_name FROM memories WHERE user_id = ? ORDER BY 1", (user_id,))
         return [str(r[0]) for r in rows]
 
