@@ -371,3 +371,16 @@ def test_doctor_does_not_create_the_store(runner: CliRunner) -> None:
     check = {c["name"]: c for c in json.loads(out)}["long_term_memory (local)"]
     assert check["status"] == "ok" and "no store yet" in check["detail"]
     assert not (Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "ltm.db").exists()
+
+
+def test_without_app_the_users_only_index_is_used(runner: CliRunner) -> None:
+    seed(SEED)
+    code, out, _ = invoke(runner, "--json", "ltm", "search", "peanuts", "--user", "user-42")
+    assert code == 0 and json.loads(out)[0]["custom_metadata"]["origin"]["index"] == "ltm_demo"
+    seed({"user-42": [("x", "elsewhere")]}, app_name="other_app")
+    code, _, err = invoke(runner, "ltm", "list", "--user", "user-42")
+    assert code == 2 and "several indexes (ltm_demo, other_app): name one with --app" in err
+    code, out, _ = invoke(runner, "--json", "ltm", "list", "--user", "user-42", "--app", "other_app")
+    assert len(json.loads(out)) == 1
+    code, _, err = invoke(runner, "ltm", "list", "--user", "nobody")
+    assert code == 0 and "no memories" in err

@@ -371,12 +371,15 @@ def delete(
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
     render = state.render
-    index = ltm.index_for(app_name)
 
-    async def select() -> list[Any]:
-        return await ltm.select(app_name=app_name, user_id=user, ids=ids, session_id=session, everything=everything)
+    async def select() -> tuple[str, list[Any]]:
+        index = await ltm.user_index(app_name, user)
+        found = await ltm.select(
+            app_name=app_name, user_id=user, ids=ids, session_id=session, everything=everything, index=index
+        )
+        return index, found
 
-    records = run(select())
+    index, records = run(select())
     if ids:
         missing = sorted(set(ids) - {r.id for r in records})
         if missing and not records:
@@ -387,7 +390,7 @@ def delete(
     deleted = 0
     if not dry_run and records:
         _confirm(state, f"delete {len(records)} memories of user {user!r} from index {index!r}?", yes)
-        deleted = run(ltm.delete(app_name=app_name, user_id=user, records=records))
+        deleted = run(ltm.delete(app_name=app_name, user_id=user, records=records, index=index))
     if render.json_mode:
         render.json({"dry_run": dry_run, "index": index, "user_id": user, "deleted": deleted, "memories": rows})
         return

@@ -127,6 +127,26 @@ class LongTermMemory:
             return self._instance.index
         return str(self.backend_config.get("index") or self.index or app_name or self.app_name or DEFAULT_INDEX)
 
+    async def user_index(self, app_name: str | None, user_id: str) -> str:
+        """The index to read a user's memories from.
+
+        VeADK's fallback when anything names it; otherwise, so that `vmem ltm search -u U`
+        finds what `vmem ltm save` stored under the session's app name, the one index
+        holding the user's memories (several: ask for --app; none: default_app).
+        """
+        named = self._instance is not None or app_name or self.index or self.app_name
+        if named or self.backend_config.get("index"):
+            return self.index_for(app_name)
+        known = await self.backend_for(None).known_indexes(user_id)
+        if not known:
+            return DEFAULT_INDEX
+        if len(known) > 1:
+            raise BadInput(
+                f"user {user_id!r} has memories in several indexes ({', '.join(known)}): name one with --app",
+                hint="or set long_term_memory.index",
+            )
+        return known[0]
+
     def backend_for(self, app_name: str | None = None, *, index: str | None = None) -> LongTermMemoryBackend:
         """The backend bound to the index of this app (created and prechecked on first use)."""
         if self._instance is not None:
@@ -249,7 +269,7 @@ class LongTermMemory:
         """The user's memories closest to the query, as MemoryEntry dicts, best first."""
         if not query.strip():
             raise BadInput("the search query is empty")
-        index = self.index_for(app_name)
+        index = await self.user_index(app_name, user_id)
         backend = self.backend_for(index=index)
         chunks = await backend.search(user_id, query, top_k or self.top_k)
         entries: list[dict[str, Any]] = []
@@ -263,7 +283,7 @@ class LongTermMemory:
         self, *, app_name: str | None, user_id: str, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """The user's memories, newest first, as MemoryEntry dicts."""
-        index = self.index_for(app_name)
+        index = await self.user_index(app_name, user_id)
         records = await self.backend_for(index=index).list_memories(user_id, limit=limit)
         entries: list[dict[str, Any]] = []
         for record in records:
@@ -290,7 +310,7 @@ class LongTermMemory:
         chosen = [bool(ids), session_id is not None, everything]
         if sum(chosen) != 1:
             raise BadInput("say what to delete: --id ID..., --session S or --all (exactly one)")
-        backend = self.backend_for(app_name, index=index)
+        backend = self.backend_for(index=index or await self.user_index(app_name, user_id))
         records = await backend.list_memories(user_id)
         if ids:
             wanted = set(ids)
