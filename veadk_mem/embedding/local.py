@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # belt and braces: nothing here may reach for a hub
 if "numpy" not in sys.modules:
     # One query at a time gains nothing from BLAS threads and pays ~0.2 s to start them;
     # batches were measured only ~10% faster with two. An explicit setting wins.
