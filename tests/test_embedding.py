@@ -159,3 +159,15 @@ def test_provider_is_recognised_from_a_stored_model_name() -> None:
 def test_unknown_provider_is_bad_input() -> None:
     with pytest.raises(BadInput, match="unknown embedding provider 'bert'"):
         create_embedder(EmbeddingSettings(), "bert")
+
+
+def test_local_model_needs_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the local embedder tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    emb = LocalEmbedder(str(FIXTURES / "tiny-bert"))
+    assert emb.embed(["offline"]).shape == (1, 32)
