@@ -145,8 +145,9 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
         value = getattr(row, name)
         if isinstance(value, dict):
             data[name] = value
-    if row.long_running_tool_ids_json:
-        data["long_running_tool_ids"] = json.loads(row.long_running_tool_ids_json)
+    # ADK's v0 reader gives an empty set when the column is NULL; so do we
+    ids = row.long_running_tool_ids_json
+    data["long_running_tool_ids"] = json.loads(ids) if ids else []
     try:
         actions = decode_actions(row.actions)
     except pickle.UnpicklingError as exc:

@@ -899,8 +899,16 @@ class SessionStore:
             )
         )
         rows = [event_row(t, app, user, sid, event) for event in session.events]
+        stmt = insert(t.events)
+        if t.layout is Layout.V0 and self.dialect == "mysql":
+            # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
+            from sqlalchemy import bindparam, func
+
+            stmt = stmt.values(actions=func.unhex(bindparam("actions_hex")))
+            for row in rows:
+                row["actions_hex"] = row.pop("actions").hex()
         for i in range(0, len(rows), _BATCH):
-            await conn.execute(insert(t.events), rows[i : i + _BATCH])
+            await conn.execute(stmt, rows[i : i + _BATCH])
         return len(rows)
 
 
