@@ -251,7 +251,10 @@ def delete_cmd(
                 assert flt is not None
                 chosen = await store.list_sessions(flt, oldest_first=True)
             plan = await store.delete_sessions(chosen, purge_state=purge_state, dry_run=True)
-            if dry_run or not chosen:
+            if not chosen:
+                plan.dry_run = dry_run
+                return plan
+            if dry_run:
                 return plan
             if not yes:
                 _show_plan(state, plan)
@@ -266,6 +269,9 @@ def delete_cmd(
     report = run(go())
     if state.json_mode:
         state.render.json(report.to_json())
+        return
+    if not report.sessions:
+        state.render.message("no sessions match: nothing deleted")
         return
     if report.dry_run:
         _show_plan(state, report)
