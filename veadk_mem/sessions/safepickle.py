@@ -29,23 +29,27 @@ _MODEL_MODULE_PREFIXES = ("google.adk.", "google.genai.", "fastapi.openapi.", "p
 _MAX_BYTES_ARG = 1 << 20
 
 
+class Refused(pickle.UnpicklingError):
+    """The pickle names something the restricted unpickler will not load."""
+
+
 def _safe_bytes(*args: Any) -> bytes:
     """bytes(...) without the bytes(10**12) memory bomb: an int size is refused."""
     if args and isinstance(args[0], int):
-        raise pickle.UnpicklingError("refusing bytes(int) in a pickled value")
+        raise Refused("refusing bytes(int) in a pickled value")
     return bytes(*args)
 
 
 def _safe_bytearray(*args: Any) -> bytearray:
     if args and isinstance(args[0], int):
-        raise pickle.UnpicklingError("refusing bytearray(int) in a pickled value")
+        raise Refused("refusing bytearray(int) in a pickled value")
     return bytearray(*args)
 
 
 def _codecs_encode(obj: Any, encoding: str = "utf-8", errors: str = "strict") -> bytes:
     """Protocol 2 writes bytes as _codecs.encode(text, 'latin1'); allow only that shape."""
     if not isinstance(obj, str) or encoding not in ("latin1", "latin-1") or len(obj) > _MAX_BYTES_ARG * 64:
-        raise pickle.UnpicklingError("refusing _codecs.encode with unexpected arguments")
+        raise Refused("refusing _codecs.encode with unexpected arguments")
     return obj.encode("latin1")
 
 
@@ -56,7 +60,7 @@ def _reconstructor(cls: Any, base: Any, state: Any) -> Any:
         if state is not None:
             obj.__setstate__(state)
         return obj
-    raise pickle.UnpicklingError("refusing copyreg._reconstructor of a non-model class")
+    raise Refused("refusing copyreg._reconstructor of a non-model class")
 
 
 _SAFE_GLOBALS: dict[tuple[str, str], Any] = {
@@ -119,18 +123,23 @@ def _stub_class(module: str, name: str) -> type[_Stub]:
     return _STUBS[key]
 
 
+# Protocol 0-2 pickles written with fix_imports name Python 2 modules.
+_PY2_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     """Resolves only builtin data types; model classes become stand-ins; all else is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
+        module = _PY2_MODULES.get(module, module)
         if (module, name) in _SAFE_GLOBALS:
             return _SAFE_GLOBALS[(module, name)]
         if module.startswith(_MODEL_MODULE_PREFIXES) and name.isidentifier() and not name.startswith("_"):
             return _stub_class(module, name)
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+        raise Refused(f"refusing to load {module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("refusing persistent ids")
+        raise Refused("refusing persistent ids")
 
 
 def plain(value: Any) -> Any:
@@ -168,7 +177,7 @@ def decode_actions(data: bytes | bytearray | memoryview | None) -> dict[str, Any
         return {}
     try:
         value = RestrictedUnpickler(io.BytesIO(bytes(data))).load()
-    except pickle.UnpicklingError:
+    except Refused:
         raise
     except Exception as exc:  # truncated or corrupt payloads
         raise pickle.UnpicklingError(f"undecodable pickle ({type(exc).__name__}: {exc})") from None
