@@ -13,14 +13,16 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import dataclass, field
-from typing import Any, get_args, get_origin
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 
-from veadk_mem import events as ev
 from veadk_mem.sessions.layout import Layout, Tables, to_epoch
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
+
+if TYPE_CHECKING:
+    from veadk_mem import events as ev
 
 # --- camelCase fast path ----------------------------------------------------------------
 
@@ -68,7 +70,15 @@ def _shape(model: type[BaseModel], cache: dict[type[BaseModel], _Shape]) -> _Sha
 
 
 _SHAPES: dict[type[BaseModel], _Shape] = {}
-_EVENT_SHAPE = _shape(ev.Event, _SHAPES)
+
+
+_EVENT_MODEL: list[type[BaseModel]] = []
+
+
+def _event_shape() -> _Shape:
+    from veadk_mem import events as ev
+
+    return _shape(ev.Event, _SHAPES)
 
 
 def _camel(shape: _Shape, data: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +105,13 @@ def _camel(shape: _Shape, data: dict[str, Any]) -> dict[str, Any]:
 
 def camel_event(data: dict[str, Any]) -> dict[str, Any]:
     """ADK event data (snake or camel keys) as the camelCase dict `Event.to_dict()` gives."""
-    return _camel(_EVENT_SHAPE, data)
+    shape = _SHAPES.get(_EVENT_MODEL[0]) if _EVENT_MODEL else None
+    if shape is None:
+        from veadk_mem import events as ev
+
+        _EVENT_MODEL[:] = [ev.Event]
+        shape = _event_shape()
+    return _camel(shape, data)
 
 
 def dumps(data: Any) -> str:

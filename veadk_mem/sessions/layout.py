@@ -31,7 +31,6 @@ from sqlalchemy import (
     Table,
     Text,
 )
-from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -67,9 +66,13 @@ class AdkJSON(TypeDecorator[Any]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "postgresql":
-            return dialect.type_descriptor(postgresql.JSONB())
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
         if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.LONGTEXT())
+            from sqlalchemy.dialects.mysql import LONGTEXT
+
+            return dialect.type_descriptor(LONGTEXT())
         return dialect.type_descriptor(Text())
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
@@ -83,13 +86,40 @@ class AdkJSON(TypeDecorator[Any]):
         return json.loads(value)
 
 
-def _stamp() -> TypeEngine[Any]:
+class AdkTimestamp(TypeDecorator[Any]):
     """ADK's PreciseTimestamp: DATETIME(6) on MySQL, plain DATETIME / TIMESTAMP elsewhere."""
-    return DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+    impl = DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            from sqlalchemy.dialects.mysql import DATETIME
+
+            return dialect.type_descriptor(DATETIME(fsp=6))
+        return dialect.type_descriptor(DateTime())
+
+
+class AdkPickle(TypeDecorator[Any]):
+    """The bytes of v0's pickled `actions`: LONGBLOB on MySQL, BLOB / BYTEA elsewhere."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            from sqlalchemy.dialects.mysql import LONGBLOB
+
+            return dialect.type_descriptor(LONGBLOB())
+        return dialect.type_descriptor(LargeBinary())
+
+
+def _stamp() -> TypeEngine[Any]:
+    return AdkTimestamp()
 
 
 def _blob() -> TypeEngine[Any]:
-    return LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+    return AdkPickle()
 
 
 @dataclass

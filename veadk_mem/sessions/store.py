@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem import events as ev
 from veadk_mem.config import mask_url
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import camel_event, dumps, event_from_row, event_row
@@ -41,6 +40,7 @@ from veadk_mem.sessions.layout import (
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+    from veadk_mem import events as ev
     from veadk_mem.config import VmemSettings
 
 Progress = Callable[[int], None]
@@ -225,6 +225,7 @@ class SessionStore:
         self._password = password
         self._engine: AsyncEngine | None = None
         self._tables: Tables | None = None
+        self._stmts: dict[Any, Any] = {}
         self.layout: Layout = Layout.EMPTY
         self.warnings: list[str] = []
 
@@ -312,8 +313,10 @@ class SessionStore:
 
             @event.listens_for(engine.sync_engine, "begin")
             def _begin(conn: Any) -> None:
-                mode = "IMMEDIATE" if conn.get_execution_options().get("vmem_write") else "DEFERRED"
-                conn.exec_driver_sql(f"BEGIN {mode}")
+                # Readers run each statement on its own (autocommit); writers take the write
+                # lock first, so a busy database makes them wait or fail before any change.
+                if conn.get_execution_options().get("vmem_write"):
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         self._engine = engine
         try:
@@ -414,44 +417,103 @@ class SessionStore:
         limit: int | None = None,
         offset: int = 0,
         oldest_first: bool = False,
+        one: tuple[str, str, str] | None = None,
     ) -> list[SessionSummary]:
-        from sqlalchemy import func, select
+        """Summaries with merged state and event counts, from ONE query (no event is loaded)."""
+        from sqlalchemy import and_, bindparam, func, select
 
-        s, e = self.tables.sessions.c, self.tables.events.c
+        t = self.tables
+        s, e = t.sessions.c, t.events.c
+        a, u = t.app_states.c, t.user_states.c
+        if one is not None and "one" in self._stmts:
+            return await self._rows_to_summaries(
+                conn, self._stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
+            )
+        shape: tuple[Any, ...] | None = None
+        params: dict[str, Any] = {}
+        if keys is None and one is None:  # filters: one prepared statement per shape, reused
+            f = flt or SessionFilter()
+            values = {"f_app": f.app, "f_user": f.user, "f_since": f.since, "f_until": f.until}
+            params = {k: v for k, v in values.items() if v is not None}
+            for k in ("f_since", "f_until"):
+                if k in params:
+                    params[k] = stored_time(t, params[k])
+            if limit:
+                params["f_limit"] = limit
+            if offset:
+                params["f_offset"] = offset
+            shape = ("filter", *sorted(params), oldest_first)
+            if shape in self._stmts:
+                return await self._rows_to_summaries(conn, self._stmts[shape], params)
         count = (
             select(func.count())
             .where(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
             .scalar_subquery()
             .label("event_count")
         )
-        stmt = select(s.app_name, s.user_id, s.id, s.state, s.create_time, s.update_time, count).where(
-            *self._session_where(flt, keys)
+        stmt = select(
+            s.app_name,
+            s.user_id,
+            s.id,
+            s.state,
+            s.create_time,
+            s.update_time,
+            count,
+            a.state.label("app_state"),
+            u.state.label("user_state"),
+        ).select_from(
+            t.sessions.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
+                t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id)
+            )
         )
+        if one is not None:  # the hot path of get: one prepared statement, reused
+            cached = self._stmts.get("one")
+            if cached is None:
+                cached = self._stmts["one"] = stmt.where(
+                    s.app_name == bindparam("k_app"), s.user_id == bindparam("k_user"), s.id == bindparam("k_id")
+                )
+            stmt = cached
+            params = {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
+        elif shape is not None:
+            conds = []
+            for key, column, op in (
+                ("f_app", s.app_name, "eq"),
+                ("f_user", s.user_id, "eq"),
+                ("f_since", s.update_time, "ge"),
+                ("f_until", s.update_time, "lt"),
+            ):
+                if key in params:
+                    bound = bindparam(key, type_=column.type)
+                    conds.append(column == bound if op == "eq" else column >= bound if op == "ge" else column < bound)
+            stmt = stmt.where(*conds)
+        else:
+            stmt = stmt.where(*self._session_where(flt, keys))
         if oldest_first:
             stmt = stmt.order_by(s.update_time.asc(), s.app_name, s.user_id, s.id)
         else:
             stmt = stmt.order_by(s.update_time.desc(), s.app_name, s.user_id, s.id)
         if limit:
-            stmt = stmt.limit(limit)
+            stmt = stmt.limit(bindparam("f_limit") if shape is not None else limit)
         if offset:
-            stmt = stmt.offset(offset)
+            stmt = stmt.offset(bindparam("f_offset") if shape is not None else offset)
             if not limit and self.dialect in ("sqlite", "mysql"):
                 stmt = stmt.limit(-1 if self.dialect == "sqlite" else 2**63 - 1)
-        rows = (await conn.execute(stmt)).all()
-        app_states, user_states = await self._states(
-            conn, (r.app_name for r in rows), ((r.app_name, r.user_id) for r in rows)
-        )
+        if shape is not None:
+            self._stmts[shape] = stmt
+        return await self._rows_to_summaries(conn, stmt, params)
+
+    async def _rows_to_summaries(
+        self, conn: AsyncConnection, stmt: Any, params: dict[str, Any]
+    ) -> list[SessionSummary]:
         out = []
-        for r in rows:
+        for r in (await conn.execute(stmt, params)).all():
             session_state = dict(r.state or {})
             out.append(
                 SessionSummary(
                     app_name=r.app_name,
                     user_id=r.user_id,
                     id=r.id,
-                    state=merge_state(
-                        app_states.get(r.app_name, {}), user_states.get((r.app_name, r.user_id), {}), session_state
-                    ),
+                    state=merge_state(r.app_state or {}, r.user_state or {}, session_state),
                     event_count=int(r.event_count or 0),
                     create_time=to_epoch(r.create_time),
                     update_time=to_epoch(r.update_time),
@@ -474,9 +536,14 @@ class SessionStore:
         """One session's summary; NotFound (exit 3) when it does not exist."""
         try:
             async with self.engine.connect() as conn:
-                found = await self._summaries(conn, None, [SessionKey(app, user, session_id)])
+                return await self._one_summary(conn, app, user, session_id)
+        except VmemError:
+            raise
         except Exception as exc:
             raise self._fail(exc) from None
+
+    async def _one_summary(self, conn: AsyncConnection, app: str, user: str, session_id: str) -> SessionSummary:
+        found = await self._summaries(conn, None, None, one=(app, user, session_id))
         if not found:
             raise NotFound(f"session {app}/{user}/{session_id}: not found in {self.display_url}")
         return found[0]
@@ -491,7 +558,10 @@ class SessionStore:
         stmt = select(*cols).where(*keys_where)
         tie_col = literal_column("_tie") if sqlite_service else e.c.id
         if last is not None:
-            inner = stmt.order_by(e.c.timestamp.desc(), tie_col.desc()).limit(last).subquery()
+            from sqlalchemy import Integer, bindparam
+
+            limit: Any = bindparam("k_last", type_=Integer) if last < 0 else last
+            inner = stmt.order_by(e.c.timestamp.desc(), tie_col.desc()).limit(limit).subquery()
             inner_tie = inner.c._tie if sqlite_service else inner.c.id
             return select(inner).order_by(inner.c.timestamp.asc(), inner_tie.asc())
         lead = [e.c.app_name, e.c.user_id, e.c.session_id] if by_session else []
@@ -503,16 +573,42 @@ class SessionStore:
             for row in partition:
                 yield row
 
+    async def _event_data(
+        self, conn: AsyncConnection, app: str, user: str, session_id: str, last: int | None, expected: int = -1
+    ) -> AsyncIterator[dict[str, Any]]:
+        from sqlalchemy import bindparam
+
+        name = "events" if last is None else "events_last"
+        stmt = self._stmts.get(name)
+        if stmt is None:
+            e = self.tables.events.c
+            where = [
+                e.app_name == bindparam("k_app"),
+                e.user_id == bindparam("k_user"),
+                e.session_id == bindparam("k_id"),
+            ]
+            stmt = self._stmts[name] = self._events_stmt(where, None if last is None else -1)
+        params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
+        if last is not None:
+            params["k_last"] = last
+        tables, warnings = self.tables, self.warnings
+        if 0 <= expected <= _BATCH:  # small: one round trip beats a server-side cursor
+            for row in (await conn.execute(stmt, params)).all():
+                yield event_from_row(tables, row, warnings)
+            return
+        result = await conn.stream(stmt, params)
+        async for partition in result.partitions(_BATCH):
+            for row in partition:
+                yield event_from_row(tables, row, warnings)
+
     async def iter_event_data(
         self, app: str, user: str, session_id: str, *, last: int | None = None
     ) -> AsyncIterator[dict[str, Any]]:
         """A session's events as ADK stored them (snake_case data), oldest first, streamed."""
-        e = self.tables.events.c
-        where = [e.app_name == app, e.user_id == user, e.session_id == session_id]
         try:
-            async with self.engine.connect() as conn, conn.begin():
-                async for row in self._stream_event_rows(conn, self._events_stmt(where, last)):
-                    yield event_from_row(self.tables, row, self.warnings)
+            async with self.engine.connect() as conn:
+                async for data in self._event_data(conn, app, user, session_id, last):
+                    yield data
         except VmemError:
             raise
         except Exception as exc:
@@ -522,13 +618,25 @@ class SessionStore:
         self, app: str, user: str, session_id: str, *, last: int | None = None
     ) -> AsyncIterator[ev.Event]:
         """A session's events as `events.Event` models, oldest first, streamed."""
+        from veadk_mem import events as ev
+
         async for data in self.iter_event_data(app, user, session_id, last=last):
             yield ev.Event.model_validate(data)
 
     async def get_session(self, app: str, user: str, session_id: str, *, last: int | None = None) -> ev.Session:
         """The whole session (merged state, events oldest first); NotFound (exit 3) when missing."""
-        summary = await self.get_summary(app, user, session_id)
-        events = [e async for e in self.iter_events(app, user, session_id, last=last)]
+        from veadk_mem import events as ev
+
+        try:
+            async with self.engine.connect() as conn:
+                summary = await self._one_summary(conn, app, user, session_id)
+                validate = ev.Event.model_validate
+                rows = self._event_data(conn, app, user, session_id, last, summary.event_count)
+                events = [validate(d) async for d in rows]
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc) from None
         return ev.Session(
             id=summary.id,
             app_name=summary.app_name,
@@ -542,16 +650,24 @@ class SessionStore:
         self, app: str, user: str, session_id: str, *, last: int | None = None
     ) -> AsyncIterator[str]:
         """The ADK session JSON of one session in text pieces, events streamed one per piece."""
-        summary = await self.get_summary(app, user, session_id)
-        yield _session_head(summary)
-        first = True
-        async for data in self.iter_event_data(app, user, session_id, last=last):
-            yield ("\n" if first else ",\n") + dumps(camel_event(data))
-            first = False
-        yield "\n" + _session_tail(summary) + "\n"
+        try:
+            async with self.engine.connect() as conn:
+                summary = await self._one_summary(conn, app, user, session_id)
+                yield _session_head(summary)
+                sep = "\n"
+                async for data in self._event_data(conn, app, user, session_id, last, summary.event_count):
+                    yield sep + dumps(camel_event(data))
+                    sep = ",\n"
+                yield "\n" + _session_tail(summary) + "\n"
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc) from None
 
     async def iter_sessions(self, flt: SessionFilter | None = None) -> AsyncIterator[ev.Session]:
         """Every matching session with its events, one at a time (memory: one session)."""
+        from veadk_mem import events as ev
+
         async for summary, datas in self._iter_grouped(flt):
             yield ev.Session(
                 id=summary.id,
@@ -587,7 +703,7 @@ class SessionStore:
             ).where(*self._session_where(SessionFilter(since=flt.since, until=flt.until)))
         seen: set[SessionKey] = set()
         try:
-            async with self.engine.connect() as conn, conn.begin():
+            async with self.engine.connect() as conn:
                 rows = self._stream_event_rows(conn, stmt)
                 pending: list[Any] = []
                 done = False
@@ -810,6 +926,7 @@ class SessionStore:
         except Exception as exc:
             raise self._fail(exc) from None
         self._tables = tables
+        self._stmts.clear()
         self.layout = Layout.V1
         return True
 
@@ -817,6 +934,8 @@ class SessionStore:
         self, records: Iterable[ev.Session | dict[str, Any]], *, progress: Progress = _noop
     ) -> ImportReport:
         """Upsert sessions and state records, one transaction per record; validated input only."""
+        from veadk_mem import events as ev
+
         report = ImportReport()
         report.created_tables = await self._ensure_tables()
         report.layout = self.layout.value
