@@ -81,14 +81,34 @@ def _event_shape() -> _Shape:
     return _shape(ev.Event, _SHAPES)
 
 
+_RENAMED: dict[str, str] = {}
+
+
+def _rename(key: str) -> str:
+    """An unknown key as the models write extras: camelCase when it has an underscore."""
+    name = _RENAMED.get(key)
+    if name is None:
+        name = _RENAMED[key] = to_camel(key) if "_" in key else key
+    return name
+
+
+def _fresh(default: Any) -> Any:
+    if isinstance(default, dict):
+        return {k: _fresh(v) for k, v in default.items()} if default else {}
+    if isinstance(default, list):
+        return [_fresh(v) for v in default]
+    return default
+
+
 def _camel(shape: _Shape, data: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    fields = shape.fields
     for key, value in data.items():
         if value is None:
             continue
-        spec = shape.fields.get(key)
+        spec = fields.get(key)
         if spec is None:
-            out[to_camel(key) if "_" in key else key] = value
+            out[_rename(key)] = value
             continue
         alias, sub, is_list = spec
         if sub is not None:
@@ -97,9 +117,10 @@ def _camel(shape: _Shape, data: dict[str, Any]) -> dict[str, Any]:
             elif isinstance(value, dict):
                 value = _camel(sub, value)
         out[alias] = value
-    for alias, default in shape.defaults.items():
-        if alias not in out:
-            out[alias] = json.loads(json.dumps(default)) if isinstance(default, (dict, list)) else default
+    if len(out) < len(shape.aliases) or shape.defaults:
+        for alias, default in shape.defaults.items():
+            if alias not in out:
+                out[alias] = _fresh(default)
     return out
 
 
@@ -114,9 +135,12 @@ def camel_event(data: dict[str, Any]) -> dict[str, Any]:
     return _camel(shape, data)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(data: Any) -> str:
     """Compact JSON, non-ASCII kept, as Session.to_json writes it."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(data)
 
 
 # --- rows -> event data -----------------------------------------------------------------

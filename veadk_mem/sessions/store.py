@@ -678,17 +678,10 @@ class SessionStore:
                 last_update_time=summary.update_time,
             )
 
-    async def _iter_grouped(
-        self, flt: SessionFilter | None, summaries: list[SessionSummary] | None = None
-    ) -> AsyncIterator[tuple[SessionSummary, AsyncIterator[dict[str, Any]]]]:
-        """(summary, its events) for every matching session from ONE streamed events query."""
+    def _grouped_events_stmt(self, flt: SessionFilter | None) -> Any:
+        """Every event of the matching sessions, ordered by session then time: one streamed query."""
         from sqlalchemy import and_
 
-        if summaries is None:
-            summaries = await self.list_sessions(flt, oldest_first=True)
-        by_key = {s.key: s for s in summaries}
-        if not by_key:
-            return
         t = self.tables
         e, s = t.events.c, t.sessions.c
         where: list[Any] = []
@@ -701,6 +694,20 @@ class SessionStore:
             stmt = stmt.join_from(
                 t.events, t.sessions, and_(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
             ).where(*self._session_where(SessionFilter(since=flt.since, until=flt.until)))
+        return stmt
+
+    async def _iter_grouped(
+        self, flt: SessionFilter | None, summaries: list[SessionSummary] | None = None
+    ) -> AsyncIterator[tuple[SessionSummary, AsyncIterator[dict[str, Any]]]]:
+        """(summary, its events) for every matching session from ONE streamed events query."""
+
+        if summaries is None:
+            summaries = await self.list_sessions(flt, oldest_first=True)
+        by_key = {s.key: s for s in summaries}
+        if not by_key:
+            return
+        t = self.tables
+        stmt = self._grouped_events_stmt(flt)
         seen: set[SessionKey] = set()
         try:
             async with self.engine.connect() as conn:
@@ -769,14 +776,47 @@ class SessionStore:
             if (app, user) in user_states:
                 state = user_states[(app, user)]
                 yield dumps({"kind": "user_state", "appName": app, "userId": user, "state": state}) + "\n"
-        async for summary, datas in self._iter_grouped(flt, summaries):
-            yield _session_head(summary)
-            first = True
-            async for data in datas:
-                yield ("" if first else ",") + dumps(camel_event(data))
-                first = False
-            yield _session_tail(summary) + "\n"
-            progress(1)
+        by_key = {(x.app_name, x.user_id, x.id): x for x in summaries}
+        seen: set[tuple[str, str, str]] = set()
+        tables, warnings = self.tables, self.warnings
+        try:
+            async with self.engine.connect() as conn:
+                result = await conn.stream(self._grouped_events_stmt(flt))
+                current: tuple[str, str, str] | None = None
+                open_summary: SessionSummary | None = None
+                first = True
+                async for partition in result.partitions(_BATCH):
+                    out: list[str] = []
+                    for row in partition:
+                        key = (row.app_name, row.user_id, row.session_id)
+                        if key != current:
+                            current = key
+                            if open_summary is not None:
+                                out.append(_session_tail(open_summary) + "\n")
+                                progress(1)
+                            open_summary = by_key.get(key) if key not in seen else None
+                            if open_summary is not None:
+                                seen.add(key)
+                                out.append(_session_head(open_summary))
+                                first = True
+                        if open_summary is None:
+                            continue  # a session outside the filter, or one added meanwhile
+                        text = dumps(camel_event(event_from_row(tables, row, warnings)))
+                        out.append(text if first else "," + text)
+                        first = False
+                    if out:
+                        yield "".join(out)
+                if open_summary is not None:
+                    yield _session_tail(open_summary) + "\n"
+                    progress(1)
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc) from None
+        for key, summary in by_key.items():
+            if key not in seen:  # sessions without events
+                yield _session_head(summary) + _session_tail(summary) + "\n"
+                progress(1)
 
     async def count_sessions(self, flt: SessionFilter | None = None) -> int:
         """How many sessions match."""
