@@ -198,6 +198,10 @@ async def _measure_get(kind: str, url: str) -> dict[str, float]:
     from veadk_mem.sessions.store import SessionStore
 
     def rss_mb() -> float:
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the (large) parent
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     if kind == "adk":

@@ -199,3 +199,78 @@ def test_sqlite_session_service_files(tmp_path: Path) -> None:
         assert again is not None and len(again.events) == SESSIONS[("alice", "s1")]
 
     asyncio.run(go())
+
+
+def _schema(url: str) -> dict[str, Any]:
+    """Tables, columns (type, nullability), primary keys, foreign keys and indexes, as the database reports them."""
+    from sqlalchemy import inspect
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    def read(conn: Any) -> dict[str, Any]:
+        insp = inspect(conn)
+        out: dict[str, Any] = {}
+        for table in sorted(insp.get_table_names()):
+            out[table] = {
+                "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(table)],
+                "pk": insp.get_pk_constraint(table)["constrained_columns"],
+                "fk": sorted(
+                    (tuple(f["constrained_columns"]), f["referred_table"], (f.get("options") or {}).get("ondelete"))
+                    for f in insp.get_foreign_keys(table)
+                ),
+                "indexes": sorted((i["name"], tuple(i["column_names"])) for i in insp.get_indexes(table)),
+            }
+        return out
+
+    async def go() -> dict[str, Any]:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return dict(await conn.run_sync(read))
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(go())
+
+
+def test_an_empty_database_gets_v1_exactly_as_adk_creates_it(db: str, tmp_path: Path) -> None:
+    reference = sqlite_url(tmp_path / "reference.db")
+    if not db.startswith("sqlite"):
+        reference = db  # ADK first, read its schema, then drop and let vmem create
+    build(reference, {("alice", "s1"): 1})
+    adk_schema = _schema(reference)
+    if reference == db:
+        from sqlalchemy import text
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        async def drop() -> None:
+            engine = create_async_engine(db)
+            async with engine.begin() as conn:
+                for table in ("events", "sessions", "app_states", "user_states", "adk_internal_metadata"):
+                    await conn.execute(text(f"DROP TABLE {table}"))
+            await engine.dispose()
+
+        asyncio.run(drop())
+    else:
+        db = sqlite_url(tmp_path / "vmem.db")
+
+    async def create() -> None:
+        async with SessionStore(db, create=True) as store:
+            await store.import_records([])
+
+    asyncio.run(create())
+    assert _schema(db) == adk_schema
+
+
+def test_delete_on_every_database_leaves_nothing_for_adk(db: str) -> None:
+    build(db, SESSIONS)
+
+    async def go() -> None:
+        async with SessionStore(db) as store:
+            report = await store.delete_sessions(SessionFilter(user="alice"), purge_state=True)
+            assert report.events == 15 and report.user_states == [(APP, "alice")]
+        for sid in ("s1", "s2"):
+            assert await adk_get(db, APP, "alice", sid) is None
+        left = await adk_get(db, APP, "bob", "s3")
+        assert left is not None and len(left.events) == 7
+
+    asyncio.run(go())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
+from pydantic_core import from_json, to_json
 
 from veadk_mem.sessions.layout import Layout, Tables, to_epoch
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
@@ -34,6 +35,7 @@ class _Shape:
     fields: dict[str, tuple[str, _Shape | None, bool]] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)
     aliases: set[str] = field(default_factory=set)
+    plans: dict[tuple[str, ...], Any] = field(default_factory=dict)
 
 
 def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
@@ -100,27 +102,45 @@ def _fresh(default: Any) -> Any:
     return default
 
 
-def _camel(shape: _Shape, data: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    fields = shape.fields
-    for key, value in data.items():
-        if value is None:
-            continue
-        spec = fields.get(key)
+def _plan(shape: _Shape, keys: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """How to convert a dict with exactly these keys: leaf renames, nested models, defaults to add."""
+    leaves: list[tuple[str, str]] = []
+    nested: list[tuple[str, str, _Shape, bool]] = []
+    aliases = set()
+    for key in keys:
+        spec = shape.fields.get(key)
         if spec is None:
-            out[_rename(key)] = value
+            leaves.append((key, _rename(key)))
             continue
         alias, sub, is_list = spec
-        if sub is not None:
-            if is_list and isinstance(value, list):
-                value = [_camel(sub, v) if isinstance(v, dict) else v for v in value]
-            elif isinstance(value, dict):
-                value = _camel(sub, value)
+        aliases.add(alias)
+        if sub is None:
+            leaves.append((key, alias))
+        else:
+            nested.append((key, alias, sub, is_list))
+    defaults = [(alias, value) for alias, value in shape.defaults.items() if alias not in aliases]
+    plan = (tuple(leaves), tuple(nested), tuple(defaults))
+    if len(shape.plans) < 256:
+        shape.plans[keys] = plan
+    return plan
+
+
+def _camel(shape: _Shape, data: dict[str, Any]) -> dict[str, Any]:
+    keys = tuple(data)
+    plan = shape.plans.get(keys) or _plan(shape, keys)
+    leaves, nested, defaults = plan
+    out = {alias: v for key, alias in leaves if (v := data[key]) is not None}
+    for key, alias, sub, is_list in nested:
+        value = data[key]
+        if value is None:
+            continue
+        if is_list and isinstance(value, list):
+            value = [_camel(sub, v) if isinstance(v, dict) else v for v in value]
+        elif isinstance(value, dict):
+            value = _camel(sub, value)
         out[alias] = value
-    if len(out) < len(shape.aliases) or shape.defaults:
-        for alias, default in shape.defaults.items():
-            if alias not in out:
-                out[alias] = _fresh(default)
+    for alias, default in defaults:
+        out[alias] = _fresh(default)
     return out
 
 
@@ -135,12 +155,9 @@ def camel_event(data: dict[str, Any]) -> dict[str, Any]:
     return _camel(shape, data)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
 def dumps(data: Any) -> str:
-    """Compact JSON, non-ASCII kept, as Session.to_json writes it."""
-    return _ENCODER.encode(data)
+    """Compact JSON, non-ASCII kept, as Session.to_json writes it (pydantic-core's fast encoder)."""
+    return to_json(data).decode("utf-8")
 
 
 # --- rows -> event data -----------------------------------------------------------------
@@ -166,11 +183,11 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
     layout = tables.layout
     if layout is Layout.SQLITE:
         raw = row.event_data
-        data: dict[str, Any] = json.loads(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
+        data: dict[str, Any] = from_json(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
         return data
     if layout is Layout.V1:
         raw = row.event_data
-        data = json.loads(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
+        data = from_json(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
         data["id"] = row.id
         data["invocation_id"] = row.invocation_id
         if data.get("timestamp") is None:

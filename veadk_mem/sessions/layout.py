@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from pydantic_core import from_json
 from sqlalchemy import (
     Boolean,
     Column,
@@ -83,7 +84,7 @@ class AdkJSON(TypeDecorator[Any]):
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         if value is None or dialect.name == "postgresql" or not isinstance(value, (str, bytes, bytearray)):
             return value
-        return json.loads(value)
+        return from_json(value)
 
 
 class AdkTimestamp(TypeDecorator[Any]):

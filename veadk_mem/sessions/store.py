@@ -13,12 +13,14 @@ streamed, deletes are one transaction, imports are one transaction per session.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +52,22 @@ _BATCH = 500
 
 def _noop(n: int = 1) -> None:
     """A progress callback that does nothing."""
+
+
+@contextmanager
+def _bulk_objects() -> Iterator[None]:
+    """Pause the cyclic GC while building many acyclic models at once.
+
+    Tens of thousands of live pydantic events trigger repeated full collections that
+    cost more than building them (a 20,000-event session: 0.9 s with, 0.4 s without).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -632,7 +650,8 @@ class SessionStore:
                 summary = await self._one_summary(conn, app, user, session_id)
                 validate = ev.Event.model_validate
                 rows = self._event_data(conn, app, user, session_id, last, summary.event_count)
-                events = [validate(d) async for d in rows]
+                with _bulk_objects():
+                    events = [validate(d) async for d in rows]
         except VmemError:
             raise
         except Exception as exc:
@@ -669,12 +688,14 @@ class SessionStore:
         from veadk_mem import events as ev
 
         async for summary, datas in self._iter_grouped(flt):
+            with _bulk_objects():
+                events = [ev.Event.model_validate(d) async for d in datas]
             yield ev.Session(
                 id=summary.id,
                 app_name=summary.app_name,
                 user_id=summary.user_id,
                 state=summary.state,
-                events=[ev.Event.model_validate(d) async for d in datas],
+                events=events,
                 last_update_time=summary.update_time,
             )
 
