@@ -278,3 +278,47 @@ def test_session_help_is_complete(runner: CliRunner) -> None:
     for command in ("list", "get", "delete", "export", "import"):
         result = vmem(runner, "session", command, "--help")
         assert result.exit_code == 0 and "--db-url" in result.stdout
+
+
+@pytest.mark.postgres
+def test_postgresql_backend_from_settings_with_schema(
+    runner: CliRunner, pg_url: str, dbfile: Path, tmp_path: Path
+) -> None:
+    import asyncio
+
+    import asyncpg
+
+    database = pg_url.rsplit("/", 1)[1]
+
+    async def make_schema() -> None:
+        conn = await asyncpg.connect(host="127.0.0.1", port=5432, user="postgres", database=database)
+        try:
+            await conn.execute("CREATE SCHEMA agents")
+        finally:
+            await conn.close()
+
+    asyncio.run(make_schema())
+    env = {
+        "SHORT_TERM_MEMORY_BACKEND": "postgresql",
+        "DATABASE_POSTGRESQL_HOST": "127.0.0.1",
+        "DATABASE_POSTGRESQL_USER": "postgres",
+        "DATABASE_POSTGRESQL_DATABASE": database,
+        "DATABASE_POSTGRESQL_SCHEMA": "agents",
+    }
+    dump = tmp_path / "d.jsonl"
+    vmem(runner, "session", "export", "-o", str(dump), "--db-url", str(dbfile))
+    result = vmem(runner, "session", "import", str(dump), env=env)
+    assert result.exit_code == 0, result.output
+    result = vmem(runner, "session", "list", "--json", env=env)
+    assert {r["id"] for r in json.loads(result.stdout)} == {"s1", "s2", "s3"}
+
+    async def tables_in(schema: str) -> set[str]:
+        conn = await asyncpg.connect(host="127.0.0.1", port=5432, user="postgres", database=database)
+        try:
+            rows = await conn.fetch("SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema)
+            return {r["table_name"] for r in rows}
+        finally:
+            await conn.close()
+
+    assert "sessions" in asyncio.run(tables_in("agents"))
+    assert "sessions" not in asyncio.run(tables_in("public"))

@@ -244,6 +244,7 @@ class SessionStore:
         self._engine: AsyncEngine | None = None
         self._tables: Tables | None = None
         self._stmts: dict[Any, Any] = {}
+        self._state_rows: set[tuple[str, str | None]] = set()
         self.layout: Layout = Layout.EMPTY
         self.warnings: list[str] = []
 
@@ -1032,6 +1033,9 @@ class SessionStore:
         """
         from sqlalchemy import insert, select, update
 
+        marker = (app, user)
+        if not replace and not state and marker in self._state_rows:
+            return  # the row exists (seen in this run) and there is nothing to merge: skip two round trips
         t = self.tables
         table = t.app_states if user is None else t.user_states
         where = [table.c.app_name == app] + ([table.c.user_id == user] if user is not None else [])
@@ -1039,6 +1043,7 @@ class SessionStore:
         if self.dialect != "sqlite":
             stmt = stmt.with_for_update()
         row = (await conn.execute(stmt)).first()
+        self._state_rows.add(marker)
         now = stored_time(t, time.time())
         if row is None:
             values: dict[str, Any] = {"app_name": app, "state": dict(state), "update_time": now}
