@@ -20,7 +20,7 @@ from veadk_mem import events as ev
 from veadk_mem.errors import BadInput, NotFound
 from veadk_mem.sessions.codec import camel_event
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
-from veadk_mem.sessions.store import SessionFilter, SessionKey, SessionStore, split_state
+from veadk_mem.sessions.store import DeleteReport, SessionFilter, SessionKey, SessionStore, split_state
 from veadk_mem.sessions.timespec import parse_duration, parse_time
 from veadk_mem.sessions.url import to_async_url
 
@@ -199,6 +199,11 @@ def test_store_api_for_other_commands(adk_db: str) -> None:
             done = await store.delete_sessions(SessionFilter(user="alice"), purge_state=True)
             assert done.events == 8 and len(done.sessions) == 2
             assert await store.count_sessions() == 1
+            assert await store.delete_sessions(
+                SessionFilter(older_than=10 * 365 * 86400), dry_run=True
+            ) == DeleteReport(sessions=[], events=0, dry_run=True)
+            old = await store.delete_sessions(SessionFilter(app=APP, older_than=86400), dry_run=True)
+            assert [s.id for s in old.sessions] == ["s3"]  # its events are from September 2026
             done = await store.delete_sessions([SessionKey(APP, "bob", "s3")], purge_state=True)
             assert done.app_states == [APP] and done.user_states == [(APP, "bob")]
 

@@ -222,8 +222,6 @@ def delete_cmd(
     json_flag: JsonFlag = False,
 ) -> None:
     """Delete sessions with their events, by id or by filter, in one transaction."""
-    import time
-
     from veadk_mem.errors import BadInput
     from veadk_mem.sessions.store import SessionFilter, SessionKey
     from veadk_mem.sessions.timespec import parse_duration
@@ -240,8 +238,7 @@ def delete_cmd(
     else:
         if not (app_name or user or older_than):
             raise BadInput("delete: name sessions (APP USER SESSION_ID...) or filter with --app, --user, --older-than")
-        until = time.time() - parse_duration(older_than) if older_than else None
-        flt = SessionFilter(app=app_name, user=user, until=until)
+        flt = SessionFilter(app=app_name, user=user, older_than=parse_duration(older_than) if older_than else None)
 
     async def go() -> Any:
         async with _store(state) as store:

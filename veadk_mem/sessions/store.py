@@ -84,12 +84,25 @@ class SessionKey:
 
 @dataclass
 class SessionFilter:
-    """Which sessions: by app, user, and update time (epoch seconds, inclusive since, exclusive until)."""
+    """Which sessions: by app, user, and update time.
+
+    since / until are epoch seconds (since inclusive, until exclusive); older_than is a
+    number of seconds, meaning "not updated since that long ago", resolved when used.
+    """
 
     app: str | None = None
     user: str | None = None
     since: float | None = None
     until: float | None = None
+    older_than: float | None = None
+
+    def resolved(self) -> SessionFilter:
+        """The same filter with older_than folded into until, against the clock now."""
+        if self.older_than is None:
+            return self
+        cutoff = time.time() - self.older_than
+        until = cutoff if self.until is None else min(self.until, cutoff)
+        return SessionFilter(app=self.app, user=self.user, since=self.since, until=until)
 
 
 @dataclass
@@ -383,6 +396,7 @@ class SessionStore:
         s = self.tables.sessions.c
         conds: list[Any] = []
         if flt is not None:
+            flt = flt.resolved()
             if flt.app is not None:
                 conds.append(s.app_name == flt.app)
             if flt.user is not None:
@@ -451,7 +465,7 @@ class SessionStore:
         shape: tuple[Any, ...] | None = None
         params: dict[str, Any] = {}
         if keys is None and one is None:  # filters: one prepared statement per shape, reused
-            f = flt or SessionFilter()
+            f = (flt or SessionFilter()).resolved()
             values = {"f_app": f.app, "f_user": f.user, "f_since": f.since, "f_until": f.until}
             params = {k: v for k, v in values.items() if v is not None}
             for k in ("f_since", "f_until"):
@@ -706,6 +720,7 @@ class SessionStore:
 
         t = self.tables
         e, s = t.events.c, t.sessions.c
+        flt = flt.resolved() if flt is not None else None
         where: list[Any] = []
         if flt is not None and flt.app is not None:
             where.append(e.app_name == flt.app)
