@@ -250,8 +250,11 @@ class SessionStore:
 
         self.url = to_async_url(url)
         self.create = create
-        env_timeout = os.environ.get("VMEM_SQLITE_BUSY_TIMEOUT", "")
-        self.busy_timeout = busy_timeout if busy_timeout is not None else float(env_timeout or 10)
+        env_timeout = os.environ.get("VMEM_SQLITE_BUSY_TIMEOUT", "") or "10"
+        try:
+            self.busy_timeout = busy_timeout if busy_timeout is not None else float(env_timeout)
+        except ValueError:
+            raise BadInput(f"VMEM_SQLITE_BUSY_TIMEOUT: expected seconds, got {env_timeout!r}") from None
         self.schema = schema
         self._password = password
         self._engine: AsyncEngine | None = None
@@ -699,12 +702,25 @@ class SessionStore:
             raise self._fail(exc) from None
 
     async def iter_sessions(self, flt: SessionFilter | None = None) -> AsyncIterator[ev.Session]:
-        """Every matching session with its events, one at a time (memory: one session)."""
+        """Every matching session with its events, oldest update first, one at a time.
+
+        Each session is read by its own short query, so a slow consumer (embedding, an LTM
+        backend) never holds a read lock that would keep the agent from writing.
+        """
         from veadk_mem import events as ev
 
-        async for summary, datas in self._iter_grouped(flt):
-            with _bulk_objects():
-                events = [ev.Event.model_validate(d) async for d in datas]
+        for summary in await self.list_sessions(flt, oldest_first=True):
+            try:
+                async with self.engine.connect() as conn:
+                    rows = self._event_data(
+                        conn, summary.app_name, summary.user_id, summary.id, None, summary.event_count
+                    )
+                    with _bulk_objects():
+                        events = [ev.Event.model_validate(d) async for d in rows]
+            except VmemError:
+                raise
+            except Exception as exc:
+                raise self._fail(exc) from None
             yield ev.Session(
                 id=summary.id,
                 app_name=summary.app_name,
@@ -732,69 +748,6 @@ class SessionStore:
                 t.events, t.sessions, and_(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
             ).where(*self._session_where(SessionFilter(since=flt.since, until=flt.until)))
         return stmt
-
-    async def _iter_grouped(
-        self, flt: SessionFilter | None, summaries: list[SessionSummary] | None = None
-    ) -> AsyncIterator[tuple[SessionSummary, AsyncIterator[dict[str, Any]]]]:
-        """(summary, its events) for every matching session from ONE streamed events query."""
-
-        if summaries is None:
-            summaries = await self.list_sessions(flt, oldest_first=True)
-        by_key = {s.key: s for s in summaries}
-        if not by_key:
-            return
-        t = self.tables
-        stmt = self._grouped_events_stmt(flt)
-        seen: set[SessionKey] = set()
-        try:
-            async with self.engine.connect() as conn:
-                rows = self._stream_event_rows(conn, stmt)
-                pending: list[Any] = []
-                done = False
-
-                async def next_row() -> Any:
-                    nonlocal done
-                    if pending:
-                        return pending.pop()
-                    try:
-                        return await rows.__anext__()
-                    except StopAsyncIteration:
-                        done = True
-                        return None
-
-                while not done:
-                    row = await next_row()
-                    if row is None:
-                        break
-                    key = SessionKey(row.app_name, row.user_id, row.session_id)
-                    summary = by_key.get(key)
-                    if summary is None or key in seen:
-                        continue  # an event of a session outside the filter, or added meanwhile
-                    seen.add(key)
-                    first = row
-
-                    async def group(first: Any = first, key: SessionKey = key) -> AsyncIterator[dict[str, Any]]:
-                        yield event_from_row(t, first, self.warnings)
-                        while True:
-                            nxt = await next_row()
-                            if nxt is None:
-                                return
-                            if SessionKey(nxt.app_name, nxt.user_id, nxt.session_id) != key:
-                                pending.append(nxt)
-                                return
-                            yield event_from_row(t, nxt, self.warnings)
-
-                    gen = group()
-                    yield summary, gen
-                    async for _ in gen:  # drain what the consumer did not read
-                        pass
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc) from None
-        for summary in summaries:
-            if summary.key not in seen:
-                yield summary, _empty()
 
     async def export_jsonl(self, flt: SessionFilter | None = None, *, progress: Progress = _noop) -> AsyncIterator[str]:
         """The export file in text pieces: app_state and user_state records, then one session per line."""
@@ -1110,11 +1063,6 @@ class SessionStore:
         for i in range(0, len(rows), _BATCH):
             await conn.execute(stmt, rows[i : i + _BATCH])
         return len(rows)
-
-
-async def _empty() -> AsyncIterator[dict[str, Any]]:
-    return
-    yield
 
 
 def _session_head(summary: SessionSummary) -> str:
