@@ -322,3 +322,21 @@ def test_postgresql_backend_from_settings_with_schema(
 
     assert "sessions" in asyncio.run(tables_in("agents"))
     assert "sessions" not in asyncio.run(tables_in("public"))
+
+
+def test_installed_vmem_lists_and_help_stays_light(dbfile: Path) -> None:
+    import subprocess
+    import sys
+
+    vmem_bin = Path(sys.executable).parent / "vmem"
+    done = subprocess.run(
+        [str(vmem_bin), "session", "list", "--json", "--db-url", str(dbfile)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)) == 3
+    heavy = "('sqlalchemy', 'aiosqlite', 'veadk_mem.sessions.store')"
+    probe = f"import sys, veadk_mem.cli.app; print(sorted(m for m in {heavy} if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "[]"
