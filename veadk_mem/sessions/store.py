@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import from_json
+
 from veadk_mem.config import mask_url
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import camel_event, dumps, event_from_row, event_row
@@ -188,6 +190,20 @@ def merge_state(app: dict[str, Any], user: dict[str, Any], session: dict[str, An
     return merged
 
 
+def _decode_json(raw: Any, cache: dict[Any, Any] | None) -> dict[str, Any]:
+    """A state column's text as a dict (None -> {}); `cache` shares one decode among equal texts (read only)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, (str, bytes)):
+        return dict(raw)
+    if cache is not None:
+        found = cache.get(raw)
+        if found is None:
+            found = cache[raw] = from_json(raw)
+        return found
+    return dict(from_json(raw))
+
+
 def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Merged state -> (app, user, session) parts; temp: keys are dropped, as ADK never stores them."""
     app: dict[str, Any] = {}
@@ -258,6 +274,7 @@ class SessionStore:
         self.schema = schema
         self._password = password
         self._engine: AsyncEngine | None = None
+        self._reader: AsyncEngine | None = None
         self._tables: Tables | None = None
         self._stmts: dict[Any, Any] = {}
         self._state_rows: set[tuple[str, str | None]] = set()
@@ -372,6 +389,7 @@ class SessionStore:
         self._tables = build_tables(self.layout)
 
     async def close(self) -> None:
+        self._reader = None
         if self._engine is not None:
             await self._engine.dispose()
             self._engine = None
@@ -491,12 +509,12 @@ class SessionStore:
             s.app_name,
             s.user_id,
             s.id,
-            s.state,
-            s.create_time,
-            s.update_time,
+            self._raw_json(s.state, "state"),
+            self._raw_time(s.create_time, "create_time"),
+            self._raw_time(s.update_time, "update_time"),
             count,
-            a.state.label("app_state"),
-            u.state.label("user_state"),
+            self._raw_json(a.state, "app_state"),
+            self._raw_json(u.state, "user_state"),
         ).select_from(
             t.sessions.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
                 t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id)
@@ -542,14 +560,16 @@ class SessionStore:
         self, conn: AsyncConnection, stmt: Any, params: dict[str, Any]
     ) -> list[SessionSummary]:
         out = []
+        shared: dict[Any, Any] = {}  # app and user state repeat on many rows: decode each once
         for r in (await conn.execute(stmt, params)).all():
-            session_state = dict(r.state or {})
+            session_state = _decode_json(r.state, None)
+            app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
             out.append(
                 SessionSummary(
                     app_name=r.app_name,
                     user_id=r.user_id,
                     id=r.id,
-                    state=merge_state(r.app_state or {}, r.user_state or {}, session_state),
+                    state=merge_state(app_state, user_state, session_state),
                     event_count=int(r.event_count or 0),
                     create_time=to_epoch(r.create_time),
                     update_time=to_epoch(r.update_time),
@@ -558,12 +578,39 @@ class SessionStore:
             )
         return out
 
+    def _raw_json(self, column: Any, name: str) -> Any:
+        """A JSON state column selected as text, decoded by `_decode_json` (with a cache) instead of per row."""
+        from sqlalchemy import Text, cast, type_coerce
+
+        if self.dialect == "postgresql":
+            return cast(column, Text).label(name)
+        return type_coerce(column, Text).label(name)
+
+    def _raw_time(self, column: Any, name: str) -> Any:
+        """On sqlite, DATETIME text parsed by datetime.fromisoformat: much faster than the generic processor."""
+        from sqlalchemy import Text, type_coerce
+
+        if self.dialect == "sqlite" and not self.tables.epoch_times:
+            return type_coerce(column, Text).label(name)
+        return column.label(name)
+
+    @property
+    def reader(self) -> AsyncEngine:
+        """The engine for reads: autocommit on PostgreSQL (no BEGIN/ROLLBACK round trips), else the engine."""
+        if self._reader is None:
+            self._reader = (
+                self.engine.execution_options(isolation_level="AUTOCOMMIT")
+                if self.dialect == "postgresql"
+                else self.engine
+            )
+        return self._reader
+
     async def list_sessions(
         self, flt: SessionFilter | None = None, *, limit: int | None = None, offset: int = 0, oldest_first: bool = False
     ) -> list[SessionSummary]:
         """Sessions matching `flt`, newest update first, without loading any event."""
         try:
-            async with self.engine.connect() as conn:
+            async with self.reader.connect() as conn:
                 return await self._summaries(conn, flt, limit=limit, offset=offset, oldest_first=oldest_first)
         except Exception as exc:
             raise self._fail(exc) from None
@@ -571,7 +618,7 @@ class SessionStore:
     async def get_summary(self, app: str, user: str, session_id: str) -> SessionSummary:
         """One session's summary; NotFound (exit 3) when it does not exist."""
         try:
-            async with self.engine.connect() as conn:
+            async with self.reader.connect() as conn:
                 return await self._one_summary(conn, app, user, session_id)
         except VmemError:
             raise
@@ -632,10 +679,12 @@ class SessionStore:
             for row in (await conn.execute(stmt, params)).all():
                 yield event_from_row(tables, row, warnings)
             return
-        result = await conn.stream(stmt, params)
-        async for partition in result.partitions(_BATCH):
-            for row in partition:
-                yield event_from_row(tables, row, warnings)
+        # Large: stream through a server-side cursor, which PostgreSQL only allows in a transaction.
+        async with self.engine.connect() as streaming:
+            result = await streaming.stream(stmt, params)
+            async for partition in result.partitions(_BATCH):
+                for row in partition:
+                    yield event_from_row(tables, row, warnings)
 
     async def iter_event_data(
         self, app: str, user: str, session_id: str, *, last: int | None = None
@@ -664,7 +713,7 @@ class SessionStore:
         from veadk_mem import events as ev
 
         try:
-            async with self.engine.connect() as conn:
+            async with self.reader.connect() as conn:
                 summary = await self._one_summary(conn, app, user, session_id)
                 validate = ev.Event.model_validate
                 rows = self._event_data(conn, app, user, session_id, last, summary.event_count)
@@ -688,7 +737,7 @@ class SessionStore:
     ) -> AsyncIterator[str]:
         """The ADK session JSON of one session in text pieces, events streamed one per piece."""
         try:
-            async with self.engine.connect() as conn:
+            async with self.reader.connect() as conn:
                 summary = await self._one_summary(conn, app, user, session_id)
                 yield _session_head(summary)
                 sep = "\n"
@@ -711,7 +760,7 @@ class SessionStore:
 
         for summary in await self.list_sessions(flt, oldest_first=True):
             try:
-                async with self.engine.connect() as conn:
+                async with self.reader.connect() as conn:
                     rows = self._event_data(
                         conn, summary.app_name, summary.user_id, summary.id, None, summary.event_count
                     )
@@ -755,7 +804,7 @@ class SessionStore:
         apps = sorted({s.app_name for s in summaries})
         pairs = sorted({(s.app_name, s.user_id) for s in summaries})
         try:
-            async with self.engine.connect() as conn:
+            async with self.reader.connect() as conn:
                 app_states, user_states = await self._states(conn, apps, pairs)
         except Exception as exc:
             raise self._fail(exc) from None
@@ -813,7 +862,7 @@ class SessionStore:
         from sqlalchemy import func, select
 
         try:
-            async with self.engine.connect() as conn:
+            async with self.reader.connect() as conn:
                 stmt = select(func.count()).select_from(self.tables.sessions).where(*self._session_where(flt))
                 return int((await conn.execute(stmt)).scalar_one())
         except Exception as exc:
@@ -825,7 +874,7 @@ class SessionStore:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""
         found: list[SessionSummary] = []
         try:
-            async with self.engine.connect() as conn:
+            async with self.reader.connect() as conn:
                 for i in range(0, len(keys), _BATCH):
                     found += await self._summaries(conn, None, keys[i : i + _BATCH])
         except Exception as exc:
