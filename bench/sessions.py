@@ -58,7 +58,7 @@ def _events(prefix: str, n: int, start: float) -> list[Any]:
 def _sessions(quick: bool) -> Any:
     from veadk_mem import events as ev
 
-    n_sessions, n_big, heavy = (200, 1000, 2000) if quick else (2000, 10_000, 20_000)
+    n_sessions, n_big, heavy = SIZES["sessions"], SIZES["big"], SIZES["heavy"]
     start = 1_790_000_000.0
     for i in range(n_sessions):
         sid = f"s{i:05d}"
@@ -107,6 +107,9 @@ async def _median(fn: Callable[[], Awaitable[Any]], runs: int) -> float:
     return statistics.median(times)
 
 
+SIZES = {"sessions": 2000, "big": 10_000, "heavy": 20_000}
+
+
 async def in_process(url: str, runs: int) -> list[tuple[str, float, float]]:
     """(measure, adk seconds, vmem seconds) for the in-process comparisons."""
     from google.adk.sessions import DatabaseSessionService
@@ -123,12 +126,12 @@ async def in_process(url: str, runs: int) -> list[tuple[str, float, float]]:
                 lambda: store.list_sessions(SessionFilter(app=APP, user="u007")),
             ),
             (
-                f"list app '{APP}' (2,001 sessions)",
+                f"list app '{APP}' ({SIZES['sessions'] + 1:,} sessions)",
                 lambda: adk.list_sessions(app_name=APP),
                 lambda: store.list_sessions(SessionFilter(app=APP)),
             ),
             (
-                f"list app '{BIG}' (10,000 sessions)",
+                f"list app '{BIG}' ({SIZES['big']:,} sessions)",
                 lambda: adk.list_sessions(app_name=BIG),
                 lambda: store.list_sessions(SessionFilter(app=BIG)),
             ),
@@ -139,7 +142,7 @@ async def in_process(url: str, runs: int) -> list[tuple[str, float, float]]:
             ),
         ]
         for name, adk_fn, vmem_fn in cases:
-            big = "10,000" in name
+            big = name.startswith(f"list app '{BIG}'")
             rows.append((name, await _median(adk_fn, 1 if big else runs), await _median(vmem_fn, runs)))
     await adk.close()
     return rows
@@ -304,13 +307,13 @@ def run_backend(name: str, url: str, quick: bool, runs: int) -> None:
     vmem_get = measure_get("vmem", url)
     stream_get = measure_get("stream", url)
     print(
-        f"| get the 20,000-event session: time | {adk_get['seconds'] * 1000:,.0f} ms | "
+        f"| get the {SIZES['heavy']:,}-event session: time | {adk_get['seconds'] * 1000:,.0f} ms | "
         f"{vmem_get['seconds'] * 1000:,.0f} ms (Session model) / "
         f"{stream_get['seconds'] * 1000:,.0f} ms (streamed JSON) | "
         f"{adk_get['seconds'] / vmem_get['seconds']:,.1f}x / {adk_get['seconds'] / stream_get['seconds']:,.1f}x |"
     )
     print(
-        f"| get the 20,000-event session: peak RSS growth | +{adk_get['rss_mb']:,.0f} MB | "
+        f"| get the {SIZES['heavy']:,}-event session: peak RSS growth | +{adk_get['rss_mb']:,.0f} MB | "
         f"+{vmem_get['rss_mb']:,.0f} MB (Session model) / "
         f"+{stream_get['rss_mb']:,.0f} MB (streamed, as the CLI does) | |"
     )
@@ -335,6 +338,8 @@ def main() -> None:
     parser.add_argument("--measure-get", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        SIZES.update(sessions=200, big=1000, heavy=2000)
     if args.measure_get:
         print(json.dumps(asyncio.run(_measure_get(args.measure_get, args.url))))
         return

@@ -637,7 +637,16 @@ class SessionStore:
         e = self.tables.events
         sqlite_service = self.tables.layout is Layout.SQLITE
         tie: Any = literal_column("events.rowid").label("_tie") if sqlite_service else None
-        cols: list[Any] = [*e.c, tie] if tie is not None else list(e.c)
+        cols: list[Any] = []
+        for col in e.c:
+            if col.name == "event_data" and not sqlite_service:
+                cols.append(self._raw_json(col, "event_data"))  # decoded by pydantic-core in codec
+            elif col.name == "timestamp":
+                cols.append(self._raw_time(col, "timestamp"))
+            else:
+                cols.append(col)
+        if tie is not None:
+            cols.append(tie)
         stmt = select(*cols).where(*keys_where)
         tie_col = literal_column("_tie") if sqlite_service else e.c.id
         if last is not None:
