@@ -274,3 +274,24 @@ def test_delete_on_every_database_leaves_nothing_for_adk(db: str) -> None:
         assert left is not None and len(left.events) == 7
 
     asyncio.run(go())
+
+
+def test_cli_paging_and_windows_on_every_database(db: str) -> None:
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+
+    build(db, SESSIONS)
+    runner = CliRunner()
+
+    def run(*args: str) -> Any:
+        result = runner.invoke(app, ["session", *args, "--db-url", db])
+        assert result.exit_code == 0, result.output
+        return result
+
+    page = json.loads(run("list", "--limit", "2", "--offset", "1", "--since", "2000-01-01", "--json").stdout)
+    assert len(page) == 2
+    assert len(json.loads(run("list", "--offset", "1", "--user", "alice", "--json").stdout)) == 1
+    last = json.loads(run("get", APP, "alice", "s1", "--events", "3", "--json").stdout)
+    assert len(last["events"]) == 3
+    assert "function_call" in run("get", APP, "alice", "s1").stdout
