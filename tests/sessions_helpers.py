@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ async def populate(service: Any, sessions: dict[tuple[str, str], int], *, app: s
         session = await service.create_session(
             app_name=app, user_id=user, session_id=sid, state={"topic": sid, "app:region": "cn", "user:lang": "zh"}
         )
-        base = 1_790_000_000.0 + hash((user, sid)) % 1000
+        base = 1_790_000_000.0 + zlib.crc32(f"{user}/{sid}".encode()) % 1000  # deterministic, distinct per session
         for event in adk_events(n, start=base):
             await service.append_event(session, event)
 
