@@ -340,3 +340,24 @@ def test_installed_vmem_lists_and_help_stays_light(dbfile: Path) -> None:
     heavy = "('sqlalchemy', 'aiosqlite', 'veadk_mem.sessions.store')"
     probe = f"import sys, veadk_mem.cli.app; print(sorted(m for m in {heavy} if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_long_timelines_show_the_last_thousand_events(runner: CliRunner, tmp_path: Path) -> None:
+    from veadk_mem import events as ev
+
+    session = ev.Session(
+        id="long",
+        app_name=APP,
+        user_id="u",
+        events=[ev.Event(id=f"e{i:05d}", author="user", timestamp=1.7e9 + i) for i in range(1003)],
+    )
+    dump = tmp_path / "long.jsonl"
+    dump.write_text(session.to_json() + "\n", encoding="utf-8")
+    db = tmp_path / "long.db"
+    assert vmem(runner, "session", "import", str(dump), "--db-url", str(db)).exit_code == 0
+    result = vmem(runner, "session", "get", APP, "u", "long", "--db-url", str(db))
+    assert result.exit_code == 0
+    assert "showing the last 1000 of 1003 events" in result.stderr
+    assert "1003" in result.stdout and "│ 3 " not in result.stdout
+    result = vmem(runner, "session", "get", APP, "u", "long", "--json", "--db-url", str(db))
+    assert len(json.loads(result.stdout)["events"]) == 1003

@@ -28,6 +28,8 @@ SinceOpt = Annotated[
 ]
 UntilOpt = Annotated[str | None, typer.Option("--until", help="Updated before: ISO date/time (UTC) or a duration ago.")]
 
+TABLE_EVENTS = 1000  # events a terminal timeline shows when --events is not given
+
 SUMMARY_COLUMNS = [
     Column("app", "app_name"),
     Column("user", "user_id"),
@@ -149,6 +151,9 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
 
     async with _store(state) as store:
         summary = await store.get_summary(app_name, user, session_id)
+        capped = last is None and summary.event_count > TABLE_EVENTS
+        if capped:  # a terminal table of 100k rows helps nobody and takes minutes to draw
+            last = TABLE_EVENTS
         shown = summary.event_count if last is None else min(last, summary.event_count)
         state.render.fields(
             [
@@ -193,6 +198,11 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
                 chunk, title = [], None
         if chunk or title:
             state.render.table(chunk, columns, title=title, empty="no events")
+        if capped:
+            state.render.message(
+                f"showing the last {TABLE_EVENTS} of {summary.event_count} events: use --events N for more, "
+                "or --json for all of them"
+            )
         _warn_all(state, store)
 
 
