@@ -11,6 +11,16 @@ function __vmem_path
                 set path $path $t
             case 'session'
                 set path $path $t
+            case 'session list'
+                set path $path $t
+            case 'session get'
+                set path $path $t
+            case 'session delete'
+                set path $path $t
+            case 'session export'
+                set path $path $t
+            case 'session import'
+                set path $path $t
             case 'ltm'
                 set path $path $t
             case 'policy'
@@ -52,6 +62,43 @@ complete -c vmem -n "__vmem_at ''" -s 'v' -d 'Tracebacks and extra detail on err
 complete -c vmem -n "__vmem_at ''" -l 'version' -d 'Print the version and exit.'
 complete -c vmem -n "__vmem_at 'doctor'" -l 'json' -d 'Print JSON.'
 complete -c vmem -n "__vmem_at 'forget'" -F
+complete -c vmem -n "__vmem_at 'session'" -a 'list' -d 'List sessions, most recently updated first, with event counts (events are not loaded).'
+complete -c vmem -n "__vmem_at 'session'" -a 'get' -d 'Show a session: merged state and its event timeline; --json prints ADK\'s session JSON.'
+complete -c vmem -n "__vmem_at 'session'" -a 'delete' -d 'Delete sessions with their events, by id or by filter, in one transaction.'
+complete -c vmem -n "__vmem_at 'session'" -a 'export' -d 'Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed.'
+complete -c vmem -n "__vmem_at 'session'" -a 'import' -d 'Import sessions (upsert, one transaction per session); every line is checked before anything is written.'
+complete -c vmem -n "__vmem_at 'session list'" -l 'app' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'session list'" -l 'user' -d 'Only this user.'
+complete -c vmem -n "__vmem_at 'session list'" -l 'since' -d 'Updated at or after: ISO date/time (UTC) or a duration ago (7d).'
+complete -c vmem -n "__vmem_at 'session list'" -l 'until' -d 'Updated before: ISO date/time (UTC) or a duration ago.'
+complete -c vmem -n "__vmem_at 'session list'" -l 'limit' -d 'At most this many (0: all).'
+complete -c vmem -n "__vmem_at 'session list'" -l 'offset' -d 'Skip this many first.'
+complete -c vmem -n "__vmem_at 'session list'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session list'" -l 'json' -d 'Print JSON.'
+complete -c vmem -n "__vmem_at 'session get'" -l 'events' -d 'Only the last N events.'
+complete -c vmem -n "__vmem_at 'session get'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session get'" -l 'json' -d 'Print JSON.'
+complete -c vmem -n "__vmem_at 'session get'" -F
+complete -c vmem -n "__vmem_at 'session delete'" -l 'app' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'session delete'" -l 'user' -d 'Only this user.'
+complete -c vmem -n "__vmem_at 'session delete'" -l 'older-than' -d 'Only sessions not updated for this long (30d, 12h).'
+complete -c vmem -n "__vmem_at 'session delete'" -l 'purge-state' -d 'Also delete user/app state left without any session.'
+complete -c vmem -n "__vmem_at 'session delete'" -l 'dry-run' -d 'Show what would be deleted; change nothing.'
+complete -c vmem -n "__vmem_at 'session delete'" -l 'yes' -d 'Do not ask for confirmation.'
+complete -c vmem -n "__vmem_at 'session delete'" -s 'y' -d 'Do not ask for confirmation.'
+complete -c vmem -n "__vmem_at 'session delete'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session delete'" -l 'json' -d 'Print JSON.'
+complete -c vmem -n "__vmem_at 'session delete'" -F
+complete -c vmem -n "__vmem_at 'session export'" -l 'app' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'session export'" -l 'user' -d 'Only this user.'
+complete -c vmem -n "__vmem_at 'session export'" -l 'since' -d 'Updated at or after: ISO date/time (UTC) or a duration ago (7d).'
+complete -c vmem -n "__vmem_at 'session export'" -l 'until' -d 'Updated before: ISO date/time (UTC) or a duration ago.'
+complete -c vmem -n "__vmem_at 'session export'" -l 'output' -d 'Write to FILE instead of stdout.'
+complete -c vmem -n "__vmem_at 'session export'" -s 'o' -d 'Write to FILE instead of stdout.'
+complete -c vmem -n "__vmem_at 'session export'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session import'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session import'" -l 'json' -d 'Print JSON.'
+complete -c vmem -n "__vmem_at 'session import'" -F
 complete -c vmem -n "__vmem_at 'policy'" -a 'test' -d 'What VeADK would save from a session, and why.'
 complete -c vmem -n "__vmem_at 'policy'" -a 'show' -d 'Print a resolved policy, field by field.'
 complete -c vmem -n "__vmem_at 'policy test'" -l 'policy' -d 'Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. Default: [policy] default of the config.'

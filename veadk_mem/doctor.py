@@ -34,16 +34,25 @@ async def check_session_db(settings: VmemSettings) -> Check:
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
+    shown = url
+    if url.startswith("sqlite"):
+        path = url.split("://", 1)[1][1:].split("?", 1)[0]
+        if path and path != ":memory:":
+            from pathlib import Path
+
+            if not Path(path).exists():  # connecting would create an empty file: report instead
+                return Check(name, "fail", f"{path}: no such sqlite file (VeADK creates it on first use)")
+            url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
     started = time.perf_counter()
     engine = create_async_engine(url)
     try:
         async with engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
     except Exception as exc:  # any driver error is a failed check
-        return Check(name, "fail", f"{mask_url(url)}: {type(exc).__name__}: {_first_line(exc)}")
+        return Check(name, "fail", f"{mask_url(shown)}: {type(exc).__name__}: {_first_line(exc)}")
     finally:
         await engine.dispose()
-    return Check(name, "ok", f"{mask_url(url)} ({(time.perf_counter() - started) * 1000:.0f} ms)")
+    return Check(name, "ok", f"{mask_url(shown)} ({(time.perf_counter() - started) * 1000:.0f} ms)")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -2,6 +2,394 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
 
+from veadk_mem.cli.render import Column, iso_utc, local_time, preview
+from veadk_mem.cli.state import AppState, get_state, run
+
+if TYPE_CHECKING:
+    from veadk_mem.sessions.store import SessionFilter, SessionStore, SessionSummary
+
 app = typer.Typer(help="Inspect, clean, back up and migrate ADK session databases.", no_args_is_help=True)
+
+DbUrl = Annotated[
+    str | None,
+    typer.Option("--db-url", help="SQLAlchemy URL or sqlite file path; wins over config and environment."),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+AppOpt = Annotated[str | None, typer.Option("--app", help="Only this app.")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="Only this user.")]
+SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="Updated at or after: ISO date/time (UTC) or a duration ago (7d).")
+]
+UntilOpt = Annotated[str | None, typer.Option("--until", help="Updated before: ISO date/time (UTC) or a duration ago.")]
+
+TABLE_EVENTS = 1000  # events a terminal timeline shows when --events is not given
+
+SUMMARY_COLUMNS = [
+    Column("app", "app_name"),
+    Column("user", "user_id"),
+    Column("session id", "id"),
+    Column("events", "event_count", justify="right"),
+    Column("state keys", "state_keys", justify="right"),
+    Column("created", "create_time", local_time),
+    Column("updated", "update_time", local_time),
+]
+
+
+def _state(ctx: typer.Context, db_url: str | None, json_flag: bool = False) -> AppState:
+    state = get_state(ctx, json_flag=json_flag)
+    state.override("short_term_memory.db_url", db_url)
+    return state
+
+
+def _store(state: AppState, *, create: bool = False) -> SessionStore:
+    from veadk_mem.sessions.store import SessionStore
+
+    return SessionStore.from_settings(state.loaded.settings, create=create)
+
+
+def _filter(app_name: str | None, user: str | None, since: str | None, until: str | None) -> SessionFilter:
+    from veadk_mem.sessions.store import SessionFilter
+    from veadk_mem.sessions.timespec import parse_time
+
+    return SessionFilter(
+        app=app_name,
+        user=user,
+        since=parse_time(since, "--since") if since else None,
+        until=parse_time(until, "--until") if until else None,
+    )
+
+
+def _summary_row(s: SessionSummary) -> dict[str, Any]:
+    return {
+        "app_name": s.app_name,
+        "user_id": s.user_id,
+        "id": s.id,
+        "event_count": s.event_count,
+        "state_keys": len(s.state),
+        "create_time": s.create_time,
+        "update_time": s.update_time,
+    }
+
+
+def _summary_json(s: SessionSummary) -> dict[str, Any]:
+    data = s.to_json()
+    data["createTime"] = iso_utc(s.create_time)
+    data["updateTime"] = iso_utc(s.update_time)
+    return data
+
+
+def _warn_all(state: AppState, store: SessionStore) -> None:
+    for text in dict.fromkeys(store.warnings):
+        state.render.warn(text)
+
+
+@app.command("list")
+def list_cmd(
+    ctx: typer.Context,
+    app_name: AppOpt = None,
+    user: UserOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0: all).")] = 100,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many first.")] = 0,
+    db_url: DbUrl = None,
+    json_flag: JsonFlag = False,
+) -> None:
+    """List sessions, most recently updated first, with event counts (events are not loaded)."""
+    state = _state(ctx, db_url, json_flag)
+    flt = _filter(app_name, user, since, until)
+
+    async def go() -> list[SessionSummary]:
+        async with _store(state) as store:
+            return await store.list_sessions(flt, limit=limit or None, offset=offset)
+
+    found = run(go())
+    state.render.records(
+        [_summary_row(s) for s in found],
+        SUMMARY_COLUMNS,
+        json_rows=[_summary_json(s) for s in found],
+        empty="no sessions match",
+    )
+    if limit and len(found) == limit:
+        state.render.message(f"showing {limit} sessions; more may exist: use --offset {offset + limit} or --limit 0")
+
+
+@app.command("get")
+def get_cmd(
+    ctx: typer.Context,
+    app_name: Annotated[str, typer.Argument(metavar="APP", help="App name.")],
+    user: Annotated[str, typer.Argument(metavar="USER", help="User id.")],
+    session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="Session id.")],
+    events: Annotated[int | None, typer.Option("--events", min=0, help="Only the last N events.")] = None,
+    db_url: DbUrl = None,
+    json_flag: JsonFlag = False,
+) -> None:
+    """Show a session: merged state and its event timeline; --json prints ADK's session JSON."""
+    state = _state(ctx, db_url, json_flag)
+    if state.json_mode:
+        run(_get_json(state, app_name, user, session_id, events))
+    else:
+        run(_get_table(state, app_name, user, session_id, events))
+
+
+async def _get_json(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
+    async with _store(state) as store:
+        # Streamed, one event per line: a 100k-event session never sits in memory.
+        await _write(store.session_json(app_name, user, session_id, last=last), sys.stdout)
+        _warn_all(state, store)
+
+
+async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
+    from veadk_mem import events as ev
+    from veadk_mem.sessions.timeline import timeline_row
+
+    async with _store(state) as store:
+        summary = await store.get_summary(app_name, user, session_id)
+        capped = last is None and summary.event_count > TABLE_EVENTS
+        if capped:  # a terminal table of 100k rows helps nobody and takes minutes to draw
+            last = TABLE_EVENTS
+        shown = summary.event_count if last is None else min(last, summary.event_count)
+        state.render.fields(
+            [
+                ("app", summary.app_name),
+                ("user", summary.user_id),
+                ("session", summary.id),
+                ("created", local_time(summary.create_time)),
+                ("updated", local_time(summary.update_time)),
+                ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
+                ("store", f"{store.display_url} [{store.layout.label}]"),
+            ]
+        )
+        state_rows = [
+            {"key": k, "scope": k.split(":", 1)[0] if k.startswith(("app:", "user:")) else "session", "value": v}
+            for k, v in summary.state.items()
+        ]
+        state.render.table(
+            state_rows,
+            [Column("state key", "key"), Column("scope", "scope"), Column("value", "value", _json_preview)],
+            title="state",
+            empty="state: empty",
+        )
+        columns = [
+            Column("#", "n", justify="right"),
+            Column("time", "time", local_time),
+            Column("author", "author"),
+            Column("role", "role"),
+            Column("types", "types", ", ".join),
+            Column("text", "text", lambda t: preview(t, 70)),
+            Column("state delta", "stateDelta", lambda d: _json_preview(d) if d else ""),
+        ]
+        first = summary.event_count - shown + 1
+        chunk: list[dict[str, Any]] = []
+        title: str | None = "events"
+        async for data in store.iter_event_data(app_name, user, session_id, last=last):
+            row = timeline_row(ev.Event.model_validate(data))
+            row["n"] = first + len(chunk)
+            chunk.append(row)
+            if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
+                state.render.table(chunk, columns, title=title)
+                first += len(chunk)
+                chunk, title = [], None
+        if chunk or title:
+            state.render.table(chunk, columns, title=title, empty="no events")
+        if capped:
+            state.render.message(
+                f"showing the last {TABLE_EVENTS} of {summary.event_count} events: use --events N for more, "
+                "or --json for all of them"
+            )
+        _warn_all(state, store)
+
+
+def _json_preview(value: Any) -> str:
+    import json
+
+    return preview(json.dumps(value, ensure_ascii=False, default=str), 60)
+
+
+@app.command("delete")
+def delete_cmd(
+    ctx: typer.Context,
+    target: Annotated[
+        list[str] | None, typer.Argument(metavar="[APP USER SESSION_ID...]", help="App, user and one or more ids.")
+    ] = None,
+    app_name: AppOpt = None,
+    user: UserOpt = None,
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Only sessions not updated for this long (30d, 12h).")
+    ] = None,
+    purge_state: Annotated[
+        bool, typer.Option("--purge-state", help="Also delete user/app state left without any session.")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db_url: DbUrl = None,
+    json_flag: JsonFlag = False,
+) -> None:
+    """Delete sessions with their events, by id or by filter, in one transaction."""
+    from veadk_mem.errors import BadInput
+    from veadk_mem.sessions.store import SessionFilter, SessionKey
+    from veadk_mem.sessions.timespec import parse_duration
+
+    state = _state(ctx, db_url, json_flag)
+    keys: list[SessionKey] | None = None
+    flt: SessionFilter | None = None
+    if target:
+        if len(target) < 3:
+            raise BadInput("delete: give APP USER SESSION_ID... or a filter (--app, --user, --older-than)")
+        if app_name or user or older_than:
+            raise BadInput("delete: give either APP USER SESSION_ID... or filter options, not both")
+        keys = [SessionKey(target[0], target[1], sid) for sid in dict.fromkeys(target[2:])]
+    else:
+        if not (app_name or user or older_than):
+            raise BadInput("delete: name sessions (APP USER SESSION_ID...) or filter with --app, --user, --older-than")
+        flt = SessionFilter(app=app_name, user=user, older_than=parse_duration(older_than) if older_than else None)
+
+    async def go() -> Any:
+        async with _store(state) as store:
+            if keys is not None:
+                chosen = await store.find_sessions(keys)
+            else:
+                assert flt is not None
+                chosen = await store.list_sessions(flt, oldest_first=True)
+            plan = await store.delete_sessions(chosen, purge_state=purge_state, dry_run=True)
+            if not chosen:
+                plan.dry_run = dry_run
+                return plan
+            if dry_run:
+                return plan
+            if not yes:
+                _show_plan(state, plan)
+                if not sys.stdin.isatty():
+                    raise BadInput("delete: confirmation needed but stdin is not a terminal: pass --yes")
+                question = f"Delete {len(plan.sessions)} sessions and {plan.events} events?"
+                if not state.render.confirm(question):
+                    state.render.message("nothing deleted")
+                    raise typer.Exit(1)
+            return await store.delete_sessions(chosen, purge_state=purge_state)
+
+    report = run(go())
+    if state.json_mode:
+        state.render.json(report.to_json())
+        return
+    if not report.sessions:
+        state.render.message("no sessions match: nothing deleted")
+        return
+    if report.dry_run:
+        _show_plan(state, report)
+        state.render.message("dry run: nothing deleted")
+        return
+    extra = ""
+    if report.app_states or report.user_states:
+        extra = f", {len(report.app_states)} app states and {len(report.user_states)} user states"
+    state.render.message(f"deleted {len(report.sessions)} sessions, {report.events} events{extra}")
+
+
+def _show_plan(state: AppState, plan: Any) -> None:
+    rows = [_summary_row(s) for s in plan.sessions[:50]]
+    state.render.table(rows, SUMMARY_COLUMNS, title="to delete", empty="no sessions match")
+    if len(plan.sessions) > 50:
+        state.render.message(f"... and {len(plan.sessions) - 50} more")
+    if plan.sessions:
+        state.render.message(f"{len(plan.sessions)} sessions, {plan.events} events")
+    for app_name in plan.app_states:
+        state.render.message(f"app state of {app_name} (no session left)")
+    for app_name, user in plan.user_states:
+        state.render.message(f"user state of {app_name}/{user} (no session left)")
+
+
+@app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    app_name: AppOpt = None,
+    user: UserOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")] = None,
+    db_url: DbUrl = None,
+) -> None:
+    """Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed."""
+    state = _state(ctx, db_url)
+    flt = _filter(app_name, user, since, until)
+
+    async def go() -> int:
+        async with _store(state) as store:
+            total = await store.count_sessions(flt)
+            with state.render.progress("exporting", total) as advance:
+                pieces = store.export_jsonl(flt, progress=advance)
+                if output is None:
+                    await _write(pieces, sys.stdout)
+                else:
+                    tmp = output.with_name(output.name + ".part")
+                    with tmp.open("w", encoding="utf-8") as handle:
+                        await _write(pieces, handle)
+                    tmp.replace(output)
+            _warn_all(state, store)
+            return total
+
+    total = run(go())
+    state.render.message(f"exported {total} sessions" + (f" to {output}" if output else ""))
+
+
+async def _write(pieces: Any, stream: Any) -> None:
+    """Copy streamed text pieces to a stream in batches."""
+    buffer: list[str] = []
+    size = 0
+    async for piece in pieces:
+        buffer.append(piece)
+        size += len(piece)
+        if size > 1 << 16:
+            stream.write("".join(buffer))
+            buffer, size = [], 0
+    stream.write("".join(buffer))
+    stream.flush()
+
+
+@app.command("import")
+def import_cmd(
+    ctx: typer.Context,
+    source: Annotated[
+        str, typer.Argument(metavar="FILE|-", help="Export file (JSONL, JSON or a JSON list); - for stdin.")
+    ],
+    db_url: DbUrl = None,
+    json_flag: JsonFlag = False,
+) -> None:
+    """Import sessions (upsert, one transaction per session); every line is checked before anything is written."""
+    import shutil
+    import tempfile
+
+    from veadk_mem.sessions.store import iter_import_records, validate_import
+
+    state = _state(ctx, db_url, json_flag)
+    spool: Path | None = None
+    path: str = source
+    if source == "-":  # stdin is read twice (check, then write): spool it to a file
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as handle:
+            shutil.copyfileobj(sys.stdin, handle)
+        spool = Path(handle.name)
+        path = str(spool)
+    try:
+        total = validate_import(path)
+
+        async def go() -> Any:
+            async with _store(state, create=True) as store:
+                with state.render.progress("importing", total) as advance:
+                    return await store.import_records(iter_import_records(path), progress=advance)
+
+        report = run(go())
+    finally:
+        if spool is not None:
+            spool.unlink(missing_ok=True)
+    if state.json_mode:
+        state.render.json(report.to_json())
+        return
+    created = " (created ADK v1 tables)" if report.created_tables else ""
+    state.render.message(
+        f"imported {report.sessions} sessions, {report.events} events, "
+        f"{report.app_states} app states, {report.user_states} user states{created}"
+    )

@@ -25,6 +25,12 @@ def to_async_url(url: str) -> str:
     dialect = scheme.split("+", 1)[0].lower()
     if dialect not in _ASYNC_DRIVERS:
         raise BadInput(f"db_url: unsupported database '{dialect}' (expected sqlite, postgresql or mysql)")
+    netloc = rest.split("/", 1)[0]
+    if dialect != "sqlite" and netloc.count("@") > 1:
+        raise BadInput(
+            "db_url: the user or password contains an unencoded '@'",
+            hint="URL-encode it as VeADK asks (urllib.parse.quote_plus): p@ss:word -> p%40ss%3Aword",
+        )
     return f"{_ASYNC_DRIVERS[dialect]}://{rest}"
 
 

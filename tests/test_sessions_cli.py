@@ -1,0 +1,363 @@
+"""`vmem session ...` end to end on sqlite files written by the real google-adk; outputs, exit codes, faults."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.adk.sessions import Session as AdkSession
+from sessions_helpers import APP, adk_get, adk_view, build, sqlite_rows, sqlite_url
+from typer.testing import CliRunner
+
+from veadk_mem.cli.app import app
+
+SESSIONS = {("alice", "s1"): 12, ("alice", "s2"): 3, ("bob", "s3"): 7}
+
+
+@pytest.fixture
+def dbfile(tmp_path: Path) -> Path:
+    path = tmp_path / "veadk.db"
+    build(sqlite_url(path), SESSIONS)
+    return path
+
+
+def vmem(runner: CliRunner, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> Any:
+    return runner.invoke(app, list(args), input=input, env=env)
+
+
+def test_list_table_and_json(runner: CliRunner, dbfile: Path) -> None:
+    result = vmem(runner, "session", "list", "--db-url", str(dbfile))
+    assert result.exit_code == 0, result.output
+    for header in ("app", "user", "session id", "events", "state keys", "created", "updated"):
+        assert header in result.stdout
+    assert "s1" in result.stdout and "12" in result.stdout
+
+    result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--user", "alice", "--json")
+    rows = json.loads(result.stdout)
+    assert {r["id"] for r in rows} == {"s1", "s2"}
+    first = rows[0]
+    assert list(first) == [
+        "id",
+        "appName",
+        "userId",
+        "state",
+        "lastUpdateTime",
+        "eventCount",
+        "createTime",
+        "updateTime",
+    ]
+    assert first["state"]["app:region"] == "cn" and first["state"]["user:lang"] == "zh"
+    assert first["createTime"].endswith("Z")
+    assert [r["lastUpdateTime"] for r in rows] == sorted((r["lastUpdateTime"] for r in rows), reverse=True)
+    counts = {r["id"]: r["eventCount"] for r in rows}
+    assert counts == {"s1": 12, "s2": 3}
+
+
+def test_list_paging_and_time_filters(runner: CliRunner, dbfile: Path) -> None:
+    result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--limit", "2", "--json")
+    assert len(json.loads(result.stdout)) == 2
+    assert "--offset 2" in result.stderr
+    result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--limit", "2", "--offset", "2", "--json")
+    assert len(json.loads(result.stdout)) == 1
+    # the sessions' last events are from September 2026
+    result = vmem(
+        runner, "session", "list", "--db-url", str(dbfile), "--since", "2000-01-01", "--until", "1d", "--json"
+    )
+    assert len(json.loads(result.stdout)) == 3
+    result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--until", "2026-01-01T00:00Z", "--json")
+    assert json.loads(result.stdout) == []
+    result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--since", "2099-01-01", "--json")
+    assert json.loads(result.stdout) == []
+    result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--since", "yesterday")
+    assert result.exit_code == 2 and "--since" in result.stderr
+
+
+def test_get_timeline_and_json(runner: CliRunner, dbfile: Path) -> None:
+    import asyncio
+
+    result = vmem(runner, "session", "get", APP, "alice", "s1", "--db-url", str(dbfile))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for word in ("thought", "function_call", "function_response", "media", "error", "lookup", "app:region", "user"):
+        assert word in out
+    result = vmem(runner, "--json", "session", "get", APP, "alice", "s1", "--db-url", str(dbfile))
+    ours = AdkSession.model_validate_json(result.stdout)
+    theirs = asyncio.run(adk_get(sqlite_url(dbfile), APP, "alice", "s1"))
+    assert theirs is not None and adk_view(ours) == adk_view(theirs)
+    result = vmem(runner, "session", "get", APP, "alice", "s1", "--events", "2", "--json", "--db-url", str(dbfile))
+    assert [e["id"] for e in json.loads(result.stdout)["events"]] == [e.id for e in theirs.events[-2:]]
+
+
+def test_missing_session_exits_3(runner: CliRunner, dbfile: Path) -> None:
+    result = vmem(runner, "session", "get", APP, "alice", "nope", "--db-url", str(dbfile))
+    assert result.exit_code == 3
+    assert result.stderr.count("\n") == 1 and "not found" in result.stderr
+
+
+def test_delete_by_id_keeps_state_and_leaves_no_orphans(runner: CliRunner, dbfile: Path) -> None:
+    before = sqlite_rows(dbfile, "SELECT count(*) FROM events")[0][0]
+    result = vmem(runner, "session", "delete", APP, "alice", "s1", "s2", "--dry-run", "--db-url", str(dbfile))
+    assert result.exit_code == 0 and "dry run" in result.stderr
+    assert sqlite_rows(dbfile, "SELECT count(*) FROM events")[0][0] == before
+    result = vmem(runner, "session", "delete", APP, "alice", "s1", "--db-url", str(dbfile))
+    assert result.exit_code == 2 and "--yes" in result.stderr  # no terminal to ask on
+    result = vmem(runner, "session", "delete", APP, "alice", "s1", "ghost", "--yes", "--db-url", str(dbfile))
+    assert result.exit_code == 3 and "ghost" in result.stderr
+    assert sqlite_rows(dbfile, "SELECT count(*) FROM events")[0][0] == before
+    result = vmem(runner, "session", "delete", APP, "alice", "s1", "--yes", "--json", "--db-url", str(dbfile))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["sessionCount"] == 1 and report["eventCount"] == 12 and report["userStates"] == []
+    assert sqlite_rows(dbfile, "SELECT count(*) FROM events WHERE session_id='s1'")[0][0] == 0
+    assert sqlite_rows(dbfile, "SELECT count(*) FROM user_states WHERE user_id='alice'")[0][0] == 1
+
+
+def test_delete_by_filter_with_purge_state(runner: CliRunner, dbfile: Path) -> None:
+    result = vmem(runner, "session", "delete", "--user", "alice", "--purge-state", "--yes", "--db-url", str(dbfile))
+    assert result.exit_code == 0, result.output
+    assert "deleted 2 sessions, 15 events" in result.stderr
+    assert sqlite_rows(dbfile, "SELECT user_id FROM sessions") == [("bob",)]
+    assert sqlite_rows(dbfile, "SELECT user_id FROM user_states") == [("bob",)]
+    assert sqlite_rows(dbfile, "SELECT count(*) FROM app_states")[0][0] == 1  # bob still uses the app
+    result = vmem(runner, "session", "delete", "--app", APP, "--older-than", "30d", "--yes", "--db-url", str(dbfile))
+    assert result.exit_code == 0 and "deleted 1 sessions, 7 events" in result.stderr  # last event: Sept 2026
+    result = vmem(runner, "session", "delete", "--app", APP, "--older-than", "30d", "--yes", "--db-url", str(dbfile))
+    assert result.exit_code == 0 and "no sessions match: nothing deleted" in result.stderr
+    result = vmem(runner, "session", "delete", "--db-url", str(dbfile))
+    assert result.exit_code == 2
+
+
+def test_export_import_roundtrip_and_idempotence(runner: CliRunner, dbfile: Path, tmp_path: Path) -> None:
+    dump = tmp_path / "out.jsonl"
+    result = vmem(runner, "session", "export", "-o", str(dump), "--db-url", str(dbfile))
+    assert result.exit_code == 0, result.output
+    lines = dump.read_text(encoding="utf-8").splitlines()
+    kinds = [json.loads(line).get("kind", "session") for line in lines]
+    assert kinds.count("session") == 3 and kinds.count("app_state") == 1 and kinds.count("user_state") == 2
+    for line in lines:
+        if "kind" not in json.loads(line):
+            AdkSession.model_validate_json(line)  # every session line is ADK session JSON
+
+    target = tmp_path / "new.db"
+    result = vmem(runner, "session", "import", str(dump), "--db-url", str(target))
+    assert result.exit_code == 0, result.output
+    assert "created ADK v1 tables" in result.stderr
+    assert sqlite_rows(target, "SELECT value FROM adk_internal_metadata") == [("1",)]
+    snapshot = _snapshot(target)
+    result = vmem(runner, "session", "import", "-", "--db-url", str(target), input=dump.read_text(encoding="utf-8"))
+    assert result.exit_code == 0, result.output
+    assert _snapshot(target) == snapshot
+
+    again = tmp_path / "again.jsonl"
+    vmem(runner, "session", "export", "-o", str(again), "--db-url", str(target))
+    assert _parsed(again.read_text(encoding="utf-8").splitlines()) == _parsed(lines)
+    result = vmem(runner, "session", "export", "--user", "bob", "--db-url", str(target))
+    assert [json.loads(x).get("kind", "session") for x in result.stdout.splitlines()] == [
+        "app_state",
+        "user_state",
+        "session",
+    ]
+
+
+def _parsed(lines: list[str]) -> list[Any]:
+    return sorted((json.loads(line) for line in lines), key=lambda d: json.dumps(d, sort_keys=True))
+
+
+def _snapshot(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        t: sorted(sqlite_rows(path, f"SELECT * FROM {t}")) for t in ("sessions", "events", "app_states", "user_states")
+    }
+
+
+def test_import_rejects_a_bad_line_and_writes_nothing(runner: CliRunner, dbfile: Path, tmp_path: Path) -> None:
+    dump = tmp_path / "out.jsonl"
+    vmem(runner, "session", "export", "-o", str(dump), "--db-url", str(dbfile))
+    lines = dump.read_text(encoding="utf-8").splitlines()
+    broken = json.loads(lines[4])
+    broken["events"][1]["timestamp"] = "not a time"
+    lines[4] = json.dumps(broken)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    target = tmp_path / "target.db"
+    result = vmem(runner, "session", "import", str(bad), "--db-url", str(target))
+    assert result.exit_code == 2
+    assert "line 5" in result.stderr and "$.events[1].timestamp" in result.stderr
+    assert not target.exists()
+    bad.write_text(lines[0] + "\n{not json\n", encoding="utf-8")
+    result = vmem(runner, "session", "import", str(bad), "--db-url", str(dbfile))
+    assert result.exit_code == 2 and "line 2" in result.stderr
+
+
+def test_faults_are_one_line_without_secrets(runner: CliRunner, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.db"
+    result = vmem(runner, "session", "list", "--db-url", str(missing))
+    assert result.exit_code == 1 and "no such sqlite file" in result.stderr
+    assert not missing.exists()
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    result = vmem(runner, "session", "list", "--db-url", str(other))
+    assert result.exit_code == 1 and "no ADK session tables" in result.stderr
+
+    result = vmem(runner, "session", "list", "--db-url", "postgresql://bob:s3cret@127.0.0.1:1/x")
+    assert result.exit_code == 1 and "cannot connect" in result.stderr
+    assert "s3cret" not in result.output and "Traceback" not in result.output
+
+    result = vmem(runner, "session", "list", "--db-url", "postgresql://bob:hunter@2@127.0.0.1/x")
+    assert result.exit_code == 2 and "%40" in result.stderr and "hunter" not in result.stderr
+
+    result = vmem(runner, "session", "list", env={"SHORT_TERM_MEMORY_BACKEND": "local"})
+    assert result.exit_code == 4 and "local" in result.stderr
+
+
+@pytest.mark.mysql
+def test_wrong_password_is_reported_without_it(runner: CliRunner, mysql_url: str) -> None:
+    url = mysql_url.replace("root@", "root:Wr0ngPass@")
+    result = vmem(runner, "session", "list", "--db-url", url)
+    assert result.exit_code == 1
+    assert "authentication failed" in result.stderr
+    assert "Wr0ngPass" not in result.output
+    assert result.stderr.strip().count("\n") <= 1  # the message and its hint
+
+
+@pytest.mark.postgres
+def test_postgres_database_without_adk_tables(runner: CliRunner, pg_url: str) -> None:
+    result = vmem(runner, "session", "get", APP, "u", "s", "--db-url", pg_url)
+    assert result.exit_code == 1 and "no ADK session tables" in result.stderr
+
+
+def test_locked_sqlite_waits_then_fails_cleanly(runner: CliRunner, dbfile: Path) -> None:
+    holder = sqlite3.connect(dbfile, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # an agent in the middle of a write
+    try:
+        started = time.monotonic()
+        result = vmem(
+            runner,
+            "session",
+            "delete",
+            APP,
+            "alice",
+            "s1",
+            "--yes",
+            "--db-url",
+            str(dbfile),
+            env={"VMEM_SQLITE_BUSY_TIMEOUT": "0.3"},
+        )
+        assert result.exit_code == 1 and "locked" in result.stderr
+        assert time.monotonic() - started >= 0.3
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert sqlite_rows(dbfile, "SELECT count(*) FROM events WHERE session_id='s1'")[0][0] == 12
+    # with a writer that finishes within the busy timeout, the delete waits and succeeds
+    holder = sqlite3.connect(dbfile, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    timer = threading.Timer(0.3, lambda: (holder.execute("COMMIT"), holder.close()))
+    timer.start()
+    result = vmem(runner, "session", "delete", APP, "alice", "s1", "--yes", "--db-url", str(dbfile))
+    timer.join()
+    assert result.exit_code == 0, result.output
+    assert sqlite_rows(dbfile, "SELECT count(*) FROM events WHERE session_id='s1'")[0][0] == 0
+
+
+def test_doctor_reports_a_missing_sqlite_file_without_creating_it(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "absent.db"
+    result = vmem(runner, "doctor", "--json", env={"SHORT_TERM_MEMORY_LOCAL_DATABASE_PATH": str(path)})
+    assert result.exit_code == 1
+    assert "no such sqlite file" in result.stdout
+    assert not path.exists()
+
+
+def test_session_help_is_complete(runner: CliRunner) -> None:
+    for command in ("list", "get", "delete", "export", "import"):
+        result = vmem(runner, "session", command, "--help")
+        assert result.exit_code == 0 and "--db-url" in result.stdout
+
+
+@pytest.mark.postgres
+def test_postgresql_backend_from_settings_with_schema(
+    runner: CliRunner, pg_url: str, dbfile: Path, tmp_path: Path
+) -> None:
+    import asyncio
+
+    import asyncpg
+
+    database = pg_url.rsplit("/", 1)[1]
+
+    async def make_schema() -> None:
+        conn = await asyncpg.connect(host="127.0.0.1", port=5432, user="postgres", database=database)
+        try:
+            await conn.execute("CREATE SCHEMA agents")
+        finally:
+            await conn.close()
+
+    asyncio.run(make_schema())
+    env = {
+        "SHORT_TERM_MEMORY_BACKEND": "postgresql",
+        "DATABASE_POSTGRESQL_HOST": "127.0.0.1",
+        "DATABASE_POSTGRESQL_USER": "postgres",
+        "DATABASE_POSTGRESQL_DATABASE": database,
+        "DATABASE_POSTGRESQL_SCHEMA": "agents",
+    }
+    dump = tmp_path / "d.jsonl"
+    vmem(runner, "session", "export", "-o", str(dump), "--db-url", str(dbfile))
+    result = vmem(runner, "session", "import", str(dump), env=env)
+    assert result.exit_code == 0, result.output
+    result = vmem(runner, "session", "list", "--json", env=env)
+    assert {r["id"] for r in json.loads(result.stdout)} == {"s1", "s2", "s3"}
+
+    async def tables_in(schema: str) -> set[str]:
+        conn = await asyncpg.connect(host="127.0.0.1", port=5432, user="postgres", database=database)
+        try:
+            rows = await conn.fetch("SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema)
+            return {r["table_name"] for r in rows}
+        finally:
+            await conn.close()
+
+    assert "sessions" in asyncio.run(tables_in("agents"))
+    assert "sessions" not in asyncio.run(tables_in("public"))
+
+
+def test_installed_vmem_lists_and_help_stays_light(dbfile: Path) -> None:
+    import subprocess
+    import sys
+
+    vmem_bin = Path(sys.executable).parent / "vmem"
+    done = subprocess.run(
+        [str(vmem_bin), "session", "list", "--json", "--db-url", str(dbfile)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)) == 3
+    heavy = "('sqlalchemy', 'aiosqlite', 'veadk_mem.sessions.store')"
+    probe = f"import sys, veadk_mem.cli.app; print(sorted(m for m in {heavy} if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_long_timelines_show_the_last_thousand_events(runner: CliRunner, tmp_path: Path) -> None:
+    from veadk_mem import events as ev
+
+    session = ev.Session(
+        id="long",
+        app_name=APP,
+        user_id="u",
+        events=[ev.Event(id=f"e{i:05d}", author="user", timestamp=1.7e9 + i) for i in range(1003)],
+    )
+    dump = tmp_path / "long.jsonl"
+    dump.write_text(session.to_json() + "\n", encoding="utf-8")
+    db = tmp_path / "long.db"
+    assert vmem(runner, "session", "import", str(dump), "--db-url", str(db)).exit_code == 0
+    result = vmem(runner, "session", "get", APP, "u", "long", "--db-url", str(db))
+    assert result.exit_code == 0
+    assert "showing the last 1000 of 1003 events" in result.stderr
+    assert "1003" in result.stdout and "│ 3 " not in result.stdout
+    result = vmem(runner, "session", "get", APP, "u", "long", "--json", "--db-url", str(db))
+    assert len(json.loads(result.stdout)["events"]) == 1003

@@ -1,0 +1,297 @@
+"""vmem and the real google-adk on the same databases: sqlite, PostgreSQL and MariaDB, both directions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sessions_helpers import APP, adk_get, adk_service, adk_view, build, build_v0, sqlite_url
+
+from veadk_mem.sessions.layout import Layout
+from veadk_mem.sessions.store import SessionFilter, SessionKey, SessionStore, iter_import_records
+
+SESSIONS = {("alice", "s1"): 12, ("alice", "s2"): 3, ("bob", "s3"): 7, ("bob", "empty"): 0}
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database of each kind, as an async SQLAlchemy URL."""
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "adk.db")
+    return str(request.getfixturevalue("pg_url" if request.param == "postgres" else "mysql_url"))
+
+
+async def _store_session(url: str, app: str, user: str, sid: str) -> Any:
+    async with SessionStore(url) as store:
+        return await store.get_session(app, user, sid)
+
+
+def test_adk_written_sessions_read_back_identically(db: str) -> None:
+    build(db, SESSIONS)
+
+    async def go() -> None:
+        async with SessionStore(db) as store:
+            assert store.layout is Layout.V1
+            summaries = await store.list_sessions(SessionFilter(app=APP))
+            counts = {(s.user_id, s.id): s.event_count for s in summaries}
+            assert counts == SESSIONS
+            for (user, sid), _n in SESSIONS.items():
+                ours = await store.get_session(APP, user, sid)
+                theirs = await adk_get(db, APP, user, sid)
+                assert theirs is not None
+                assert adk_view(ours) == adk_view(theirs)
+                # the list's merged state is ADK's state too
+                assert next(s for s in summaries if s.id == sid).state == theirs.state
+            last = await store.get_session(APP, "alice", "s1", last=4)
+            full = await store.get_session(APP, "alice", "s1")
+            assert [e.id for e in last.events] == [e.id for e in full.events[-4:]]
+
+    asyncio.run(go())
+
+
+def test_vmem_import_reads_back_in_adk_and_adk_keeps_appending(db: str, tmp_path: Path) -> None:
+    source = sqlite_url(tmp_path / "source.db")
+    build(source, SESSIONS)
+    dump = tmp_path / "dump.jsonl"
+
+    async def go() -> None:
+        async with SessionStore(source) as src:
+            dump.write_text("".join([p async for p in src.export_jsonl()]), encoding="utf-8")
+        async with SessionStore(db, create=True) as dst:
+            report = await dst.import_records(iter_import_records(dump))
+            assert report.created_tables and report.layout == "v1"
+            assert report.sessions == len(SESSIONS)
+        for user, sid in SESSIONS:
+            original = await adk_get(source, APP, user, sid)
+            imported = await adk_get(db, APP, user, sid)
+            assert original is not None and imported is not None
+            assert adk_view(imported) == adk_view(original)
+        # the agent that owns the database keeps working on an imported session
+        service = adk_service(db)
+        try:
+            session = await service.get_session(app_name=APP, user_id="alice", session_id="s2")
+            from google.adk.events import Event, EventActions
+
+            await service.append_event(session, Event(author="agent", actions=EventActions(state_delta={"x": 1})))
+            again = await service.get_session(app_name=APP, user_id="alice", session_id="s2")
+            assert len(again.events) == SESSIONS[("alice", "s2")] + 1
+        finally:
+            await service.close()
+
+    asyncio.run(go())
+
+
+def test_import_twice_changes_nothing_and_roundtrips_across_databases(db: str, tmp_path: Path) -> None:
+    source = sqlite_url(tmp_path / "source.db")
+    build(source, SESSIONS)
+    back = sqlite_url(tmp_path / "back.db")
+
+    async def export(url: str) -> str:
+        async with SessionStore(url) as store:
+            return "".join([p async for p in store.export_jsonl()])
+
+    async def load(url: str, text: str) -> None:
+        path = tmp_path / "in.jsonl"
+        path.write_text(text, encoding="utf-8")
+        async with SessionStore(url, create=True) as store:
+            await store.import_records(iter_import_records(path))
+
+    async def go() -> None:
+        first = await export(source)
+        await load(db, first)
+        once = await export(db)
+        await load(db, first)
+        assert await export(db) == once
+        await load(back, once)  # sqlite -> db -> sqlite
+        assert _lines(await export(back)) == _lines(first)
+
+    asyncio.run(go())
+
+
+def _lines(text: str) -> list[Any]:
+    return sorted((json.loads(line) for line in text.splitlines()), key=lambda d: json.dumps(d, sort_keys=True))
+
+
+def test_v0_database_is_read_and_written_in_its_layout(db: str) -> None:
+    build_v0(db, {("alice", "old"): 8, ("bob", "older"): 2})
+
+    async def go() -> None:
+        async with SessionStore(db) as store:
+            assert store.layout is Layout.V0
+            ours = await store.get_session(APP, "alice", "old")
+            assert not store.warnings
+        theirs = await adk_get(db, APP, "alice", "old")
+        assert theirs is not None
+        assert adk_view(ours) == adk_view(theirs)
+        assert any(e.actions.state_delta for e in ours.events)
+        # an import into v0 keeps v0: ADK 2.x still reads it, pickles and all
+        ours.id = "copied"
+        async with SessionStore(db) as store:
+            await store.import_records([ours])
+            assert store.layout is Layout.V0
+        copied = await adk_get(db, APP, "alice", "copied")
+        assert copied is not None
+        assert [e.actions.state_delta for e in copied.events] == [e.actions.state_delta for e in theirs.events]
+        async with SessionStore(db) as store:
+            report = await store.delete_sessions([SessionKey(APP, "alice", "copied")])
+            assert report.events == 8
+        assert await adk_get(db, APP, "alice", "copied") is None
+
+    asyncio.run(go())
+
+
+class _Exploit:
+    def __reduce__(self) -> Any:
+        import os
+
+        return (os.system, ("touch /tmp/vmem-pwned-by-pickle",))
+
+
+def test_crafted_pickle_in_v0_actions_never_runs(tmp_path: Path) -> None:
+    marker = Path("/tmp/vmem-pwned-by-pickle")
+    marker.unlink(missing_ok=True)
+    url = sqlite_url(tmp_path / "v0.db")
+    build_v0(url, {("alice", "old"): 3})
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "v0.db") as conn:
+        conn.execute("UPDATE events SET actions = ? WHERE rowid = 2", (pickle.dumps(_Exploit()),))
+
+    async def go() -> None:
+        async with SessionStore(url) as store:
+            session = await store.get_session(APP, "alice", "old")
+            assert len(session.events) == 3
+            assert any(
+                "refusing to load posix.system" in w or "refusing to load os.system" in w for w in store.warnings
+            )
+            text = "".join([p async for p in store.export_jsonl()])
+            assert "stateDelta" in text
+
+    asyncio.run(go())
+    assert not marker.exists()
+
+
+def test_sqlite_session_service_files(tmp_path: Path) -> None:
+    path = tmp_path / "svc.db"
+    build(str(path), SESSIONS)  # a plain path: ADK's SqliteSessionService
+    url = sqlite_url(path)
+
+    async def go() -> None:
+        async with SessionStore(url) as store:
+            assert store.layout is Layout.SQLITE
+            for user, sid in SESSIONS:
+                ours = await store.get_session(APP, user, sid)
+                theirs = await adk_get(str(path), APP, user, sid)
+                assert theirs is not None
+                assert adk_view(ours) == adk_view(theirs)
+            text = "".join([p async for p in store.export_jsonl()])
+        dump = tmp_path / "d.jsonl"
+        dump.write_text(text, encoding="utf-8")
+        # re-import into the same file keeps its layout; SqliteSessionService still reads it
+        async with SessionStore(url) as store:
+            await store.import_records(iter_import_records(dump))
+            assert store.layout is Layout.SQLITE
+        again = await adk_get(str(path), APP, "alice", "s1")
+        assert again is not None and len(again.events) == SESSIONS[("alice", "s1")]
+
+    asyncio.run(go())
+
+
+def _schema(url: str) -> dict[str, Any]:
+    """Tables, columns (type, nullability), primary keys, foreign keys and indexes, as the database reports them."""
+    from sqlalchemy import inspect
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    def read(conn: Any) -> dict[str, Any]:
+        insp = inspect(conn)
+        out: dict[str, Any] = {}
+        for table in sorted(insp.get_table_names()):
+            out[table] = {
+                "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(table)],
+                "pk": insp.get_pk_constraint(table)["constrained_columns"],
+                "fk": sorted(
+                    (tuple(f["constrained_columns"]), f["referred_table"], (f.get("options") or {}).get("ondelete"))
+                    for f in insp.get_foreign_keys(table)
+                ),
+                "indexes": sorted((i["name"], tuple(i["column_names"])) for i in insp.get_indexes(table)),
+            }
+        return out
+
+    async def go() -> dict[str, Any]:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return dict(await conn.run_sync(read))
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(go())
+
+
+def test_an_empty_database_gets_v1_exactly_as_adk_creates_it(db: str, tmp_path: Path) -> None:
+    reference = sqlite_url(tmp_path / "reference.db")
+    if not db.startswith("sqlite"):
+        reference = db  # ADK first, read its schema, then drop and let vmem create
+    build(reference, {("alice", "s1"): 1})
+    adk_schema = _schema(reference)
+    if reference == db:
+        from sqlalchemy import text
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        async def drop() -> None:
+            engine = create_async_engine(db)
+            async with engine.begin() as conn:
+                for table in ("events", "sessions", "app_states", "user_states", "adk_internal_metadata"):
+                    await conn.execute(text(f"DROP TABLE {table}"))
+            await engine.dispose()
+
+        asyncio.run(drop())
+    else:
+        db = sqlite_url(tmp_path / "vmem.db")
+
+    async def create() -> None:
+        async with SessionStore(db, create=True) as store:
+            await store.import_records([])
+
+    asyncio.run(create())
+    assert _schema(db) == adk_schema
+
+
+def test_delete_on_every_database_leaves_nothing_for_adk(db: str) -> None:
+    build(db, SESSIONS)
+
+    async def go() -> None:
+        async with SessionStore(db) as store:
+            report = await store.delete_sessions(SessionFilter(user="alice"), purge_state=True)
+            assert report.events == 15 and report.user_states == [(APP, "alice")]
+        for sid in ("s1", "s2"):
+            assert await adk_get(db, APP, "alice", sid) is None
+        left = await adk_get(db, APP, "bob", "s3")
+        assert left is not None and len(left.events) == 7
+
+    asyncio.run(go())
+
+
+def test_cli_paging_and_windows_on_every_database(db: str) -> None:
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+
+    build(db, SESSIONS)
+    runner = CliRunner()
+
+    def run(*args: str) -> Any:
+        result = runner.invoke(app, ["session", *args, "--db-url", db])
+        assert result.exit_code == 0, result.output
+        return result
+
+    page = json.loads(run("list", "--limit", "2", "--offset", "1", "--since", "2000-01-01", "--json").stdout)
+    assert len(page) == 2
+    assert len(json.loads(run("list", "--offset", "1", "--user", "alice", "--json").stdout)) == 1
+    last = json.loads(run("get", APP, "alice", "s1", "--events", "3", "--json").stdout)
+    assert len(last["events"]) == 3
+    assert "function_call" in run("get", APP, "alice", "s1").stdout

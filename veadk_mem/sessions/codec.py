@@ -1,0 +1,241 @@
+"""Rows of each layout to ADK event data and back, plus a fast path to camelCase JSON.
+
+`event_from_row` gives the event as ADK stored it (snake_case dict, the shape
+`Event.model_validate` reads). `camel_event` turns such a dict into the camelCase data
+`events.Event(...).to_dict()` would produce, without building pydantic objects: export
+and `get --json` stream tens of thousands of events a second through it. The structure
+it follows is read off the models in `veadk_mem.events`, so the two cannot drift; a test
+checks they agree.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.alias_generators import to_camel
+from pydantic_core import from_json, to_json
+
+from veadk_mem.sessions.layout import Layout, Tables, to_epoch
+from veadk_mem.sessions.safepickle import decode_actions, encode_actions
+
+if TYPE_CHECKING:
+    from veadk_mem import events as ev
+
+# --- camelCase fast path ----------------------------------------------------------------
+
+
+@dataclass
+class _Shape:
+    """One model's fields: any accepted key -> (output alias, nested shape, is list)."""
+
+    fields: dict[str, tuple[str, _Shape | None, bool]] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    aliases: set[str] = field(default_factory=set)
+    plans: dict[tuple[str, ...], Any] = field(default_factory=dict)
+
+
+def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    origin = get_origin(annotation)
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if origin is list and len(args) == 1:
+        inner, _ = _model_of(args[0])
+        return inner, inner is not None
+    if len(args) == 1:
+        return _model_of(args[0])
+    return None, False
+
+
+def _shape(model: type[BaseModel], cache: dict[type[BaseModel], _Shape]) -> _Shape:
+    if model in cache:
+        return cache[model]
+    shape = _Shape()
+    cache[model] = shape
+    for name, info in model.model_fields.items():
+        alias = info.alias or name
+        sub_model, is_list = _model_of(info.annotation)
+        sub = _shape(sub_model, cache) if sub_model is not None else None
+        shape.fields[name] = shape.fields[alias] = (alias, sub, is_list)
+        shape.aliases.add(alias)
+        if not info.is_required():
+            default = info.get_default(call_default_factory=True)
+            if default is not None:
+                if isinstance(default, BaseModel):
+                    default = default.model_dump(mode="json", by_alias=True, exclude_none=True)
+                shape.defaults[alias] = default
+    return shape
+
+
+_SHAPES: dict[type[BaseModel], _Shape] = {}
+
+
+_EVENT_MODEL: list[type[BaseModel]] = []
+
+
+def _event_shape() -> _Shape:
+    from veadk_mem import events as ev
+
+    return _shape(ev.Event, _SHAPES)
+
+
+_RENAMED: dict[str, str] = {}
+
+
+def _rename(key: str) -> str:
+    """An unknown key as the models write extras: camelCase when it has an underscore."""
+    name = _RENAMED.get(key)
+    if name is None:
+        name = _RENAMED[key] = to_camel(key) if "_" in key else key
+    return name
+
+
+def _fresh(default: Any) -> Any:
+    if isinstance(default, dict):
+        return {k: _fresh(v) for k, v in default.items()} if default else {}
+    if isinstance(default, list):
+        return [_fresh(v) for v in default]
+    return default
+
+
+def _plan(shape: _Shape, keys: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """How to convert a dict with exactly these keys: leaf renames, nested models, defaults to add."""
+    leaves: list[tuple[str, str]] = []
+    nested: list[tuple[str, str, _Shape, bool]] = []
+    aliases = set()
+    for key in keys:
+        spec = shape.fields.get(key)
+        if spec is None:
+            leaves.append((key, _rename(key)))
+            continue
+        alias, sub, is_list = spec
+        aliases.add(alias)
+        if sub is None:
+            leaves.append((key, alias))
+        else:
+            nested.append((key, alias, sub, is_list))
+    defaults = [(alias, value) for alias, value in shape.defaults.items() if alias not in aliases]
+    plan = (tuple(leaves), tuple(nested), tuple(defaults))
+    if len(shape.plans) < 256:
+        shape.plans[keys] = plan
+    return plan
+
+
+def _camel(shape: _Shape, data: dict[str, Any]) -> dict[str, Any]:
+    keys = tuple(data)
+    plan = shape.plans.get(keys) or _plan(shape, keys)
+    leaves, nested, defaults = plan
+    out = {alias: v for key, alias in leaves if (v := data[key]) is not None}
+    for key, alias, sub, is_list in nested:
+        value = data[key]
+        if value is None:
+            continue
+        if is_list and isinstance(value, list):
+            value = [_camel(sub, v) if isinstance(v, dict) else v for v in value]
+        elif isinstance(value, dict):
+            value = _camel(sub, value)
+        out[alias] = value
+    for alias, default in defaults:
+        out[alias] = _fresh(default)
+    return out
+
+
+def camel_event(data: dict[str, Any]) -> dict[str, Any]:
+    """ADK event data (snake or camel keys) as the camelCase dict `Event.to_dict()` gives."""
+    shape = _SHAPES.get(_EVENT_MODEL[0]) if _EVENT_MODEL else None
+    if shape is None:
+        from veadk_mem import events as ev
+
+        _EVENT_MODEL[:] = [ev.Event]
+        shape = _event_shape()
+    return _camel(shape, data)
+
+
+def dumps(data: Any) -> str:
+    """Compact JSON, non-ASCII kept, as Session.to_json writes it (pydantic-core's fast encoder)."""
+    return to_json(data).decode("utf-8")
+
+
+# --- rows -> event data -----------------------------------------------------------------
+
+V0_JSON_COLUMNS = (
+    "content",
+    "grounding_metadata",
+    "custom_metadata",
+    "usage_metadata",
+    "citation_metadata",
+    "input_transcription",
+    "output_transcription",
+)
+V0_SCALAR_COLUMNS = ("author", "branch", "partial", "turn_complete", "error_code", "error_message", "interrupted")
+
+
+class UndecodableActions(Exception):
+    """A v0 `actions` pickle the restricted unpickler refused; the event is read without it."""
+
+
+def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) -> dict[str, Any]:
+    """The stored event as ADK event data (snake_case), reading the row the way ADK does."""
+    layout = tables.layout
+    if layout is Layout.SQLITE:
+        raw = row.event_data
+        data: dict[str, Any] = from_json(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
+        return data
+    if layout is Layout.V1:
+        raw = row.event_data
+        data = from_json(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
+        data["id"] = row.id
+        data["invocation_id"] = row.invocation_id
+        if data.get("timestamp") is None:
+            data["timestamp"] = to_epoch(row.timestamp)
+        return data
+    data = {"id": row.id, "invocation_id": row.invocation_id, "timestamp": to_epoch(row.timestamp)}
+    for name in V0_SCALAR_COLUMNS:
+        value = getattr(row, name)
+        if value is not None:
+            data[name] = bool(value) if name in ("partial", "turn_complete", "interrupted") else value
+    for name in V0_JSON_COLUMNS:
+        value = getattr(row, name)
+        if isinstance(value, dict):
+            data[name] = value
+    # ADK's v0 reader gives an empty set when the column is NULL; so do we
+    ids = row.long_running_tool_ids_json
+    data["long_running_tool_ids"] = json.loads(ids) if ids else []
+    try:
+        actions = decode_actions(row.actions)
+    except pickle.UnpicklingError as exc:
+        if warnings is not None:
+            warnings.append(f"event {row.id}: actions not decoded ({exc}); shown without them")
+        actions = {}
+    data["actions"] = {k: v for k, v in actions.items() if v is not None}
+    return data
+
+
+# --- event -> row values ----------------------------------------------------------------
+
+
+def event_row(tables: Tables, app: str, user: str, session_id: str, event: ev.Event) -> dict[str, Any]:
+    """Column values storing `event` in this layout, as ADK's own from_event would write them."""
+    from veadk_mem.sessions.layout import stored_time
+
+    data = event.model_dump(mode="json", by_alias=False, exclude_none=True)
+    key = {"id": event.id, "app_name": app, "user_id": user, "session_id": session_id}
+    stamp = stored_time(tables, event.timestamp)
+    if tables.layout is Layout.SQLITE:
+        return {**key, "invocation_id": event.invocation_id, "timestamp": stamp, "event_data": dumps(data)}
+    if tables.layout is Layout.V1:
+        return {**key, "invocation_id": event.invocation_id, "timestamp": stamp, "event_data": data}
+    row: dict[str, Any] = {**key, "invocation_id": event.invocation_id, "timestamp": stamp}
+    for name in V0_SCALAR_COLUMNS:
+        row[name] = data.get(name)
+    row["author"] = event.author
+    for name in V0_JSON_COLUMNS:
+        row[name] = data.get(name)
+    ids = data.get("long_running_tool_ids")
+    row["long_running_tool_ids_json"] = json.dumps(list(ids)) if ids is not None else None
+    row["actions"] = encode_actions(data.get("actions") or {})
+    return row

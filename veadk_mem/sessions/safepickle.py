@@ -1,0 +1,228 @@
+"""Decode the pickled `actions` column of ADK's v0 schema into plain data, safely.
+
+ADK 1.19-1.21 stored `EventActions` as a pickle. A pickle is a program: loading one with
+`pickle.loads` can call any importable function. This module never imports or calls
+anything a payload names, except a short list of builtin data constructors. Every other
+class a payload names (ADK and google-genai pydantic models, their enums) becomes an inert
+stand-in that only records the state the pickle hands it, and is then flattened to plain
+dicts, lists and scalars. Anything else (`os.system`, `builtins.eval`, ...) is refused.
+
+`encode_actions` writes the other direction, for imports into a v0 database: a pickle of
+an `EventActions` that ADK's own restricted loader accepts, built without importing ADK.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import decimal
+import io
+import pickle
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+# Modules whose classes are pydantic models or enums ADK pickles inside EventActions.
+# They are never imported: a name from these modules becomes a `_Stub` subclass.
+_MODEL_MODULE_PREFIXES = ("google.adk.", "google.genai.", "fastapi.openapi.", "pydantic.")
+
+_MAX_BYTES_ARG = 1 << 20
+
+
+class Refused(pickle.UnpicklingError):
+    """The pickle names something the restricted unpickler will not load."""
+
+
+def _safe_bytes(*args: Any) -> bytes:
+    """bytes(...) without the bytes(10**12) memory bomb: an int size is refused."""
+    if args and isinstance(args[0], int):
+        raise Refused("refusing bytes(int) in a pickled value")
+    return bytes(*args)
+
+
+def _safe_bytearray(*args: Any) -> bytearray:
+    if args and isinstance(args[0], int):
+        raise Refused("refusing bytearray(int) in a pickled value")
+    return bytearray(*args)
+
+
+def _codecs_encode(obj: Any, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+    """Protocol 2 writes bytes as _codecs.encode(text, 'latin1'); allow only that shape."""
+    if not isinstance(obj, str) or encoding not in ("latin1", "latin-1") or len(obj) > _MAX_BYTES_ARG * 64:
+        raise Refused("refusing _codecs.encode with unexpected arguments")
+    return obj.encode("latin1")
+
+
+def _reconstructor(cls: Any, base: Any, state: Any) -> Any:
+    """copyreg._reconstructor for protocol 0/1 pickles: only stand-ins may be built."""
+    if isinstance(cls, type) and issubclass(cls, _Stub):
+        obj = cls.__new__(cls)
+        if state is not None:
+            obj.__setstate__(state)
+        return obj
+    raise Refused("refusing copyreg._reconstructor of a non-model class")
+
+
+_SAFE_GLOBALS: dict[tuple[str, str], Any] = {
+    ("builtins", "dict"): dict,
+    ("builtins", "list"): list,
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "tuple"): tuple,
+    ("builtins", "str"): str,
+    ("builtins", "bytes"): _safe_bytes,
+    ("builtins", "bytearray"): _safe_bytearray,
+    ("builtins", "int"): int,
+    ("builtins", "float"): float,
+    ("builtins", "bool"): bool,
+    ("builtins", "complex"): complex,
+    ("builtins", "object"): object,
+    ("_codecs", "encode"): _codecs_encode,
+    ("copyreg", "_reconstructor"): _reconstructor,
+    ("collections", "OrderedDict"): OrderedDict,
+    ("datetime", "date"): _dt.date,
+    ("datetime", "datetime"): _dt.datetime,
+    ("datetime", "time"): _dt.time,
+    ("datetime", "timedelta"): _dt.timedelta,
+    ("datetime", "timezone"): _dt.timezone,
+    ("decimal", "Decimal"): decimal.Decimal,
+    ("uuid", "UUID"): uuid.UUID,
+}
+
+
+class _Stub:
+    """An inert stand-in for a model or enum class named by a pickle."""
+
+    _stub_name = ""
+    _stub_args: tuple[Any, ...] = ()
+    _stub_state: Any = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> _Stub:
+        obj = object.__new__(cls)
+        obj._stub_args = args
+        obj._stub_state = None
+        return obj
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Enums are rebuilt as Cls(value): keep the value, run nothing."""
+
+    def __setstate__(self, state: Any) -> None:
+        self._stub_state = state
+
+    def __reduce__(self) -> Any:  # never re-pickle a stand-in
+        raise TypeError("stand-in objects cannot be pickled")
+
+
+_STUBS: dict[tuple[str, str], type[_Stub]] = {}
+
+
+def _stub_class(module: str, name: str) -> type[_Stub]:
+    key = (module, name)
+    if key not in _STUBS:
+        _STUBS[key] = type(f"Stub_{name}", (_Stub,), {"_stub_name": f"{module}.{name}"})
+    return _STUBS[key]
+
+
+# Protocol 0-2 pickles written with fix_imports name Python 2 modules.
+_PY2_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """Resolves only builtin data types; model classes become stand-ins; all else is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        module = _PY2_MODULES.get(module, module)
+        if (module, name) in _SAFE_GLOBALS:
+            return _SAFE_GLOBALS[(module, name)]
+        if module.startswith(_MODEL_MODULE_PREFIXES) and name.isidentifier() and not name.startswith("_"):
+            return _stub_class(module, name)
+        raise Refused(f"refusing to load {module}.{name}")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise Refused("refusing persistent ids")
+
+
+def plain(value: Any) -> Any:
+    """Turn an unpickled value into JSON-ready data: stand-ins become dicts or enum values."""
+    if isinstance(value, _Stub):
+        state = value._stub_state
+        if state is None:
+            args = value._stub_args
+            return plain(args[0]) if len(args) == 1 else [plain(a) for a in args]
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict):
+            state = {**state[0], **(state[1] or {})}  # (dict, slots) form
+        if isinstance(state, dict) and "__dict__" in state:
+            fields = dict(state.get("__dict__") or {})
+            fields.update(state.get("__pydantic_extra__") or {})
+            state = fields
+        return plain(state)
+    if isinstance(value, dict):
+        return {str(plain(k)) if not isinstance(k, str) else k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (decimal.Decimal, uuid.UUID, _dt.timezone)):
+        return str(value)
+    return value
+
+
+def decode_actions(data: bytes | bytearray | memoryview | None) -> dict[str, Any]:
+    """The plain-data EventActions in a v0 `actions` value; raises pickle.UnpicklingError if refused."""
+    if data is None:
+        return {}
+    try:
+        value = RestrictedUnpickler(io.BytesIO(bytes(data))).load()
+    except Refused:
+        raise
+    except Exception as exc:  # truncated or corrupt payloads
+        raise pickle.UnpicklingError(f"undecodable pickle ({type(exc).__name__}: {exc})") from None
+    result = plain(value)
+    if not isinstance(result, dict):
+        raise pickle.UnpicklingError(f"expected EventActions, found {type(result).__name__}")
+    return result
+
+
+class _EventActionsValue:
+    """Pickled as an instance of the global google.adk.events.event_actions.EventActions."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        import copyreg
+
+        return (copyreg.__newobj__, (_EventActionsValue,), self.state)  # type: ignore[attr-defined]
+
+
+class _ActionsPickler(pickle._Pickler):  # type: ignore[name-defined,misc,unused-ignore]
+    """The pure-Python pickler, writing the marker class under ADK's module and name."""
+
+    def save_global(self, obj: Any, name: Any = None) -> None:
+        if obj is _EventActionsValue:
+            marker = pickle.GLOBAL + b"google.adk.events.event_actions\nEventActions\n"
+            self.write(marker)  # type: ignore[attr-defined,unused-ignore]
+            self.memoize(obj)  # type: ignore[attr-defined,unused-ignore]
+            return
+        super().save_global(obj, name)  # type: ignore[misc,unused-ignore]
+
+
+def encode_actions(actions: dict[str, Any]) -> bytes:
+    """A pickle of EventActions(**actions) in the shape pydantic writes, without importing ADK.
+
+    Values must be plain data; ADK reads it back through its own restricted unpickler.
+    """
+    fields = dict(actions)
+    state = {
+        "__dict__": fields,
+        "__pydantic_extra__": None,
+        "__pydantic_fields_set__": set(fields),
+        "__pydantic_private__": None,
+    }
+    buffer = io.BytesIO()
+    _ActionsPickler(buffer, protocol=4).dump(_EventActionsValue(state))
+    return buffer.getvalue()
