@@ -384,3 +384,15 @@ def test_without_app_the_users_only_index_is_used(runner: CliRunner) -> None:
     assert len(json.loads(out)) == 1
     code, _, err = invoke(runner, "ltm", "list", "--user", "nobody")
     assert code == 0 and "no memories" in err
+
+
+def test_a_systemic_failure_stops_the_replay(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(SEED)  # ltm_demo now holds hash vectors
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "local")
+    monkeypatch.setenv("MODEL_EMBEDDING_LOCAL_MODEL", str(Path(__file__).parent / "fixtures" / "tiny-bert"))
+    code, out, err = invoke(runner, "--json", "ltm", "save", str(EXAMPLES))
+    assert code == 1
+    report = json.loads(out)
+    assert report["totals"]["sessions"] == 3 and report["totals"]["failed"] == 3
+    assert report["aborted"].startswith("stopped: the last 3 sessions failed the same way (index 'ltm_demo' holds")
+    assert "vmem: error: stopped" in err

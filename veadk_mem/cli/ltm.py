@@ -160,6 +160,8 @@ def save(
 
     summary = run(go())
     _render_summary(state, summary, dry_run)
+    if summary.aborted:
+        render.error(summary.aborted)
     if summary.failed:
         raise typer.Exit(1)
 
@@ -218,6 +220,7 @@ def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
         render.json(
             {
                 "dry_run": dry_run,
+                "aborted": summary.aborted,
                 "totals": totals,
                 "users": summary.per_user(),
                 "sessions": [r.as_dict() for r in summary.reports],

@@ -72,6 +72,7 @@ class ReplaySummary:
     """Totals of one `ltm save` run, plus one report per session."""
 
     reports: list[SessionReport] = field(default_factory=list)
+    aborted: str | None = None
 
     @property
     def failed(self) -> list[SessionReport]:
@@ -120,9 +121,16 @@ async def replay(
     *,
     dry_run: bool = False,
     on_done: Callable[[SessionReport], None] | None = None,
+    breaker: int = 3,
 ) -> ReplaySummary:
-    """Save each session through the facade; a failing session is reported, not fatal."""
+    """Save each session through the facade; a failing session is reported, not fatal.
+
+    Unless the failures are systemic: when `breaker` sessions in a row fail with the same
+    message (a rejected API key, an unreachable endpoint, a model mismatch), the rest
+    would too, so the replay stops there instead of repeating it for every session.
+    """
     summary = ReplaySummary()
+    streak: list[str] = []
     async for where, item in items:
         if isinstance(item, VmemError):
             report = SessionReport("", "", "", "", error=item.message, source=where)
@@ -139,4 +147,11 @@ async def replay(
         summary.reports.append(report)
         if on_done is not None:
             on_done(report)
+        if item_error := (report.error if not isinstance(item, VmemError) else None):
+            streak = [*streak, item_error][-breaker:]
+            if len(streak) == breaker and len(set(streak)) == 1:
+                summary.aborted = f"stopped: the last {breaker} sessions failed the same way ({item_error})"
+                break
+        else:
+            streak = []
     return summary
