@@ -161,3 +161,25 @@ def test_settings_fall_back_to_the_agent_key(endpoint: tuple[str, Script]) -> No
 def test_no_key_is_bad_input() -> None:
     with pytest.raises(BadInput, match="no embedding API key"):
         OpenAIEmbedder(name="m", dim=4, api_base="http://127.0.0.1:9/v1", api_key="")
+
+
+def test_cli_save_with_a_bad_key_stops_early_and_never_prints_it(
+    endpoint: tuple[str, Script], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+
+    base, script = endpoint
+    monkeypatch.setenv("MODEL_EMBEDDING_API_BASE", base)
+    monkeypatch.setenv("MODEL_EMBEDDING_API_KEY", "sk-leaked-if-printed")
+    monkeypatch.setenv("MODEL_EMBEDDING_DIM", str(DIM))
+    examples = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sessions"
+    result = CliRunner().invoke(app, ["ltm", "save", str(examples)])
+    assert result.exit_code == 1
+    assert "rejected the API key (401 Unauthorized)" in result.stderr
+    assert "stopped: the last 3 sessions failed the same way" in result.stderr
+    assert "sk-leaked-if-printed" not in result.stdout + result.stderr
+    assert len(script.requests) == 3
