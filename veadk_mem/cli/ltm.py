@@ -63,7 +63,10 @@ def _time(value: Any) -> str:
         return ""
     from datetime import datetime
 
-    return local_time(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+    try:
+        return local_time(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+    except ValueError:
+        return str(value)  # a hosted backend's own time format, shown as it came
 
 
 SEARCH_COLUMNS = [
