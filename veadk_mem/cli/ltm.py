@@ -171,7 +171,7 @@ def save(
 
 def _store_items(state: AppState, ids: list[str], app_name: str | None, user: str | None, since: str | None) -> Any:
     """Sessions straight from the session database (needs veadk_mem.sessions)."""
-    from veadk_mem.errors import BadInput, NotSupported
+    from veadk_mem.errors import BadInput
 
     if ids and (app_name or user or since):
         raise BadInput("--from-store takes either APP USER ID or --app A [--user U] [--since T], not both")
@@ -179,10 +179,6 @@ def _store_items(state: AppState, ids: list[str], app_name: str | None, user: st
         raise BadInput("--from-store APP USER ID: give exactly three values")
     if not ids and not app_name:
         raise BadInput("--from-store needs APP USER ID, or --app A [--user U] [--since T]")
-    import importlib.util
-
-    if importlib.util.find_spec("veadk_mem.sessions.store") is None:
-        raise NotSupported("--from-store needs the session store, which this build does not have yet")
     from veadk_mem.ltm.store_source import store_sessions
 
     return store_sessions(state.loaded.settings, ids=ids, app_name=app_name, user_id=user, since=since)
@@ -420,13 +416,7 @@ def forget(
     Right to be forgotten: the session database and every long-term memory index, in one
     command. --dry-run lists what would go from where.
     """
-    import importlib.util
-
-    from veadk_mem.errors import NotSupported
     from veadk_mem.ltm.forget import forget_user, plan_forget
-
-    if importlib.util.find_spec("veadk_mem.sessions.store") is None:
-        raise NotSupported("forget needs the session store (veadk_mem.sessions), which this build does not have yet")
 
     state = get_state(ctx, json_flag=json_flag)
     state.override("short_term_memory.db_url", db_url)

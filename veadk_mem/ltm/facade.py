@@ -84,6 +84,7 @@ class LongTermMemory:
         self.app_name = app_name
         self.backend_config = dict(backend_config or {})
         self._embedder = embedder
+        self._embedders: dict[str, Embedder] = {}
         self._instance: LongTermMemoryBackend | None = None
         if isinstance(backend, LongTermMemoryBackend):
             self._instance = backend
@@ -168,25 +169,22 @@ class LongTermMemory:
         if self._embedder is not None:
             return self._embedder
         settings = self.settings.model.embedding
+        key, provider, dim = "configured", None, 384
         if settings.provider == "auto" and stored_model:
-            provider = provider_for_model(stored_model)
-            if provider == "hash":
-                dim = int(stored_model.rsplit("-", 1)[-1])
-                self._embedder = create_embedder(settings, "hash", hash_dim=dim)
-            elif provider == "local" and local_model_available(settings.local_model):
-                self._embedder = create_embedder(settings, "local")
-        if self._embedder is None:
-            self._embedder = create_embedder(settings, notice=self.notice)
-        return self._embedder
+            found = provider_for_model(stored_model)
+            if found == "hash":
+                key, provider, dim = stored_model, "hash", int(stored_model.rsplit("-", 1)[-1])
+            elif found == "local" and local_model_available(settings.local_model):
+                key, provider = "local", "local"
+        # One embedder per kind, shared by the indexes that use it (a model loads once).
+        if key not in self._embedders:
+            self._embedders[key] = create_embedder(settings, provider, notice=self.notice, hash_dim=dim)
+        return self._embedders[key]
 
     # --- policy ------------------------------------------------------------------------
 
     def resolve_policy(self, spec: Any = None, *, include_assistant: bool = False) -> Any:
         """A policy spec (preset, [policy.NAME], file, inline JSON, None) resolved for this backend."""
-        import importlib.util
-
-        if importlib.util.find_spec("veadk_mem.policy") is None:
-            raise NotSupported("saving needs the policy engine (veadk_mem.policy), which this build does not have yet")
         from veadk_mem.policy import resolve_policy
 
         if spec is None:
