@@ -382,3 +382,17 @@ def test_a_systemic_failure_stops_the_replay(runner: CliRunner, monkeypatch: pyt
     assert report["totals"]["sessions"] == 3 and report["totals"]["failed"] == 3
     assert report["aborted"].startswith("stopped: the last 3 sessions failed the same way (index 'ltm_demo' holds")
     assert "vmem: error: stopped" in err
+
+
+def test_forget_without_a_session_database_still_forgets_memories(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seed(SEED)
+    code, out, err = invoke(runner, "--json", "forget", "user-42", "--db-url", str(tmp_path / "none.db"), "--yes")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["sessions"]["database"].startswith("none: ") and plan["deleted"]["memories"] == 3
+    assert not (tmp_path / "none.db").exists()
+    monkeypatch.setenv("SHORT_TERM_MEMORY_BACKEND", "local")
+    code, out, _ = invoke(runner, "--json", "forget", "user-7", "--dry-run")
+    assert code == 0 and "keeps sessions in the agent's process" in json.loads(out)["sessions"]["database"]

@@ -9,6 +9,7 @@ leaves the sessions from which the memories could be rebuilt rather than the rev
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class ForgetPlan:
             rows.append({"store": "sessions", "where": f"{self.session_db} app {app}", "items": count})
         for app, _user in self.user_states:
             rows.append({"store": "user state", "where": f"{self.session_db} app {app}", "items": 1})
+        if not self.sessions and self.session_db.startswith("none: "):
+            rows.append({"store": "sessions", "where": self.session_db, "items": 0})
         for app in self.app_states:
             rows.append({"store": "app state (no session left)", "where": f"{self.session_db} app {app}", "items": 1})
         for index, records in sorted(self.memories.items()):
@@ -87,21 +90,45 @@ def _filter(user_id: str, app_name: str | None) -> Any:
     return SessionFilter(app=app_name, user=user_id)
 
 
+def _session_store(settings: VmemSettings, plan: ForgetPlan) -> Any:
+    """The session store, or None (with the reason in the plan) when no database holds sessions.
+
+    VeADK's `local` short-term memory lives in the agent's process, and a sqlite file that
+    does not exist holds nothing: either way the long-term memories must still go.
+    """
+    from veadk_mem.errors import NotSupported
+    from veadk_mem.sessions.store import SessionStore
+
+    try:
+        store = SessionStore.from_settings(settings)
+    except NotSupported:
+        plan.session_db = "none: short_term_memory.backend = local keeps sessions in the agent's process"
+        return None
+    plan.session_db = store.display_url
+    if store.url.startswith("sqlite"):
+        from sqlalchemy.engine import make_url
+
+        path = make_url(store.url).database
+        if path and path != ":memory:" and not Path(path).exists():
+            plan.session_db = f"none: {path} does not exist"
+            return None
+    return store
+
+
 async def plan_forget(
     settings: VmemSettings, ltm: LongTermMemory, *, user_id: str, app_name: str | None = None
 ) -> ForgetPlan:
     """Everything stored for the user, in the session database and in long-term memory."""
-    from veadk_mem.sessions.store import SessionStore
 
     plan = ForgetPlan(user_id=user_id, app_name=app_name, backend=ltm.backend_name)
-    store = SessionStore.from_settings(settings)
-    plan.session_db = store.display_url
-    async with store:
-        report = await store.delete_sessions(_filter(user_id, app_name), purge_state=True, dry_run=True)
-    plan.sessions = list(report.sessions)
-    plan.session_events = report.events
-    plan.user_states = list(report.user_states)
-    plan.app_states = list(report.app_states)
+    store = _session_store(settings, plan)
+    if store is not None:
+        async with store:
+            report = await store.delete_sessions(_filter(user_id, app_name), purge_state=True, dry_run=True)
+        plan.sessions = list(report.sessions)
+        plan.session_events = report.events
+        plan.user_states = list(report.user_states)
+        plan.app_states = list(report.app_states)
     plan.memories = await ltm.forget_plan(user_id=user_id, app_name=app_name)
     return plan
 
