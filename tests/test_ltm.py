@@ -299,3 +299,14 @@ async def test_auto_serves_indexes_built_with_different_embedders(tmp_path: Path
     auto = LongTermMemory.from_settings(settings)
     assert len(await auto.search_memory(app_name="a", user_id="u", query="x")) == 1
     assert len(await auto.search_memory(app_name="b", user_id="u", query="y")) == 1
+
+
+def test_count_sessions_for_the_progress_bar(tmp_path: Path) -> None:
+    from veadk_mem.ltm.replay import count_sessions, expand_sources
+
+    examples = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sessions"
+    assert count_sessions(expand_sources([str(examples)])) == 8
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text('{"id": "a"}\n\n{"kind": "app_state", "appName": "x", "state": {}}\n{"id": "b"}\n')
+    assert count_sessions([str(jsonl)]) == 2
+    assert count_sessions(["-"]) is None

@@ -132,10 +132,11 @@ def save(
     sessions stores nothing new. One failing session is reported and the rest go on.
     """
     from veadk_mem.errors import BadInput
-    from veadk_mem.ltm.replay import aiter_items, expand_sources, file_sessions, replay
+    from veadk_mem.ltm.replay import aiter_items, count_sessions, expand_sources, file_sessions, replay
 
     state = get_state(ctx, json_flag=json_flag)
     state.override("short_term_memory.db_url", db_url)
+    total: int | None = None
     if from_store:
         items = _store_items(state, sources or [], app_name, user, since)
     else:
@@ -143,13 +144,15 @@ def save(
             raise BadInput("--app, --user and --since select sessions in the database: use them with --from-store")
         if not sources:
             raise BadInput("give session files, a directory or '-' (or --from-store)")
-        items = aiter_items(file_sessions(expand_sources(sources)))
+        files = expand_sources(sources)
+        total = count_sessions(files)
+        items = aiter_items(file_sessions(files))
     ltm = _ltm(state)
     resolved = ltm.resolve_policy(policy, include_assistant=include_assistant)
     render = state.render
 
     async def go() -> Any:
-        with render.progress("saving sessions") as advance:
+        with render.progress("saving sessions", total=total) as advance:
 
             def done(report: Any) -> None:
                 if report.error is not None:

@@ -44,6 +44,37 @@ def expand_sources(sources: Iterable[str]) -> list[str]:
     return out
 
 
+COUNT_LIMIT = 256 * 1024 * 1024
+
+
+def count_sessions(sources: list[str]) -> int | None:
+    """About how many sessions the files hold, for a progress bar's total (None: not cheaply known).
+
+    JSONL counts its non-blank lines that are not state records; a JSON file is one
+    session, or the length of its list.
+    """
+    import json
+
+    if any(s == "-" for s in sources) or sum(Path(s).stat().st_size for s in sources) > COUNT_LIMIT:
+        return None
+    total = 0
+    for source in sources:
+        with open(source, "rb") as handle:
+            data = handle.read()
+        head = data.lstrip()[:1]
+        if head == b"[":
+            try:
+                value = json.loads(data)
+            except ValueError:
+                return None
+            total += len(value) if isinstance(value, list) else 1
+        else:
+            lines = [line for line in data.splitlines() if line.strip()]
+            single = len(lines) > 1 and not lines[0].rstrip().endswith(b"}")
+            total += 1 if single else sum(1 for line in lines if b'"kind"' not in line[:40])
+    return total
+
+
 def file_sessions(sources: Iterable[str]) -> Iterator[Item]:
     """Every session in the files, streamed; an undecodable file or document becomes an error item."""
     from veadk_mem.events import STATE_RECORD_KINDS, iter_documents, parse_session
