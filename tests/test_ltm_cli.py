@@ -396,3 +396,18 @@ def test_forget_without_a_session_database_still_forgets_memories(
     monkeypatch.setenv("SHORT_TERM_MEMORY_BACKEND", "local")
     code, out, _ = invoke(runner, "--json", "forget", "user-7", "--dry-run")
     assert code == 0 and "keeps sessions in the agent's process" in json.loads(out)["sessions"]["database"]
+
+
+def test_search_json_validates_as_adk_memory_entries(runner: CliRunner) -> None:
+    from google.adk.memory.memory_entry import MemoryEntry
+
+    invoke(runner, "ltm", "save", str(EXAMPLES), "--policy", "all")
+    _, out, _ = invoke(runner, "--json", "ltm", "search", "flights to Lisbon", "-u", "user-42", "-k", "10")
+    entries = json.loads(out)
+    assert len(entries) == 10
+    for entry in entries:
+        parsed = MemoryEntry.model_validate(entry)
+        assert parsed.content.parts and parsed.custom_metadata["origin"]["backend"] == "local"
+    assert any(p.function_call for e in entries for p in MemoryEntry.model_validate(e).content.parts or [])
+    calls = [e for e in entries if "function_call" in e["content"]["parts"][0]]
+    assert calls, "the 'all' policy saves tool calls, and they come back as Content parts"
