@@ -411,3 +411,19 @@ def test_search_json_validates_as_adk_memory_entries(runner: CliRunner) -> None:
     assert any(p.function_call for e in entries for p in MemoryEntry.model_validate(e).content.parts or [])
     calls = [e for e in entries if "function_call" in e["content"]["parts"][0]]
     assert calls, "the 'all' policy saves tool calls, and they come back as Content parts"
+
+
+def test_save_then_search_as_two_processes(isolated_env: Path) -> None:
+    """The point of a persistent local backend: `save` and `search` are separate commands."""
+    vmem = shutil.which("vmem", path=str(Path(sys.executable).parent))
+    assert vmem is not None
+    env = {**os.environ, "MODEL_EMBEDDING_PROVIDER": "hash"}
+    subprocess.run([vmem, "ltm", "save", str(EXAMPLES)], check=True, capture_output=True, env=env)
+    out = subprocess.run(
+        [vmem, "--json", "ltm", "search", "allergic to peanuts vegetarian", "--user", "user-42"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    assert json.loads(out)[0]["content"]["parts"][0]["text"] == ALLERGY
