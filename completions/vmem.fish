@@ -23,6 +23,16 @@ function __vmem_path
                 set path $path $t
             case 'ltm'
                 set path $path $t
+            case 'ltm save'
+                set path $path $t
+            case 'ltm search'
+                set path $path $t
+            case 'ltm list'
+                set path $path $t
+            case 'ltm profile'
+                set path $path $t
+            case 'ltm delete'
+                set path $path $t
             case 'policy'
                 set path $path $t
             case 'policy test'
@@ -47,7 +57,7 @@ function __vmem_at
 end
 complete -c vmem -f
 complete -c vmem -n "__vmem_at ''" -a 'doctor' -d 'Check the reachability of every configured store; exit 1 when one fails.'
-complete -c vmem -n "__vmem_at ''" -a 'forget' -d 'Remove a user\'s sessions and memories everywhere (right to be forgotten).'
+complete -c vmem -n "__vmem_at ''" -a 'forget' -d 'Remove a user\'s sessions and memories everywhere.'
 complete -c vmem -n "__vmem_at ''" -a 'session' -d 'Inspect, clean, back up and migrate ADK session databases.'
 complete -c vmem -n "__vmem_at ''" -a 'ltm' -d 'Save sessions into long-term memory, search and manage it.'
 complete -c vmem -n "__vmem_at ''" -a 'policy' -d 'Dry-run and show VeADK auto-save memory policies.'
@@ -61,6 +71,13 @@ complete -c vmem -n "__vmem_at ''" -l 'verbose' -d 'Tracebacks and extra detail 
 complete -c vmem -n "__vmem_at ''" -s 'v' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at ''" -l 'version' -d 'Print the version and exit.'
 complete -c vmem -n "__vmem_at 'doctor'" -l 'json' -d 'Print JSON.'
+complete -c vmem -n "__vmem_at 'forget'" -l 'app' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'forget'" -s 'a' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'forget'" -l 'db-url' -d 'Session database URL or sqlite path.'
+complete -c vmem -n "__vmem_at 'forget'" -l 'dry-run' -d 'List what would go from where; delete nothing.'
+complete -c vmem -n "__vmem_at 'forget'" -l 'yes' -d 'Do not ask for confirmation.'
+complete -c vmem -n "__vmem_at 'forget'" -s 'y' -d 'Do not ask for confirmation.'
+complete -c vmem -n "__vmem_at 'forget'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'forget'" -F
 complete -c vmem -n "__vmem_at 'session'" -a 'list' -d 'List sessions, most recently updated first, with event counts (events are not loaded).'
 complete -c vmem -n "__vmem_at 'session'" -a 'get' -d 'Show a session: merged state and its event timeline; --json prints ADK\'s session JSON.'
@@ -99,6 +116,56 @@ complete -c vmem -n "__vmem_at 'session export'" -l 'db-url' -d 'SQLAlchemy URL 
 complete -c vmem -n "__vmem_at 'session import'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
 complete -c vmem -n "__vmem_at 'session import'" -l 'json' -d 'Print JSON.'
 complete -c vmem -n "__vmem_at 'session import'" -F
+complete -c vmem -n "__vmem_at 'ltm'" -a 'save' -d 'Save sessions\' memories through the save policy.'
+complete -c vmem -n "__vmem_at 'ltm'" -a 'search' -d 'Semantic search over a user\'s memories.'
+complete -c vmem -n "__vmem_at 'ltm'" -a 'list' -d 'A user\'s memories, newest first.'
+complete -c vmem -n "__vmem_at 'ltm'" -a 'profile' -d 'The backend\'s profile of a user.'
+complete -c vmem -n "__vmem_at 'ltm'" -a 'delete' -d 'Delete a user\'s memories.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'from-store' -d 'Read sessions from the session database instead of files.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'app' -d 'With --from-store: every session of this app.'
+complete -c vmem -n "__vmem_at 'ltm save'" -s 'a' -d 'With --from-store: every session of this app.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'user' -d 'With --from-store --app: only this user.'
+complete -c vmem -n "__vmem_at 'ltm save'" -s 'u' -d 'With --from-store --app: only this user.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'since' -d 'With --from-store --app: sessions updated since (ISO time or 7d).'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'db-url' -d 'Session database URL or sqlite path.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'policy' -d 'Preset, [policy.NAME], JSON/TOML file or inline JSON.'
+complete -c vmem -n "__vmem_at 'ltm save'" -s 'p' -d 'Preset, [policy.NAME], JSON/TOML file or inline JSON.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'include-assistant' -d 'Keep assistant text events too (as openviking does).'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'dry-run' -d 'Show what would be saved; change nothing.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'ltm save'" -F
+complete -c vmem -n "__vmem_at 'ltm search'" -l 'user' -d 'The user whose memories to use (required).'
+complete -c vmem -n "__vmem_at 'ltm search'" -s 'u' -d 'The user whose memories to use (required).'
+complete -c vmem -n "__vmem_at 'ltm search'" -l 'app' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm search'" -s 'a' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm search'" -l 'top-k' -d 'Memories to return (default: top_k).'
+complete -c vmem -n "__vmem_at 'ltm search'" -s 'k' -d 'Memories to return (default: top_k).'
+complete -c vmem -n "__vmem_at 'ltm search'" -l 'min-score' -d 'Drop results scoring below this.'
+complete -c vmem -n "__vmem_at 'ltm search'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'ltm search'" -F
+complete -c vmem -n "__vmem_at 'ltm list'" -l 'user' -d 'The user whose memories to use (required).'
+complete -c vmem -n "__vmem_at 'ltm list'" -s 'u' -d 'The user whose memories to use (required).'
+complete -c vmem -n "__vmem_at 'ltm list'" -l 'app' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm list'" -s 'a' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm list'" -l 'limit' -d 'Show at most N, newest first.'
+complete -c vmem -n "__vmem_at 'ltm list'" -s 'n' -d 'Show at most N, newest first.'
+complete -c vmem -n "__vmem_at 'ltm list'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'ltm profile'" -l 'app' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm profile'" -s 'a' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm profile'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'ltm profile'" -F
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'user' -d 'The user whose memories to use (required).'
+complete -c vmem -n "__vmem_at 'ltm delete'" -s 'u' -d 'The user whose memories to use (required).'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'id' -d 'Memory id to delete (repeatable).'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'session' -d 'Delete memories saved from this session.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -s 's' -d 'Delete memories saved from this session.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'all' -d 'Delete every memory of the user in the index.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'app' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -s 'a' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'dry-run' -d 'List what would be deleted; delete nothing.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'yes' -d 'Do not ask for confirmation.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -s 'y' -d 'Do not ask for confirmation.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'policy'" -a 'test' -d 'What VeADK would save from a session, and why.'
 complete -c vmem -n "__vmem_at 'policy'" -a 'show' -d 'Print a resolved policy, field by field.'
 complete -c vmem -n "__vmem_at 'policy test'" -l 'policy' -d 'Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. Default: [policy] default of the config.'
