@@ -13,14 +13,12 @@ streamed, deletes are one transaction, imports are one transaction per session.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,22 +52,6 @@ _BATCH = 500
 
 def _noop(n: int = 1) -> None:
     """A progress callback that does nothing."""
-
-
-@contextmanager
-def _bulk_objects() -> Iterator[None]:
-    """Pause the cyclic GC while building many acyclic models at once.
-
-    Tens of thousands of live pydantic events trigger repeated full collections that
-    cost more than building them (a 20,000-event session: 0.9 s with, 0.4 s without).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -719,19 +701,23 @@ class SessionStore:
 
     async def get_session(self, app: str, user: str, session_id: str, *, last: int | None = None) -> ev.Session:
         """The whole session (merged state, events oldest first); NotFound (exit 3) when missing."""
-        from veadk_mem import events as ev
-
         try:
             async with self.reader.connect() as conn:
                 summary = await self._one_summary(conn, app, user, session_id)
-                validate = ev.Event.model_validate
-                rows = self._event_data(conn, app, user, session_id, last, summary.event_count)
-                with _bulk_objects():
-                    events = [validate(d) async for d in rows]
+                return await self._load_session(conn, summary, last)
         except VmemError:
             raise
         except Exception as exc:
             raise self._fail(exc) from None
+
+    async def _load_session(self, conn: AsyncConnection, summary: SessionSummary, last: int | None) -> ev.Session:
+        """A session model from its summary and its (last) events, read on `conn`."""
+        from veadk_mem import events as ev
+
+        rows = self._event_data(conn, summary.app_name, summary.user_id, summary.id, last, summary.event_count)
+        validate = ev.Event.model_validate
+        with ev.bulk_objects():
+            events = [validate(d) async for d in rows]
         return ev.Session(
             id=summary.id,
             app_name=summary.app_name,
@@ -765,28 +751,15 @@ class SessionStore:
         Each session is read by its own short query, so a slow consumer (embedding, an LTM
         backend) never holds a read lock that would keep the agent from writing.
         """
-        from veadk_mem import events as ev
-
         for summary in await self.list_sessions(flt, oldest_first=True):
             try:
                 async with self.reader.connect() as conn:
-                    rows = self._event_data(
-                        conn, summary.app_name, summary.user_id, summary.id, None, summary.event_count
-                    )
-                    with _bulk_objects():
-                        events = [ev.Event.model_validate(d) async for d in rows]
+                    session = await self._load_session(conn, summary, None)
             except VmemError:
                 raise
             except Exception as exc:
                 raise self._fail(exc) from None
-            yield ev.Session(
-                id=summary.id,
-                app_name=summary.app_name,
-                user_id=summary.user_id,
-                state=summary.state,
-                events=events,
-                last_update_time=summary.update_time,
-            )
+            yield session
 
     def _grouped_events_stmt(self, flt: SessionFilter | None) -> Any:
         """Every event of the matching sessions, ordered by session then time: one streamed query."""
