@@ -226,6 +226,7 @@ def test_one_bad_session_fails_alone(runner: CliRunner, tmp_path: Path) -> None:
     totals = json.loads(out)["totals"]
     assert totals["failed"] == 1 and totals["saved"] == 1
     assert "mixed.jsonl: line 1" in err
+    assert err.count("mixed.jsonl") == 1  # the location is named once, not repeated
 
 
 def test_save_from_stdin_with_a_policy(runner: CliRunner) -> None:

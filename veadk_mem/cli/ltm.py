@@ -156,7 +156,8 @@ def save(
 
             def done(report: Any) -> None:
                 if report.error is not None:
-                    render.warn(f"{report.source or report.session_id}: {report.error}")
+                    where, message = report.source or report.session_id, str(report.error)
+                    render.warn(message if message.startswith(f"{where}:") else f"{where}: {message}")
                 advance(1)
 
             try:
