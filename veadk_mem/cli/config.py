@@ -33,7 +33,9 @@ def show(
 @app.command("init")
 def init(
     ctx: typer.Context,
-    path: Annotated[Path | None, typer.Argument(help="Where to write it (default: the XDG config path).")] = None,
+    path: Annotated[
+        Path | None, typer.Argument(metavar="[PATH]", help="Where to write it (default: the XDG config path).")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented starter config holding every key at its default."""

@@ -19,6 +19,7 @@ PolicyOption = Annotated[
     typer.Option(
         "--policy",
         "-p",
+        metavar="P",
         help="Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. "
         "Default: [policy] default of the config.",
     ),

@@ -18,15 +18,20 @@ app = typer.Typer(help="Inspect, clean, back up and migrate ADK session database
 
 DbUrl = Annotated[
     str | None,
-    typer.Option("--db-url", help="SQLAlchemy URL or sqlite file path; wins over config and environment."),
+    typer.Option(
+        "--db-url", metavar="URL", help="SQLAlchemy URL or sqlite file path; wins over config and environment."
+    ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-AppOpt = Annotated[str | None, typer.Option("--app", help="Only this app.")]
-UserOpt = Annotated[str | None, typer.Option("--user", help="Only this user.")]
+AppOpt = Annotated[str | None, typer.Option("--app", metavar="A", help="Only this app.")]
+UserOpt = Annotated[str | None, typer.Option("--user", metavar="U", help="Only this user.")]
 SinceOpt = Annotated[
-    str | None, typer.Option("--since", help="Updated at or after: ISO date/time (UTC) or a duration ago (7d).")
+    str | None,
+    typer.Option("--since", metavar="T", help="Updated at or after: ISO date/time (UTC) or a duration ago (7d)."),
 ]
-UntilOpt = Annotated[str | None, typer.Option("--until", help="Updated before: ISO date/time (UTC) or a duration ago.")]
+UntilOpt = Annotated[
+    str | None, typer.Option("--until", metavar="T", help="Updated before: ISO date/time (UTC) or a duration ago.")
+]
 
 TABLE_EVENTS = 1000  # events a terminal timeline shows when --events is not given
 
@@ -96,8 +101,8 @@ def list_cmd(
     user: UserOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0: all).")] = 100,
-    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many first.")] = 0,
+    limit: Annotated[int, typer.Option("--limit", min=0, metavar="N", help="At most this many (0: all).")] = 100,
+    offset: Annotated[int, typer.Option("--offset", min=0, metavar="N", help="Skip this many first.")] = 0,
     db_url: DbUrl = None,
     json_flag: JsonFlag = False,
 ) -> None:
@@ -126,7 +131,7 @@ def get_cmd(
     app_name: Annotated[str, typer.Argument(metavar="APP", help="App name.")],
     user: Annotated[str, typer.Argument(metavar="USER", help="User id.")],
     session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="Session id.")],
-    events: Annotated[int | None, typer.Option("--events", min=0, help="Only the last N events.")] = None,
+    events: Annotated[int | None, typer.Option("--events", min=0, metavar="N", help="Only the last N events.")] = None,
     db_url: DbUrl = None,
     json_flag: JsonFlag = False,
 ) -> None:
@@ -221,7 +226,8 @@ def delete_cmd(
     app_name: AppOpt = None,
     user: UserOpt = None,
     older_than: Annotated[
-        str | None, typer.Option("--older-than", help="Only sessions not updated for this long (30d, 12h).")
+        str | None,
+        typer.Option("--older-than", metavar="AGE", help="Only sessions not updated for this long (30d, 12h)."),
     ] = None,
     purge_state: Annotated[
         bool, typer.Option("--purge-state", help="Also delete user/app state left without any session.")
@@ -310,7 +316,9 @@ def export_cmd(
     user: UserOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write to FILE instead of stdout.")
+    ] = None,
     db_url: DbUrl = None,
 ) -> None:
     """Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed."""
