@@ -26,7 +26,7 @@ _vmem() {
     " ltm profile") opts='--app -a --json'; cmds='' ;;
     " ltm delete") opts='--user -u --id --session -s --all --app -a --dry-run --yes -y --json'; cmds='' ;;
     " policy") opts=''; cmds='test show' ;;
-    " policy test") opts='--policy -p --include-assistant --json'; cmds='' ;;
+    " policy test") opts='--from-store --db-url --policy -p --include-assistant --json'; cmds='' ;;
     " policy show") opts='--include-assistant --json'; cmds='' ;;
     " config") opts=''; cmds='show init path' ;;
     " config show") opts='--json'; cmds='' ;;

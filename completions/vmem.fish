@@ -168,6 +168,8 @@ complete -c vmem -n "__vmem_at 'ltm delete'" -s 'y' -d 'Do not ask for confirmat
 complete -c vmem -n "__vmem_at 'ltm delete'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'policy'" -a 'test' -d 'What VeADK would save from a session, and why.'
 complete -c vmem -n "__vmem_at 'policy'" -a 'show' -d 'Print a resolved policy, field by field.'
+complete -c vmem -n "__vmem_at 'policy test'" -l 'from-store' -d 'Read the session APP USER ID from the session database.'
+complete -c vmem -n "__vmem_at 'policy test'" -l 'db-url' -d 'Session database URL or sqlite path.'
 complete -c vmem -n "__vmem_at 'policy test'" -l 'policy' -d 'Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. Default: [policy] default of the config.'
 complete -c vmem -n "__vmem_at 'policy test'" -s 'p' -d 'Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. Default: [policy] default of the config.'
 complete -c vmem -n "__vmem_at 'policy test'" -l 'include-assistant' -d 'Add the assistant role to the default preset, as VeADK does for openviking.'

@@ -197,3 +197,45 @@ def test_installed_vmem_policy_test(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(out.stdout)["saved"] == [USER_MEMORY]
+
+
+def _adk_sqlite_with(session: dict[str, Any], path: Path) -> str:
+    """A sqlite session database written by the real google-adk, holding `session`."""
+    import asyncio
+
+    from google.adk.events import Event
+    from google.adk.sessions import DatabaseSessionService
+
+    async def write_it() -> None:
+        service = DatabaseSessionService(f"sqlite+aiosqlite:///{path}")
+        created = await service.create_session(
+            app_name=session["appName"], user_id=session["userId"], session_id=session["id"]
+        )
+        for raw in session["events"]:
+            await service.append_event(created, Event.model_validate(raw))
+        await service.close()
+
+    asyncio.run(write_it())
+    return str(path)
+
+
+def test_from_store_reads_the_session_adk_wrote(runner: CliRunner, tmp_path: Path) -> None:
+    db = _adk_sqlite_with(SESSION, tmp_path / "sessions.db")
+    stored = runner.invoke(app, ["policy", "test", "--from-store", "demo", "u1", "s1", "--db-url", db, "--json"])
+    assert stored.exit_code == 0, stored.stderr
+    from_file = runner.invoke(app, ["policy", "test", write(tmp_path / "s.json", SESSION), "--json"])
+    assert json.loads(stored.stdout)["saved"] == json.loads(from_file.stdout)["saved"] == [USER_MEMORY]
+    assert [e["id"] for e in json.loads(stored.stdout)["events"]] == ["e1", "e2", "e3"]
+
+
+def test_from_store_errors(runner: CliRunner, tmp_path: Path) -> None:
+    db = _adk_sqlite_with(SESSION, tmp_path / "sessions.db")
+    missing = runner.invoke(app, ["policy", "test", "--from-store", "demo", "u1", "nope", "--db-url", db])
+    assert missing.exit_code == 3
+    assert "demo/u1/nope: not found" in missing.stderr
+    two = runner.invoke(app, ["policy", "test", "--from-store", "demo", "u1", "--db-url", db])
+    assert two.exit_code == 2 and "exactly three" in two.stderr
+    stray = runner.invoke(app, ["policy", "test", write(tmp_path / "s.json", SESSION), "--db-url", db])
+    assert stray.exit_code == 2 and "use it with --from-store" in stray.stderr
+    none = runner.invoke(app, ["policy", "test"])
+    assert none.exit_code == 2 and "give one session JSON file" in none.stderr

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.render import Column, local_time, preview
-from veadk_mem.cli.state import AppState, get_state
+from veadk_mem.cli.state import AppState, get_state, run
 
 if TYPE_CHECKING:
+    from veadk_mem.events import Session
     from veadk_mem.policy import DryRun, ResolvedPolicy
 
 app = typer.Typer(help="Dry-run and show VeADK auto-save memory policies.", no_args_is_help=True)
@@ -76,7 +77,20 @@ def _shown(value: Any) -> str:
 @app.command("test")
 def test_cmd(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(metavar="FILE|-", help="ADK session JSON: one session, a list, or JSONL.")],
+    source: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="FILE|-",
+            help="ADK session JSON: one session, a list, or JSONL. With --from-store: APP USER ID.",
+            show_default=False,
+        ),
+    ] = None,
+    from_store: Annotated[
+        bool, typer.Option("--from-store", help="Read the session APP USER ID from the session database.")
+    ] = False,
+    db_url: Annotated[
+        str | None, typer.Option("--db-url", metavar="URL", help="Session database URL or sqlite path.")
+    ] = None,
     policy: PolicyOption = None,
     include_assistant: AssistantOption = False,
     json_flag: JsonOption = False,
@@ -87,17 +101,40 @@ def test_cmd(
     on stderr. --json prints {"policy", "saved", "events"}; "saved" is exactly the list
     of strings VeADK hands to the long-term-memory backend.
     """
+    from veadk_mem.errors import BadInput
     from veadk_mem.events import bulk_objects, read_sessions
     from veadk_mem.policy import dry_run
 
     state = get_state(ctx, json_flag=json_flag)
+    state.override("short_term_memory.db_url", db_url)
+    args = source or []
+    if from_store:
+        if len(args) != 3:
+            raise BadInput("--from-store APP USER ID: give exactly three values")
+    elif len(args) != 1:
+        raise BadInput("give one session JSON file or '-' (or --from-store APP USER ID)")
+    elif db_url:
+        raise BadInput("--db-url names the session database: use it with --from-store")
     resolved = _resolve(state, policy, include_assistant)
     with bulk_objects():
-        result = dry_run(read_sessions(source), resolved, warn=state.render.warn)
+        sessions = [_stored_session(state, *args)] if from_store else read_sessions(args[0])
+        result = dry_run(sessions, resolved, warn=state.render.warn)
         if state.json_mode:
             state.render.json(result.to_dict())
         else:
             _table(state, result)
+
+
+def _stored_session(state: AppState, app_name: str, user: str, session_id: str) -> Session:
+    """One session straight from the configured session database (NotFound: exit 3)."""
+    from veadk_mem.sessions.store import SessionStore
+
+    async def load() -> Session:
+        async with SessionStore.from_settings(state.loaded.settings) as store:
+            return await store.get_session(app_name, user, session_id)
+
+    result: Session = run(load())
+    return result
 
 
 def _table(state: AppState, result: DryRun) -> None:
