@@ -126,7 +126,7 @@ def test_delete_dry_run_then_by_session(runner: CliRunner) -> None:
     code, out, err = invoke(runner, *base, "--session", "s2", "--dry-run")
     assert code == 0 and "would delete 2 memories" in err and "I like trains" in out
     code, _, err = invoke(runner, *base, "--session", "s2")  # no TTY, no --yes: refused
-    assert code == 1 and "nothing was deleted" in err
+    assert code == 2 and "nothing was deleted" in err and "--yes" in err
     code, out, _ = invoke(runner, *base, "--session", "s2", "--yes", "--json")
     assert json.loads(out)["deleted"] == 2
     code, out, _ = invoke(runner, "ltm", "list", "--user", "user-42", "--app", "ltm_demo", "--json")
@@ -320,7 +320,7 @@ def test_forget_dry_run_then_for_real(runner: CliRunner, session_db: str) -> Non
     assert len(plan["sessions"]["sessions"]) == 4
     assert set(plan["memories"]["indexes"]) == {"ltm_demo", "other_app"}
     code, _, err = invoke(runner, "forget", "user-42", "--db-url", session_db)
-    assert code == 1 and "nothing was deleted" in err
+    assert code == 2 and "nothing was deleted" in err and "--yes" in err
     code, out, err = invoke(runner, "--json", "forget", "user-42", "--db-url", session_db, "--yes")
     assert code == 0, err
     assert json.loads(out)["deleted"]["sessions"] == 4

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.render import Column, local_time, preview
-from veadk_mem.cli.state import AppState, get_state, run
+from veadk_mem.cli.state import AppState, confirm_deletion, get_state, run
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -344,14 +344,6 @@ def _record_rows(index: str, records: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _confirm(state: AppState, question: str, yes: bool) -> None:
-    if yes:
-        return
-    if not state.render.confirm(question):
-        state.render.message("aborted: nothing was deleted (pass --yes to skip this question)")
-        raise typer.Exit(1)
-
-
 @app.command("delete")
 def delete(
     ctx: typer.Context,
@@ -395,7 +387,7 @@ def delete(
     rows = _record_rows(index, records)
     deleted = 0
     if not dry_run and records:
-        _confirm(state, f"delete {len(records)} memories of user {user!r} from index {index!r}?", yes)
+        confirm_deletion(state, f"delete {len(records)} memories of user {user!r} from index {index!r}?", yes=yes)
         deleted = run(ltm.delete(app_name=app_name, user_id=user, records=records, index=index))
     if render.json_mode:
         render.json({"dry_run": dry_run, "index": index, "user_id": user, "deleted": deleted, "memories": rows})
@@ -428,7 +420,7 @@ def forget(
     ltm = _ltm(state, app_name or "")
     plan = run(plan_forget(state.loaded.settings, ltm, user_id=user, app_name=app_name))
     if not dry_run and plan.total:
-        _confirm(state, f"forget user {user!r}: {plan.describe()}?", yes)
+        confirm_deletion(state, f"forget user {user!r}: {plan.describe()}?", yes=yes)
         plan = run(forget_user(state.loaded.settings, ltm, plan))
     if render.json_mode:
         render.json(plan.as_dict(dry_run))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.render import Column, iso_utc, local_time, preview
-from veadk_mem.cli.state import AppState, get_state, run
+from veadk_mem.cli.state import AppState, confirm_deletion, get_state, run
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.store import SessionFilter, SessionStore, SessionSummary
@@ -271,12 +271,7 @@ def delete_cmd(
                 return plan
             if not yes:
                 _show_plan(state, plan)
-                if not sys.stdin.isatty():
-                    raise BadInput("delete: confirmation needed but stdin is not a terminal: pass --yes")
-                question = f"Delete {len(plan.sessions)} sessions and {plan.events} events?"
-                if not state.render.confirm(question):
-                    state.render.message("nothing deleted")
-                    raise typer.Exit(1)
+                confirm_deletion(state, f"Delete {len(plan.sessions)} sessions and {plan.events} events?", yes=yes)
             return await store.delete_sessions(chosen, purge_state=purge_state)
 
     report = run(go())

@@ -63,3 +63,19 @@ def run(coro: Any) -> Any:
     import asyncio
 
     return asyncio.run(coro)
+
+
+def confirm_deletion(state: AppState, question: str, *, yes: bool) -> None:
+    """Ask before deleting. --yes skips the question; with no terminal to ask on it is a
+    usage error (exit 2); a 'no' exits 1. Either way nothing has been deleted."""
+    import sys
+
+    from veadk_mem.errors import BadInput
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise BadInput("confirmation needed but stdin is not a terminal: pass --yes (nothing was deleted)")
+    if not state.render.confirm(question):
+        state.render.message("aborted: nothing was deleted")
+        raise typer.Exit(1)
