@@ -24,7 +24,7 @@ class Check:
 
 async def check_session_db(settings: VmemSettings) -> Check:
     """Connect to the session database and run one trivial query."""
-    from veadk_mem.sessions.url import session_db_url
+    from veadk_mem.sessions.url import session_db_url, sqlite_file
 
     name = f"short_term_memory ({settings.short_term_memory.backend})"
     try:
@@ -35,14 +35,13 @@ async def check_session_db(settings: VmemSettings) -> Check:
     from sqlalchemy.ext.asyncio import create_async_engine
 
     shown = url
-    if url.startswith("sqlite"):
-        path = url.split("://", 1)[1][1:].split("?", 1)[0]
-        if path and path != ":memory:":
-            from pathlib import Path
+    path = sqlite_file(url)
+    if path is not None:
+        from pathlib import Path
 
-            if not Path(path).exists():  # connecting would create an empty file: report instead
-                return Check(name, "fail", f"{path}: no such sqlite file (VeADK creates it on first use)")
-            url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+        if not Path(path).exists():  # connecting would create an empty file: report instead
+            return Check(name, "fail", f"{path}: no such sqlite file (VeADK creates it on first use)")
+        url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
     started = time.perf_counter()
     engine = create_async_engine(url)
     try:
@@ -62,11 +61,6 @@ def _first_line(exc: BaseException) -> str:
 
 async def run_checks(settings: VmemSettings) -> list[Check]:
     """Every check the configuration calls for, in a stable order."""
-    checks = [await check_session_db(settings)]
-    try:
-        from veadk_mem.ltm.doctor import check_ltm  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        checks.append(Check(f"long_term_memory ({settings.long_term_memory.backend})", "skip", "not checked yet"))
-    else:
-        checks.append(await check_ltm(settings))
-    return checks
+    from veadk_mem.ltm.doctor import check_ltm
+
+    return [await check_session_db(settings), await check_ltm(settings)]

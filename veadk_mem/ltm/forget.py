@@ -98,6 +98,7 @@ def _session_store(settings: VmemSettings, plan: ForgetPlan) -> Any:
     """
     from veadk_mem.errors import NotSupported
     from veadk_mem.sessions.store import SessionStore
+    from veadk_mem.sessions.url import sqlite_file
 
     try:
         store = SessionStore.from_settings(settings)
@@ -105,13 +106,10 @@ def _session_store(settings: VmemSettings, plan: ForgetPlan) -> Any:
         plan.session_db = "none: short_term_memory.backend = local keeps sessions in the agent's process"
         return None
     plan.session_db = store.display_url
-    if store.url.startswith("sqlite"):
-        from sqlalchemy.engine import make_url
-
-        path = make_url(store.url).database
-        if path and path != ":memory:" and not Path(path).exists():
-            plan.session_db = f"none: {path} does not exist"
-            return None
+    path = sqlite_file(store.url)
+    if path is not None and not Path(path).exists():
+        plan.session_db = f"none: {path} does not exist"
+        return None
     return store
 
 

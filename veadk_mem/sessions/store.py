@@ -38,6 +38,7 @@ from veadk_mem.sessions.layout import (
     stored_time,
     to_epoch,
 )
+from veadk_mem.sessions.url import sqlite_file
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -306,12 +307,7 @@ class SessionStore:
         return mask_url(self.url)
 
     def _sqlite_path(self) -> str | None:
-        if self.dialect != "sqlite":
-            return None
-        rest = self.url.split("://", 1)[1]
-        path = rest[1:] if rest.startswith("/") else rest
-        path = path.split("?", 1)[0]
-        return None if path in ("", ":memory:") else path
+        return sqlite_file(self.url)
 
     async def open(self) -> None:
         """Connect, and detect the layout; a database with no ADK tables is an error unless create=True."""

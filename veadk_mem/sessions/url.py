@@ -67,3 +67,12 @@ def _auth(user: str, password: str) -> str:
     if password:
         return f"{quote(user, safe='')}:{quote(password, safe='')}@"
     return f"{quote(user, safe='')}@"
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file a sqlite URL names; None for another database or an in-memory one."""
+    if not url.split("://", 1)[0].startswith("sqlite"):
+        return None
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    path = (rest[1:] if rest.startswith("/") else rest).split("?", 1)[0]
+    return None if path in ("", ":memory:") else path
