@@ -17,12 +17,15 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from veadk_mem.errors import BadInput
 from veadk_mem.events import Event, Session
+
+if TYPE_CHECKING:
+    from veadk_mem.config import VmemSettings
 
 MemoryEventType = Literal[
     "text",
@@ -207,6 +210,24 @@ def resolve_policy(
     """
     assistant = include_assistant or backend == "openviking"
     return _resolve(spec, assistant, named or {}, warn, "--policy", set())
+
+
+def configured_policy(
+    spec: str | None,
+    settings: VmemSettings,
+    *,
+    backend: str | None = None,
+    include_assistant: bool = False,
+    warn: Warn | None = None,
+) -> ResolvedPolicy:
+    """`--policy` if given, else the config's `[policy] default`, resolved with its named policies."""
+    return resolve_policy(
+        spec if spec is not None else settings.policy.default,
+        backend=backend or settings.long_term_memory.backend,
+        include_assistant=include_assistant,
+        named=settings.policy.named(),
+        warn=warn,
+    )
 
 
 def _resolve(

@@ -36,16 +36,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 def _resolve(state: AppState, spec: str | None, include_assistant: bool) -> ResolvedPolicy:
     """The policy named on the command line, else the configured default, with warnings on stderr."""
-    from veadk_mem.policy import resolve_policy
+    from veadk_mem.policy import configured_policy
 
-    settings = state.loaded.settings
-    return resolve_policy(
-        spec if spec is not None else settings.policy.default,
-        backend=settings.long_term_memory.backend,
-        include_assistant=include_assistant,
-        named=settings.policy.named(),
-        warn=state.render.warn,
-    )
+    return configured_policy(spec, state.loaded.settings, include_assistant=include_assistant, warn=state.render.warn)
 
 
 def _gist(memory: str | None) -> str:

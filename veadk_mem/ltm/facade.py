@@ -185,16 +185,10 @@ class LongTermMemory:
 
     def resolve_policy(self, spec: Any = None, *, include_assistant: bool = False) -> Any:
         """A policy spec (preset, [policy.NAME], file, inline JSON, None) resolved for this backend."""
-        from veadk_mem.policy import resolve_policy
+        from veadk_mem.policy import configured_policy
 
-        if spec is None:
-            spec = self.settings.policy.default
-        return resolve_policy(
-            spec,
-            backend=self.backend_name,
-            include_assistant=include_assistant,
-            named=self.settings.policy.named(),
-            warn=self.warn,
+        return configured_policy(
+            spec, self.settings, backend=self.backend_name, include_assistant=include_assistant, warn=self.warn
         )
 
     # --- save --------------------------------------------------------------------------
