@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from veadk_mem.cli.render import Column
-from veadk_mem.cli.state import get_state
+from veadk_mem.cli.state import JsonOption, get_state
 
 app = typer.Typer(help="Show and create vmem configuration.", no_args_is_help=True)
 
@@ -16,7 +16,7 @@ app = typer.Typer(help="Show and create vmem configuration.", no_args_is_help=Tr
 @app.command("show")
 def show(
     ctx: typer.Context,
-    json_flag: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """Print every effective setting with its source; secrets are masked."""
     from veadk_mem.config import effective_rows
@@ -59,7 +59,7 @@ def init(
 @app.command("path")
 def path_cmd(
     ctx: typer.Context,
-    json_flag: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """Print the config file in use and the places vmem looks for one."""
     from veadk_mem.config import config_candidates, find_config_file

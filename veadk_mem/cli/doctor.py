@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from veadk_mem.cli.render import Column
-from veadk_mem.cli.state import get_state, run
+from veadk_mem.cli.state import JsonOption, get_state, run
 
 
 def doctor(
     ctx: typer.Context,
-    json_flag: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """Check the reachability of every configured store; exit 1 when one fails."""
     from veadk_mem.doctor import run_checks

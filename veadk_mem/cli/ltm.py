@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.render import Column, local_time, preview
-from veadk_mem.cli.state import AppState, confirm_deletion, get_state, run
+from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -23,7 +23,6 @@ AppOpt = Annotated[
     str | None,
     typer.Option("--app", "-a", metavar="A", help="App name; picks the index when long_term_memory.index is empty."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
 
 def _ltm(state: AppState, app_name: str = "") -> LongTermMemory:
@@ -113,9 +112,7 @@ def save(
         str | None,
         typer.Option("--since", metavar="T", help="With --from-store --app: sessions updated since (ISO time or 7d)."),
     ] = None,
-    db_url: Annotated[
-        str | None, typer.Option("--db-url", metavar="URL", help="Session database URL or sqlite path.")
-    ] = None,
+    db_url: DbUrlOption = None,
     policy: Annotated[
         str | None,
         typer.Option("--policy", "-p", metavar="P", help="Preset, [policy.NAME], JSON/TOML file or inline JSON."),
@@ -124,7 +121,7 @@ def save(
         bool, typer.Option("--include-assistant", help="Keep assistant text events too (as openviking does).")
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be saved; change nothing.")] = False,
-    json_flag: JsonOpt = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """Save sessions' memories through the save policy.
 
@@ -252,7 +249,7 @@ def search(
     min_score: Annotated[
         float | None, typer.Option("--min-score", metavar="S", help="Drop results scoring below this.")
     ] = None,
-    json_flag: JsonOpt = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """Semantic search over a user's memories.
 
@@ -281,7 +278,7 @@ def list_(
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, metavar="N", help="Show at most N, newest first.")
     ] = None,
-    json_flag: JsonOpt = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """A user's memories, newest first."""
     state = get_state(ctx, json_flag=json_flag)
@@ -302,7 +299,7 @@ def profile(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(metavar="USER", help="The user.")],
     app_name: AppOpt = None,
-    json_flag: JsonOpt = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """The backend's profile of a user.
 
@@ -358,7 +355,7 @@ def delete(
     app_name: AppOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    json_flag: JsonOpt = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """Delete a user's memories.
 
@@ -400,12 +397,10 @@ def forget(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(metavar="USER", help="The user to forget.")],
     app_name: AppOpt = None,
-    db_url: Annotated[
-        str | None, typer.Option("--db-url", metavar="URL", help="Session database URL or sqlite path.")
-    ] = None,
+    db_url: DbUrlOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would go from where; delete nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    json_flag: JsonOpt = False,
+    json_flag: JsonOption = False,
 ) -> None:
     """Remove a user's sessions and memories everywhere.
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.render import Column, local_time, preview
-from veadk_mem.cli.state import AppState, get_state, run
+from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, get_state, run
 
 if TYPE_CHECKING:
     from veadk_mem.events import Session
@@ -31,7 +31,6 @@ AssistantOption = Annotated[
         "--include-assistant", help="Add the assistant role to the default preset, as VeADK does for openviking."
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def _resolve(state: AppState, spec: str | None, include_assistant: bool) -> ResolvedPolicy:
@@ -81,9 +80,7 @@ def test_cmd(
     from_store: Annotated[
         bool, typer.Option("--from-store", help="Read the session APP USER ID from the session database.")
     ] = False,
-    db_url: Annotated[
-        str | None, typer.Option("--db-url", metavar="URL", help="Session database URL or sqlite path.")
-    ] = None,
+    db_url: DbUrlOption = None,
     policy: PolicyOption = None,
     include_assistant: AssistantOption = False,
     json_flag: JsonOption = False,

@@ -9,20 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.render import Column, iso_utc, local_time, preview
-from veadk_mem.cli.state import AppState, confirm_deletion, get_state, run
+from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.store import SessionFilter, SessionStore, SessionSummary
 
 app = typer.Typer(help="Inspect, clean, back up and migrate ADK session databases.", no_args_is_help=True)
 
-DbUrl = Annotated[
-    str | None,
-    typer.Option(
-        "--db-url", metavar="URL", help="SQLAlchemy URL or sqlite file path; wins over config and environment."
-    ),
-]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 AppOpt = Annotated[str | None, typer.Option("--app", metavar="A", help="Only this app.")]
 UserOpt = Annotated[str | None, typer.Option("--user", metavar="U", help="Only this user.")]
 SinceOpt = Annotated[
@@ -103,8 +96,8 @@ def list_cmd(
     until: UntilOpt = None,
     limit: Annotated[int, typer.Option("--limit", min=0, metavar="N", help="At most this many (0: all).")] = 100,
     offset: Annotated[int, typer.Option("--offset", min=0, metavar="N", help="Skip this many first.")] = 0,
-    db_url: DbUrl = None,
-    json_flag: JsonFlag = False,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
 ) -> None:
     """List sessions, most recently updated first, with event counts (events are not loaded)."""
     state = _state(ctx, db_url, json_flag)
@@ -132,8 +125,8 @@ def get_cmd(
     user: Annotated[str, typer.Argument(metavar="USER", help="User id.")],
     session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="Session id.")],
     events: Annotated[int | None, typer.Option("--events", min=0, metavar="N", help="Only the last N events.")] = None,
-    db_url: DbUrl = None,
-    json_flag: JsonFlag = False,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
 ) -> None:
     """Show a session: merged state and its event timeline; --json prints ADK's session JSON."""
     state = _state(ctx, db_url, json_flag)
@@ -234,8 +227,8 @@ def delete_cmd(
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    db_url: DbUrl = None,
-    json_flag: JsonFlag = False,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
 ) -> None:
     """Delete sessions with their events, by id or by filter, in one transaction."""
     from veadk_mem.errors import BadInput
@@ -314,7 +307,7 @@ def export_cmd(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write to FILE instead of stdout.")
     ] = None,
-    db_url: DbUrl = None,
+    db_url: DbUrlOption = None,
 ) -> None:
     """Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed."""
     state = _state(ctx, db_url)
@@ -359,8 +352,8 @@ def import_cmd(
     source: Annotated[
         str, typer.Argument(metavar="FILE|-", help="Export file (JSONL, JSON or a JSON list); - for stdin.")
     ],
-    db_url: DbUrl = None,
-    json_flag: JsonFlag = False,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
 ) -> None:
     """Import sessions (upsert, one transaction per session); every line is checked before anything is written."""
     import shutil

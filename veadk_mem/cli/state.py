@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -44,6 +44,15 @@ class AppState:
         if value is not None:
             self.overrides[dotted] = value
             self._loaded = None
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+DbUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db-url", metavar="URL", help="SQLAlchemy URL or sqlite file path; wins over config and environment."
+    ),
+]
 
 
 def get_state(ctx: typer.Context, *, json_flag: bool = False) -> AppState:
