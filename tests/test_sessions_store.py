@@ -14,7 +14,7 @@ import pytest
 from google.adk.events.event_actions import EventActions
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sessions_helpers import APP, adk_events, build, sqlite_url
+from sessions_helpers import APP, adk_events, build, build_v0, sqlite_url
 
 from veadk_mem import events as ev
 from veadk_mem.errors import BadInput, NotFound
@@ -243,5 +243,61 @@ def test_a_long_session_streams_in_bounded_memory(tmp_path: Path) -> None:
             assert peak < 8 * 1024 * 1024, peak  # the events alone are ~10 MB of JSON
             last = [e.id async for e in store.iter_events(APP, "u", "long", last=3)]
             assert last == [f"e{i:06d}" for i in range(n - 3, n)]
+
+    asyncio.run(go())
+
+
+# --- sqlite reads straight on the driver (sessions/driver.py) -----------------------------
+
+
+@pytest.mark.parametrize("layout", ["v1", "v0", "sqlite_service"])
+def test_driver_reads_equal_sqlalchemys_rows_on_every_sqlite_layout(tmp_path: Path, layout: str) -> None:
+    sessions = {("alice", "s1"): 6, ("bob", "s2"): 3}
+    if layout == "v1":
+        url = sqlite_url(tmp_path / "v1.db")
+        build(url, sessions)
+    elif layout == "v0":
+        url = sqlite_url(tmp_path / "v0.db")
+        build_v0(url, sessions)
+    else:
+        url = str(tmp_path / "svc.db")
+        build(url, sessions)
+
+    async def go() -> None:
+        async with SessionStore(url) as store:
+            session = await store.get_session(APP, "alice", "s1")
+            listed = await store.list_sessions(SessionFilter(app=APP, user="alice"))
+            assert len(session.events) == 6 and [s.id for s in listed] == ["s1"]
+            params = {"k_app": APP, "k_user": "alice", "k_id": "s1"}
+            planned = {key: plan for key, plan in store._plans.items() if plan is not None}
+            # the summary query never needs SQLAlchemy's type processing; v0's events do (pickles)
+            assert "one" in planned
+            assert ("events" in planned) == (layout != "v0")
+            for key, plan in planned.items():
+                stmt = store._stmts[key]
+                args = params if key in ("one", "events") else {"f_app": APP, "f_user": "alice"}
+                async with store.engine.connect() as conn:
+                    expected = [tuple(r) for r in (await conn.execute(stmt, args)).all()]
+                    got = [tuple(r) for r in await plan.fetch_all(conn, args)]
+                assert got == expected and got, key
+
+    asyncio.run(go())
+
+
+def test_a_writer_left_open_is_rolled_back_when_its_connection_returns(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "adk.db")
+    build(url, {("alice", "s1"): 2})
+
+    async def go() -> None:
+        async with SessionStore(url) as store:
+            async with store.engine.connect() as conn:
+                raw = (await conn.get_raw_connection()).driver_connection
+                await raw.execute("BEGIN IMMEDIATE")
+                await raw.execute("DELETE FROM events")
+                assert raw.in_transaction
+            # the pool's reset hook rolled the open transaction back: nothing deleted, no lock held
+            assert len((await store.get_session(APP, "alice", "s1")).events) == 2
+            report = await store.delete_sessions([SessionKey(APP, "alice", "s1")])
+            assert report.events == 2
 
     asyncio.run(go())

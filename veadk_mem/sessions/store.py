@@ -28,6 +28,7 @@ from pydantic_core import from_json
 from veadk_mem.config import mask_url
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import camel_event, dumps, event_from_row, event_row
+from veadk_mem.sessions.driver import DriverPlan, skip_idle_rollback
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
@@ -260,6 +261,7 @@ class SessionStore:
         self._reader: AsyncEngine | None = None
         self._tables: Tables | None = None
         self._stmts: dict[Any, Any] = {}
+        self._plans: dict[Any, DriverPlan | None] = {}
         self._state_rows: set[tuple[str, str | None]] = set()
         self.layout: Layout = Layout.EMPTY
         self.warnings: list[str] = []
@@ -325,6 +327,7 @@ class SessionStore:
                     )
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             kwargs["connect_args"] = {"timeout": self.busy_timeout}
+            kwargs["pool_reset_on_return"] = None  # see driver.skip_idle_rollback
         elif self.dialect == "postgresql" and self.schema:
             kwargs["connect_args"] = {"server_settings": {"search_path": self.schema}}
         try:
@@ -347,6 +350,8 @@ class SessionStore:
                 # lock first, so a busy database makes them wait or fail before any change.
                 if conn.get_execution_options().get("vmem_write"):
                     conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+            event.listen(engine.sync_engine, "reset", skip_idle_rollback)
 
         self._engine = engine
         try:
@@ -459,7 +464,7 @@ class SessionStore:
         a, u = t.app_states.c, t.user_states.c
         if one is not None and "one" in self._stmts:
             return await self._rows_to_summaries(
-                conn, self._stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
+                conn, self._stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}, "one"
             )
         shape: tuple[Any, ...] | None = None
         params: dict[str, Any] = {}
@@ -476,7 +481,7 @@ class SessionStore:
                 params["f_offset"] = offset
             shape = ("filter", *sorted(params), oldest_first)
             if shape in self._stmts:
-                return await self._rows_to_summaries(conn, self._stmts[shape], params)
+                return await self._rows_to_summaries(conn, self._stmts[shape], params, shape)
         count = (
             select(func.count())
             .where(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
@@ -532,14 +537,14 @@ class SessionStore:
                 stmt = stmt.limit(-1 if self.dialect == "sqlite" else 2**63 - 1)
         if shape is not None:
             self._stmts[shape] = stmt
-        return await self._rows_to_summaries(conn, stmt, params)
+        return await self._rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
 
     async def _rows_to_summaries(
-        self, conn: AsyncConnection, stmt: Any, params: dict[str, Any]
+        self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any = None
     ) -> list[SessionSummary]:
         out = []
         shared: dict[Any, Any] = {}  # app and user state repeat on many rows: decode each once
-        for r in (await conn.execute(stmt, params)).all():
+        for r in await self._fetch_all(conn, stmt, params, key):
             session_state = _decode_json(r.state, None)
             app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
             out.append(
@@ -555,6 +560,16 @@ class SessionStore:
                 )
             )
         return out
+
+    async def _fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
+        """All rows of a small read of a cached statement `key`; on sqlite one driver call (driver.py)."""
+        if key is not None and self.dialect == "sqlite":
+            if key not in self._plans:
+                self._plans[key] = DriverPlan.make(stmt, self.engine.dialect)
+            plan = self._plans[key]
+            if plan is not None:
+                return await plan.fetch_all(conn, params)
+        return (await conn.execute(stmt, params)).all()
 
     def _raw_json(self, column: Any, name: str) -> Any:
         """A JSON state column selected as text, decoded by `_decode_json` (with a cache) instead of per row."""
@@ -663,7 +678,7 @@ class SessionStore:
             params["k_last"] = last
         tables, warnings = self.tables, self.warnings
         if 0 <= expected <= _BATCH:  # small: one round trip beats a server-side cursor
-            for row in (await conn.execute(stmt, params)).all():
+            for row in await self._fetch_all(conn, stmt, params, name):
                 yield event_from_row(tables, row, warnings)
             return
         # Large: stream through a server-side cursor, which PostgreSQL only allows in a transaction.

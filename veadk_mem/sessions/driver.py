@@ -1,0 +1,68 @@
+"""Small sqlite reads in one aiosqlite call instead of four.
+
+SQLAlchemy's aiosqlite adapter makes a worker-thread round trip for each of cursor(),
+execute(), fetchall() and close(); aiosqlite's `execute_fetchall` does all four in one. A
+get of a 20-event session is two small queries, so those hops were most of its time.
+
+Statements are still built and compiled by SQLAlchemy Core. A plan is made only for a
+statement whose binds and result columns need no type processing on the dialect, so the
+rows are exactly what SQLAlchemy would have returned; any other statement (v0's pickled
+`actions`, expanding IN lists, DateTime binds) keeps the normal path.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DriverPlan:
+    """A compiled select run straight on the driver: SQL text, bind order and a row maker."""
+
+    sql: str
+    compiled: Any
+    names: tuple[str, ...]
+    make_row: Callable[[Sequence[Any]], Any]
+
+    @classmethod
+    def make(cls, stmt: Any, dialect: Any) -> DriverPlan | None:
+        """A plan for `stmt` on `dialect`, or None when it needs SQLAlchemy's type processing."""
+        if dialect.paramstyle != "qmark":
+            return None
+        compiled = stmt.compile(dialect=dialect)
+        if compiled.positiontup is None or compiled.literal_execute_params or compiled.post_compile_params:
+            return None
+        for bind in compiled.binds.values():
+            if bind.expanding or bind.type.dialect_impl(dialect).bind_processor(dialect) is not None:
+                return None
+        columns = stmt.selected_columns
+        for column in columns:
+            if column.type.dialect_impl(dialect).result_processor(dialect, None) is not None:
+                return None
+        row = namedtuple("Row", list(columns.keys()), rename=True)  # type: ignore[misc]
+        return cls(compiled.string, compiled, tuple(compiled.positiontup), row._make)
+
+    def args(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
+        """Positional bind values, literal ones (LIMIT -1, ...) included."""
+        values = self.compiled.construct_params(dict(params))
+        return tuple(values[name] for name in self.names)
+
+    async def fetch_all(self, conn: Any, params: Mapping[str, Any]) -> list[Any]:
+        """All rows, as named tuples, on the aiosqlite connection behind an AsyncConnection."""
+        raw = await conn.get_raw_connection()
+        rows = await raw.driver_connection.execute_fetchall(self.sql, self.args(params))
+        make = self.make_row
+        return [make(r) for r in rows]
+
+
+def skip_idle_rollback(dbapi_conn: Any, record: Any, state: Any) -> None:
+    """Pool `reset` hook for sqlite: roll back only a connection that holds a transaction.
+
+    vmem's sqlite readers run in autocommit, so most connections come back with nothing to
+    undo, and a blind rollback would cost one more worker-thread hop per read.
+    """
+    if state.asyncio_safe and dbapi_conn.driver_connection.in_transaction:
+        dbapi_conn.rollback()
