@@ -1,8 +1,9 @@
-"""Small sqlite reads in one aiosqlite call instead of four.
+"""Small reads in one driver call: aiosqlite's execute_fetchall, asyncpg's fetch.
 
 SQLAlchemy's aiosqlite adapter makes a worker-thread round trip for each of cursor(),
 execute(), fetchall() and close(); aiosqlite's `execute_fetchall` does all four in one. A
-get of a 20-event session is two small queries, so those hops were most of its time.
+get of a 20-event session is two small queries, so those hops were most of its time. On
+asyncpg the round trips are the same, and the call skips the adapter's per-call Python.
 
 Statements are still built and compiled by SQLAlchemy Core. A plan is made only for a
 statement whose binds and result columns need no type processing on the dialect, so the
@@ -17,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+_DRIVERS = {("aiosqlite", "qmark"), ("asyncpg", "numeric_dollar")}
+
 
 @dataclass(frozen=True)
 class DriverPlan:
@@ -26,11 +29,12 @@ class DriverPlan:
     compiled: Any
     names: tuple[str, ...]
     make_row: Callable[[Sequence[Any]], Any]
+    driver: str
 
     @classmethod
     def make(cls, stmt: Any, dialect: Any) -> DriverPlan | None:
         """A plan for `stmt` on `dialect`, or None when it needs SQLAlchemy's type processing."""
-        if dialect.paramstyle != "qmark":
+        if (dialect.driver, dialect.paramstyle) not in _DRIVERS:
             return None
         compiled = stmt.compile(dialect=dialect)
         if compiled.positiontup is None or compiled.literal_execute_params or compiled.post_compile_params:
@@ -43,7 +47,7 @@ class DriverPlan:
             if column.type.dialect_impl(dialect).result_processor(dialect, None) is not None:
                 return None
         row = namedtuple("Row", list(columns.keys()), rename=True)  # type: ignore[misc]
-        return cls(compiled.string, compiled, tuple(compiled.positiontup), row._make)
+        return cls(compiled.string, compiled, tuple(compiled.positiontup), row._make, dialect.driver)
 
     def args(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
         """Positional bind values, literal ones (LIMIT -1, ...) included."""
@@ -51,9 +55,12 @@ class DriverPlan:
         return tuple(values[name] for name in self.names)
 
     async def fetch_all(self, conn: Any, params: Mapping[str, Any]) -> list[Any]:
-        """All rows, as named tuples, on the aiosqlite connection behind an AsyncConnection."""
-        raw = await conn.get_raw_connection()
-        rows = await raw.driver_connection.execute_fetchall(self.sql, self.args(params))
+        """All rows, as named tuples, on the driver connection behind an AsyncConnection."""
+        raw = (await conn.get_raw_connection()).driver_connection
+        if self.driver == "asyncpg":
+            rows = await raw.fetch(self.sql, *self.args(params))
+        else:
+            rows = await raw.execute_fetchall(self.sql, self.args(params))
         make = self.make_row
         return [make(r) for r in rows]
 

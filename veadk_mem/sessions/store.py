@@ -562,8 +562,8 @@ class SessionStore:
         return out
 
     async def _fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
-        """All rows of a small read of a cached statement `key`; on sqlite one driver call (driver.py)."""
-        if key is not None and self.dialect == "sqlite":
+        """All rows of a small read of a cached statement `key`, in one driver call where one fits (driver.py)."""
+        if key is not None:
             if key not in self._plans:
                 self._plans[key] = DriverPlan.make(stmt, self.engine.dialect)
             plan = self._plans[key]
