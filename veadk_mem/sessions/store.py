@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import from_json
 
+from veadk_mem.bulk import bulk_objects
 from veadk_mem.config import mask_url
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import camel_event, dumps, event_from_row, event_row
@@ -544,21 +545,23 @@ class SessionStore:
     ) -> list[SessionSummary]:
         out = []
         shared: dict[Any, Any] = {}  # app and user state repeat on many rows: decode each once
-        for r in await self._fetch_all(conn, stmt, params, key):
-            session_state = _decode_json(r.state, None)
-            app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
-            out.append(
-                SessionSummary(
-                    app_name=r.app_name,
-                    user_id=r.user_id,
-                    id=r.id,
-                    state=merge_state(app_state, user_state, session_state),
-                    event_count=int(r.event_count or 0),
-                    create_time=to_epoch(r.create_time),
-                    update_time=to_epoch(r.update_time),
-                    session_state_keys=len(session_state),
+        rows = await self._fetch_all(conn, stmt, params, key)
+        with bulk_objects():
+            for r in rows:
+                session_state = _decode_json(r.state, None)
+                app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
+                out.append(
+                    SessionSummary(
+                        app_name=r.app_name,
+                        user_id=r.user_id,
+                        id=r.id,
+                        state=merge_state(app_state, user_state, session_state),
+                        event_count=int(r.event_count or 0),
+                        create_time=to_epoch(r.create_time),
+                        update_time=to_epoch(r.update_time),
+                        session_state_keys=len(session_state),
+                    )
                 )
-            )
         return out
 
     async def _fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
@@ -727,7 +730,7 @@ class SessionStore:
 
         rows = self._event_data(conn, summary.app_name, summary.user_id, summary.id, last, summary.event_count)
         validate = ev.Event.model_validate
-        with ev.bulk_objects():
+        with bulk_objects():
             events = [validate(d) async for d in rows]
         return ev.Session(
             id=summary.id,
