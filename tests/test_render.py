@@ -62,3 +62,22 @@ def test_helpers() -> None:
     assert iso_utc(0.5) == "1970-01-01T00:00:00.500000Z"
     assert preview("a\n b   c", width=80) == "a b c"
     assert preview("x" * 100, width=10) == "x" * 9 + "…"
+
+
+def test_a_squeezed_time_column_wraps_between_date_and_time(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    columns = [
+        Column("#", "n", justify="right"),
+        Column("time", "time", render.local_time, min_width=render.TIME_WIDTH),
+        *[Column(f"column {i}", f"c{i}") for i in range(5)],
+        Column("reason", "reason"),
+    ]
+    row: dict[str, object] = {"n": 1, "time": 1_764_403_207.0, "reason": "role assistant not in include_roles [user]"}
+    row.update({f"c{i}": "assistant" for i in range(5)})
+    Renderer().table([row], columns)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    cells = [line.split("│")[1].strip() for line in out.splitlines() if "│" in line]
+    assert cells[:2] == render.local_time(row["time"]).split(" ")  # ['2025-11-29', '08:00:07'] in UTC

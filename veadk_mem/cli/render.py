@@ -31,6 +31,7 @@ class Column:
     fmt: Callable[[Any], str] | None = None
     justify: str = "left"
     max_width: int | None = None
+    min_width: int | None = None
 
 
 def to_json(data: Any, *, indent: int | None = 2) -> str:
@@ -55,6 +56,9 @@ def iso_utc(value: datetime | float | None) -> str | None:
     elif value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+TIME_WIDTH = 10  # a squeezed time column wraps between date and time, never inside the date
 
 
 def local_time(value: datetime | float | None) -> str:
@@ -139,7 +143,13 @@ class Renderer:
 
         table = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
         for col in columns:
-            table.add_column(col.header, justify=col.justify, max_width=col.max_width, overflow="fold")  # type: ignore[arg-type]
+            table.add_column(
+                col.header,
+                justify=col.justify,  # type: ignore[arg-type]
+                min_width=col.min_width,
+                max_width=col.max_width,
+                overflow="fold",
+            )
         for row in rows:
             table.add_row(*[_cell(row.get(col.key), col.fmt) for col in columns])
         self.out.print(table)
