@@ -56,6 +56,22 @@ def test_bad_input_is_one_line_on_stderr_with_exit_2(runner: CliRunner, tmp_path
     ]
 
 
+def test_a_long_error_and_its_hint_are_one_line_each(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # as in a log file or a pipe
+    missing = tmp_path / ("a-directory-name-long-enough-to-pass-eighty-columns" * 2) / "sessions.db"
+    result = runner.invoke(app, ["session", "list", "--db-url", str(missing)])
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"vmem: error: {missing}: no such sqlite file"
+    assert lines[1].startswith("  hint: check short_term_memory.local_database_path")
+    assert lines[1].endswith("VeADK creates it on first use")
+    assert len(lines) == 2
+    quiet = runner.invoke(app, ["--quiet", "session", "list", "--db-url", str(missing)])
+    assert quiet.stderr.splitlines() == lines[:1]
+
+
 def test_unexpected_error_is_one_line_and_verbose_shows_traceback(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -48,8 +48,8 @@ class VmemGroup(TyperGroup):
 def _report(ctx: ClickContext, message: str, hint: str | None) -> None:
     state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
     state.render.error(message)
-    if hint and not state.quiet:
-        state.render.err.print(f"  hint: {hint}", markup=False)
+    if hint:
+        state.render.hint(hint)
 
 
 app = typer.Typer(

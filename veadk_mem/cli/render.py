@@ -216,6 +216,11 @@ class Renderer:
         """The one-line error message on stderr."""
         self.err.print(f"vmem: error: {text}", markup=False, style="red", soft_wrap=True)
 
+    def hint(self, text: str) -> None:
+        """The line after an error saying what to try; one line too, so logs can grep it."""
+        if not self.quiet:
+            self.err.print(f"  hint: {text}", markup=False, soft_wrap=True)
+
     @contextmanager
     def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
         """A progress bar on stderr; yields an advance(n) callable. Hidden with --quiet or off a TTY."""
