@@ -82,8 +82,13 @@ def test_pretty_printed_single_session(tmp_path: Path) -> None:
 def test_malformed_json_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "s", "appName": "a", "userId": "u"}\n{"id": oops}\n', encoding="utf-8")
-    with pytest.raises(BadInput, match=r"bad\.jsonl: line 2, column 8: invalid JSON"):
+    with pytest.raises(BadInput, match=r"bad\.jsonl: line 2, column 8: invalid JSON: expecting value$"):
         list(read_sessions(path))
+    path.write_text('{"id": "s", "appName": "a", "userId": "u\n', encoding="utf-8")
+    with pytest.raises(BadInput) as raised:
+        list(read_sessions(path))
+    # json says "Invalid control character at"; the position is given once, up front
+    assert raised.value.message.endswith("line 1, column 41: invalid JSON: invalid control character")
 
 
 def test_non_session_document_names_json_path(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 from pydantic.alias_generators import to_camel
 
-from veadk_mem.errors import BadInput
+from veadk_mem.errors import BadInput, invalid_json
 
 STATE_RECORD_KINDS = ("app_state", "user_state")
 
@@ -208,9 +208,7 @@ def _decode(text: str, name: str, line_offset: int = 0) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BadInput(
-            f"{name}: line {exc.lineno + line_offset}, column {exc.colno}: invalid JSON: {exc.msg}"
-        ) from None
+        raise invalid_json(name, exc, line_offset) from None
     except UnicodeDecodeError as exc:
         raise BadInput(f"{name}: not UTF-8 text ({exc.reason})") from None
 

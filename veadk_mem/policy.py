@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from veadk_mem.errors import BadInput
+from veadk_mem.errors import BadInput, invalid_json
 from veadk_mem.events import Event, Session
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ def _decode_json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BadInput(f"{where}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}") from None
+        raise invalid_json(where, exc) from None
 
 
 def resolve_policy(
