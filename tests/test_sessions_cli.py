@@ -125,7 +125,7 @@ def test_delete_by_filter_with_purge_state(runner: CliRunner, dbfile: Path) -> N
     assert sqlite_rows(dbfile, "SELECT user_id FROM user_states") == [("bob",)]
     assert sqlite_rows(dbfile, "SELECT count(*) FROM app_states")[0][0] == 1  # bob still uses the app
     result = vmem(runner, "session", "delete", "--app", APP, "--older-than", "30d", "--yes", "--db-url", str(dbfile))
-    assert result.exit_code == 0 and "deleted 1 sessions, 7 events" in result.stderr  # last event: Sept 2026
+    assert result.exit_code == 0 and "deleted 1 session, 7 events" in result.stderr  # last event: Sept 2026
     result = vmem(runner, "session", "delete", "--app", APP, "--older-than", "30d", "--yes", "--db-url", str(dbfile))
     assert result.exit_code == 0 and "no sessions match: nothing deleted" in result.stderr
     result = vmem(runner, "session", "delete", "--db-url", str(dbfile))
@@ -147,11 +147,16 @@ def test_export_import_roundtrip_and_idempotence(runner: CliRunner, dbfile: Path
     result = vmem(runner, "session", "import", str(dump), "--db-url", str(target))
     assert result.exit_code == 0, result.output
     assert "created ADK v1 tables" in result.stderr
+    assert "already there" not in result.stderr
     assert sqlite_rows(target, "SELECT value FROM adk_internal_metadata") == [("1",)]
     snapshot = _snapshot(target)
     result = vmem(runner, "session", "import", "-", "--db-url", str(target), input=dump.read_text(encoding="utf-8"))
     assert result.exit_code == 0, result.output
     assert _snapshot(target) == snapshot
+    assert result.stderr.startswith("imported 3 sessions (3 already there, written over), ")
+    assert "1 app state, 2 user states" in result.stderr
+    result = vmem(runner, "session", "import", str(dump), "--db-url", str(target), "--json")
+    assert json.loads(result.stdout)["replaced"] == json.loads(result.stdout)["sessions"] == 3
 
     again = tmp_path / "again.jsonl"
     vmem(runner, "session", "export", "-o", str(again), "--db-url", str(target))

@@ -72,6 +72,11 @@ def local_time(value: datetime | float | None) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 app state', '2 app states'."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def preview(text: str | None, width: int = 80) -> str:
     """One line of text, cut to width with an ellipsis."""
     if not text:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import TIME_WIDTH, Column, iso_utc, local_time, preview
+from veadk_mem.cli.render import TIME_WIDTH, Column, counted, iso_utc, local_time, preview
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 
 if TYPE_CHECKING:
@@ -280,8 +280,10 @@ def delete_cmd(
         return
     extra = ""
     if report.app_states or report.user_states:
-        extra = f", {len(report.app_states)} app states and {len(report.user_states)} user states"
-    state.render.message(f"deleted {len(report.sessions)} sessions, {report.events} events{extra}")
+        extra = f", {counted(len(report.app_states), 'app state')} and {counted(len(report.user_states), 'user state')}"
+    state.render.message(
+        f"deleted {counted(len(report.sessions), 'session')}, {counted(report.events, 'event')}{extra}"
+    )
 
 
 def _show_plan(state: AppState, plan: Any) -> None:
@@ -385,7 +387,8 @@ def import_cmd(
         state.render.json(report.to_json())
         return
     created = " (created ADK v1 tables)" if report.created_tables else ""
+    replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
     state.render.message(
-        f"imported {report.sessions} sessions, {report.events} events, "
-        f"{report.app_states} app states, {report.user_states} user states{created}"
+        f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
+        f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
     )

@@ -153,10 +153,12 @@ class ImportReport:
     user_states: int = 0
     layout: str = ""
     created_tables: bool = False
+    replaced: int = 0  # sessions that were already there and were written over, not duplicated
 
     def to_json(self) -> dict[str, Any]:
         return {
             "sessions": self.sessions,
+            "replaced": self.replaced,
             "events": self.events,
             "appStates": self.app_states,
             "userStates": self.user_states,
@@ -1020,8 +1022,10 @@ class SessionStore:
                     conn = await conn.execution_options(vmem_write=True)
                     async with conn.begin():
                         if isinstance(record, ev.Session):
-                            report.events += await self._write_session(conn, record)
+                            events, existed = await self._write_session(conn, record)
+                            report.events += events
                             report.sessions += 1
+                            report.replaced += existed
                         elif record.get("kind") == "app_state":
                             await self._put_state(conn, record["appName"], None, record["state"], replace=True)
                             report.app_states += 1
@@ -1069,7 +1073,8 @@ class SessionStore:
         if new != current:
             await conn.execute(update(table).where(*where).values(state=new, update_time=now))
 
-    async def _write_session(self, conn: AsyncConnection, session: ev.Session) -> int:
+    async def _write_session(self, conn: AsyncConnection, session: ev.Session) -> tuple[int, bool]:
+        """Write `session` over any stored one with its key: (events written, whether it existed)."""
         from sqlalchemy import delete, insert
 
         t = self.tables
@@ -1080,7 +1085,7 @@ class SessionStore:
         await conn.execute(
             delete(t.events).where(t.events.c.app_name == app, t.events.c.user_id == user, t.events.c.session_id == sid)
         )
-        await conn.execute(
+        gone = await conn.execute(
             delete(t.sessions).where(t.sessions.c.app_name == app, t.sessions.c.user_id == user, t.sessions.c.id == sid)
         )
         stamps = [e.timestamp for e in session.events]
@@ -1107,7 +1112,7 @@ class SessionStore:
                 row["actions_hex"] = row.pop("actions").hex()
         for i in range(0, len(rows), _BATCH):
             await conn.execute(stmt, rows[i : i + _BATCH])
-        return len(rows)
+        return len(rows), gone.rowcount > 0
 
 
 def _session_head(summary: SessionSummary) -> str:
