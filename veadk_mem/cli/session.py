@@ -292,7 +292,7 @@ def _show_plan(state: AppState, plan: Any) -> None:
     if len(plan.sessions) > 50:
         state.render.message(f"... and {len(plan.sessions) - 50} more")
     if plan.sessions:
-        state.render.message(f"{len(plan.sessions)} sessions, {plan.events} events")
+        state.render.message(f"{counted(len(plan.sessions), 'session')}, {counted(plan.events, 'event')}")
     for app_name in plan.app_states:
         state.render.message(f"app state of {app_name} (no session left)")
     for app_name, user in plan.user_states:

@@ -567,7 +567,7 @@ class SessionStore:
         return out
 
     async def _fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
-        """All rows of a small read of a cached statement `key`, in one driver call where one fits (driver.py)."""
+        """Every row of the cached statement `key`, in one driver call where the types allow (driver.py)."""
         if key is not None:
             if key not in self._plans:
                 self._plans[key] = DriverPlan.make(stmt, self.engine.dialect)
