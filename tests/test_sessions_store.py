@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sessions_helpers import APP, adk_events, build, build_v0, sqlite_url
 
 from veadk_mem import events as ev
-from veadk_mem.errors import BadInput, NotFound
+from veadk_mem.errors import BadInput, NotFound, StoreError
 from veadk_mem.sessions.codec import camel_event
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
 from veadk_mem.sessions.store import DeleteReport, SessionFilter, SessionKey, SessionStore, split_state
@@ -302,5 +302,35 @@ def test_a_writer_left_open_is_rolled_back_when_its_connection_returns(tmp_path:
             assert len((await store.get_session(APP, "alice", "s1")).events) == 2
             report = await store.delete_sessions([SessionKey(APP, "alice", "s1")])
             assert report.events == 2
+
+    asyncio.run(go())
+
+
+def test_driver_reads_wait_on_a_locked_sqlite_file_then_fail_cleanly(tmp_path: Path) -> None:
+    import sqlite3
+    import time
+
+    path = tmp_path / "adk.db"
+    build(sqlite_url(path), {("alice", "s1"): 3})
+
+    async def go() -> None:
+        async with SessionStore(sqlite_url(path), busy_timeout=0.3) as store:
+            await store.get_session(APP, "alice", "s1")  # plans made, connection pooled
+            assert store._plans["one"] is not None and store._plans["events"] is not None
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN EXCLUSIVE")  # an agent committing: readers must wait
+            try:
+                for read in (
+                    lambda: store.get_session(APP, "alice", "s1"),
+                    lambda: store.list_sessions(SessionFilter(app=APP)),
+                ):
+                    started = time.monotonic()
+                    with pytest.raises(StoreError, match="database is locked by another writer"):
+                        await read()
+                    assert time.monotonic() - started >= 0.3
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            assert len((await store.get_session(APP, "alice", "s1")).events) == 3
 
     asyncio.run(go())
