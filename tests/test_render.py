@@ -70,7 +70,7 @@ def test_a_squeezed_time_column_wraps_between_date_and_time(
     monkeypatch.setenv("COLUMNS", "80")
     columns = [
         Column("#", "n", justify="right"),
-        Column("time", "time", render.local_time, min_width=render.TIME_WIDTH),
+        Column.time("time", "time"),
         *[Column(f"column {i}", f"c{i}") for i in range(5)],
         Column("reason", "reason"),
     ]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import TIME_WIDTH, Column, local_time, preview
+from veadk_mem.cli.render import Column, local_time, preview
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ SEARCH_COLUMNS = [
     Column("author", "author"),
     Column("text", "text", max_width=80),
     Column("session", "session"),
-    Column("saved", "saved", _time, min_width=TIME_WIDTH),
+    Column.time("saved", "saved", _time),
 ]
 LIST_COLUMNS = [
     Column("id", "id"),
@@ -82,7 +82,7 @@ LIST_COLUMNS = [
     Column("author", "author"),
     Column("text", "text", max_width=80),
     Column("session", "session"),
-    Column("saved", "saved", _time, min_width=TIME_WIDTH),
+    Column.time("saved", "saved", _time),
 ]
 
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import TIME_WIDTH, Column, local_time, preview
+from veadk_mem.cli.render import Column, preview
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, get_state, run
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def _table(state: AppState, result: DryRun) -> None:
     columns = [
         Column("#", "n", justify="right"),
         *([Column("session", "session")] if several else []),
-        Column("time", "time", fmt=local_time, min_width=TIME_WIDTH),
+        Column.time("time", "time"),
         Column("author", "author"),
         Column("role", "role"),
         Column("types", "types"),

@@ -33,6 +33,11 @@ class Column:
     max_width: int | None = None
     min_width: int | None = None
 
+    @classmethod
+    def time(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None) -> Column:
+        """A time column (local time by default) that, squeezed, wraps between date and time."""
+        return cls(header, key, fmt or local_time, min_width=TIME_WIDTH)
+
 
 def to_json(data: Any, *, indent: int | None = 2) -> str:
     """Stable JSON for --json output: keys as given, non-ASCII kept."""

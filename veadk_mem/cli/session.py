@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import TIME_WIDTH, Column, counted, iso_utc, local_time, preview
+from veadk_mem.cli.render import Column, counted, iso_utc, local_time, preview
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 
 if TYPE_CHECKING:
@@ -34,8 +34,8 @@ SUMMARY_COLUMNS = [
     Column("session id", "id"),
     Column("events", "event_count", justify="right"),
     Column("state keys", "state_keys", justify="right"),
-    Column("created", "create_time", local_time, min_width=TIME_WIDTH),
-    Column("updated", "update_time", local_time, min_width=TIME_WIDTH),
+    Column.time("created", "create_time"),
+    Column.time("updated", "update_time"),
 ]
 
 
@@ -176,7 +176,7 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
         )
         columns = [
             Column("#", "n", justify="right"),
-            Column("time", "time", local_time, min_width=TIME_WIDTH),
+            Column.time("time", "time"),
             Column("author", "author"),
             Column("role", "role"),
             Column("types", "types", ", ".join),
