@@ -1,7 +1,8 @@
 """Startup cost of `vmem --help` / `vmem --version` next to bare Python and google-adk imports.
 
 Prints the median whole-process wall time over N runs (default 10) of each command,
-and the ratio of `import google.adk.sessions` to `vmem --help` (target: >= 4x).
+and the ratio of `import google.adk.sessions` to `vmem --help` (target: >= 4x). vmem's
+bytecode is compiled first, as a pip install does (bench/as_installed.py).
 Run: .venv/bin/python bench/startup.py [--runs N]
 """
 
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from as_installed import compile_vmem
 
 
 def median_seconds(cmd: list[str], runs: int) -> float:
@@ -32,6 +35,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
     py = sys.executable
+    compile_vmem()
     vmem = shutil.which("vmem", path=str(Path(py).parent)) or "vmem"
     cases = [
         ("python -c pass", [py, "-c", "pass"]),
