@@ -62,6 +62,8 @@ def test_list_paging_and_time_filters(runner: CliRunner, dbfile: Path) -> None:
     result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--limit", "2", "--json")
     assert len(json.loads(result.stdout)) == 2
     assert "--offset 2" in result.stderr
+    result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--limit", "1", "--offset", "1")
+    assert result.stderr == "showing 1 session; more may exist: use --offset 2 or --limit 0\n"
     result = vmem(runner, "session", "list", "--db-url", str(dbfile), "--limit", "2", "--offset", "2", "--json")
     assert len(json.loads(result.stdout)) == 1
     # the sessions' last events are from September 2026

@@ -115,7 +115,9 @@ def list_cmd(
         empty="no sessions match",
     )
     if limit and len(found) == limit:
-        state.render.message(f"showing {limit} sessions; more may exist: use --offset {offset + limit} or --limit 0")
+        state.render.message(
+            f"showing {counted(limit, 'session')}; more may exist: use --offset {offset + limit} or --limit 0"
+        )
 
 
 @app.command("get")
