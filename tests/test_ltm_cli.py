@@ -139,7 +139,7 @@ def test_delete_by_id_and_all(runner: CliRunner) -> None:
     first = json.loads(out)[0]["id"]
     base = ["ltm", "delete", "--user", "user-42", "--app", "ltm_demo", "--yes"]
     code, _, err = invoke(runner, *base, "--id", first)
-    assert code == 0 and "deleted 1 memories" in err
+    assert code == 0 and "deleted 1 memory" in err
     code, _, err = invoke(runner, *base, "--id", "doesnotexist")
     assert code == 3 and "has id doesnotexist" in err
     code, _, err = invoke(runner, *base, "--all")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, local_time, preview
+from veadk_mem.cli.render import Column, counted, local_time, preview
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 
 if TYPE_CHECKING:
@@ -384,13 +384,21 @@ def delete(
     rows = _record_rows(index, records)
     deleted = 0
     if not dry_run and records:
-        confirm_deletion(state, f"delete {len(records)} memories of user {user!r} from index {index!r}?", yes=yes)
+        confirm_deletion(
+            state,
+            f"delete {counted(len(records), 'memory', 'memories')} of user {user!r} from index {index!r}?",
+            yes=yes,
+        )
         deleted = run(ltm.delete(app_name=app_name, user_id=user, records=records, index=index))
     if render.json_mode:
         render.json({"dry_run": dry_run, "index": index, "user_id": user, "deleted": deleted, "memories": rows})
         return
     render.table(rows, DELETE_COLUMNS, title="would delete" if dry_run else None, empty="no matching memories")
-    render.message(f"dry run: would delete {len(records)} memories" if dry_run else f"deleted {deleted} memories")
+    render.message(
+        f"dry run: would delete {counted(len(records), 'memory', 'memories')}"
+        if dry_run
+        else f"deleted {counted(deleted, 'memory', 'memories')}"
+    )
 
 
 def forget(

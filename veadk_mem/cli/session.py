@@ -266,7 +266,11 @@ def delete_cmd(
                 return plan
             if not yes:
                 _show_plan(state, plan)
-                confirm_deletion(state, f"Delete {len(plan.sessions)} sessions and {plan.events} events?", yes=yes)
+                confirm_deletion(
+                    state,
+                    f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?",
+                    yes=yes,
+                )
             return await store.delete_sessions(chosen, purge_state=purge_state)
 
     report = run(go())
@@ -333,7 +337,7 @@ def export_cmd(
             return total
 
     total = run(go())
-    state.render.message(f"exported {total} sessions" + (f" to {output}" if output else ""))
+    state.render.message(f"exported {counted(total, 'session')}" + (f" to {output}" if output else ""))
 
 
 async def _write(pieces: Any, stream: Any) -> None:
