@@ -81,3 +81,14 @@ def test_a_squeezed_time_column_wraps_between_date_and_time(
     assert max(len(line) for line in out.splitlines()) <= 80
     cells = [line.split("│")[1].strip() for line in out.splitlines() if "│" in line]
     assert cells[:2] == render.local_time(row["time"]).split(" ")  # ['2025-11-29', '08:00:07'] in UTC
+
+
+def test_long_messages_and_warnings_stay_on_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # as in a log file or a pipe
+    text = "imported 4 sessions, 16 events, 0 app states, 0 user states (created ADK v1 tables) " * 2
+    renderer = Renderer()
+    renderer.message(text)
+    renderer.warn(text)
+    assert capsys.readouterr().err.splitlines() == [text, f"vmem: warning: {text}"]

@@ -1,6 +1,8 @@
 """The one output path: core results become a Rich table, JSON or JSONL here and nowhere else.
 
-Data goes to stdout, messages and progress to stderr. Rich honours NO_COLOR itself.
+Data goes to stdout, messages and progress to stderr. Rich honours NO_COLOR itself. Every
+message, warning, error and hint is one line however long: a terminal wraps it for people,
+and logs and pipes keep it whole for grep.
 """
 
 from __future__ import annotations
@@ -216,18 +218,18 @@ class Renderer:
     def message(self, text: str) -> None:
         """A progress or status note on stderr; silenced by --quiet."""
         if not self.quiet:
-            self.err.print(text, markup=False)
+            self.err.print(text, markup=False, soft_wrap=True)
 
     def warn(self, text: str) -> None:
         """A warning on stderr, shown even with --quiet."""
-        self.err.print(f"vmem: warning: {text}", markup=False, style="yellow")
+        self.err.print(f"vmem: warning: {text}", markup=False, style="yellow", soft_wrap=True)
 
     def error(self, text: str) -> None:
         """The one-line error message on stderr."""
         self.err.print(f"vmem: error: {text}", markup=False, style="red", soft_wrap=True)
 
     def hint(self, text: str) -> None:
-        """The line after an error saying what to try; one line too, so logs can grep it."""
+        """The line after an error saying what to try."""
         if not self.quiet:
             self.err.print(f"  hint: {text}", markup=False, soft_wrap=True)
 
