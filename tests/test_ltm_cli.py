@@ -120,6 +120,17 @@ def test_list_newest_first_with_limit(runner: CliRunner) -> None:
     assert out.splitlines()[0].split()[0] == "id" and len([line for line in out.splitlines() if "│" in line]) == 1
 
 
+def test_list_keeps_ids_whole_on_a_narrow_terminal(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed({"user-42": [("session-family", ALLERGY), ("session-travel-and-commute", ALLERGY + " " + DIETARY)]})
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = invoke(runner, "ltm", "list", "--user", "user-42", "--app", "ltm_demo", "--json")
+    ids = [m["id"] for m in json.loads(out)]
+    code, out, _ = invoke(runner, "ltm", "list", "--user", "user-42", "--app", "ltm_demo")
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
+    first_cells = [line.split("│")[0].strip() for line in out.splitlines() if "│" in line]
+    assert [c for c in first_cells if c] == ids  # whole, one line each, for `ltm delete --id`
+
+
 def test_delete_dry_run_then_by_session(runner: CliRunner) -> None:
     seed(SEED)
     base = ["ltm", "delete", "--user", "user-42", "--app", "ltm_demo"]

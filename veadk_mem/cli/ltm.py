@@ -77,7 +77,7 @@ SEARCH_COLUMNS = [
     Column.time("saved", "saved", _time),
 ]
 LIST_COLUMNS = [
-    Column("id", "id"),
+    Column("id", "id", no_wrap=True),
     Column("role", "role"),
     Column("author", "author"),
     Column("text", "text", max_width=80),

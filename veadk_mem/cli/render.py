@@ -34,6 +34,7 @@ class Column:
     justify: str = "left"
     max_width: int | None = None
     min_width: int | None = None
+    no_wrap: bool = False  # ids people copy into another command: other columns give way first
 
     @classmethod
     def time(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None) -> Column:
@@ -161,6 +162,7 @@ class Renderer:
                 min_width=col.min_width,
                 max_width=col.max_width,
                 overflow="fold",
+                no_wrap=col.no_wrap,
             )
         for row in rows:
             table.add_row(*[_cell(row.get(col.key), col.fmt) for col in columns])
