@@ -64,6 +64,13 @@ def test_helpers() -> None:
     assert preview("x" * 100, width=10) == "x" * 9 + "…"
 
 
+def test_counted() -> None:
+    assert render.counted(1, "memory") == "1 memory"
+    assert render.counted(3, "memory") == "3 memories"
+    assert render.counted(0, "app state") == "0 app states"
+    assert render.counted(12_000, "day") == "12,000 days"
+
+
 def test_a_squeezed_time_column_wraps_between_date_and_time(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

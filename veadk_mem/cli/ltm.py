@@ -386,7 +386,7 @@ def delete(
     if not dry_run and records:
         confirm_deletion(
             state,
-            f"delete {counted(len(records), 'memory', 'memories')} of user {user!r} from index {index!r}?",
+            f"delete {counted(len(records), 'memory')} of user {user!r} from index {index!r}?",
             yes=yes,
         )
         deleted = run(ltm.delete(app_name=app_name, user_id=user, records=records, index=index))
@@ -395,9 +395,9 @@ def delete(
         return
     render.table(rows, DELETE_COLUMNS, title="would delete" if dry_run else None, empty="no matching memories")
     render.message(
-        f"dry run: would delete {counted(len(records), 'memory', 'memories')}"
+        f"dry run: would delete {counted(len(records), 'memory')}"
         if dry_run
-        else f"deleted {counted(deleted, 'memory', 'memories')}"
+        else f"deleted {counted(deleted, 'memory')}"
     )
 
 

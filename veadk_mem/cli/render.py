@@ -80,9 +80,12 @@ def local_time(value: datetime | float | None) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """'1 app state', '2 app states'."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+def counted(n: int, noun: str) -> str:
+    """'1 app state', '2 app states', '3 memories'."""
+    if n == 1:
+        return f"1 {noun}"
+    plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
+    return f"{n:,} {plural}"
 
 
 def preview(text: str | None, width: int = 80) -> str:
