@@ -181,6 +181,24 @@ def _snapshot(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
+def test_bad_export_target_and_bad_stdin_are_named(runner: CliRunner, dbfile: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir" / "out.jsonl"
+    result = vmem(runner, "session", "export", "-o", str(missing), "--db-url", str(dbfile))
+    assert result.exit_code == 2
+    assert result.stderr == f"vmem: error: -o {missing}: no such directory: {missing.parent}\n"
+    out_dir = tmp_path / "exports"
+    out_dir.mkdir()
+    result = vmem(runner, "session", "export", "-o", str(out_dir), "--db-url", str(dbfile))
+    assert result.exit_code == 2 and "is a directory" in result.stderr
+    assert list(out_dir.iterdir()) == [] and not list(tmp_path.glob("*.part"))  # nothing half-written
+    target = tmp_path / "target.db"
+    stdin = '{"id": "s", "appName": "a", "userId": "u"}\n{"bad\n'
+    result = vmem(runner, "session", "import", "-", "--db-url", str(target), input=stdin)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("vmem: error: <stdin>: line 2, column 6: invalid JSON")
+    assert not target.exists()
+
+
 def test_import_rejects_a_bad_line_and_writes_nothing(runner: CliRunner, dbfile: Path, tmp_path: Path) -> None:
     dump = tmp_path / "out.jsonl"
     vmem(runner, "session", "export", "-o", str(dump), "--db-url", str(dbfile))

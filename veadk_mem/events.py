@@ -190,12 +190,12 @@ def parse_session(data: Any, where: str) -> Session:
         raise BadInput(f"{where}: {json_path(err['loc'])}: {err['msg']}") from None
 
 
-def _open_text(source: str | Path) -> tuple[TextIO, str, bool]:
+def _open_text(source: str | Path, name: str | None = None) -> tuple[TextIO, str, bool]:
     if str(source) == "-":
-        return sys.stdin, "<stdin>", False
+        return sys.stdin, name or "<stdin>", False
     path = Path(source)
     try:
-        return path.open(encoding="utf-8"), str(path), True
+        return path.open(encoding="utf-8"), name or str(path), True
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -213,12 +213,13 @@ def _decode(text: str, name: str, line_offset: int = 0) -> Any:
         raise BadInput(f"{name}: not UTF-8 text ({exc.reason})") from None
 
 
-def iter_documents(source: str | Path) -> Iterator[tuple[str, Any]]:
+def iter_documents(source: str | Path, name: str | None = None) -> Iterator[tuple[str, Any]]:
     """Yield (location, JSON value) for each document in a JSON object, list or JSONL file.
 
     JSONL is streamed line by line, so an export of any size reads in constant memory.
+    `name` is what locations call the source (default: its path), e.g. stdin spooled to a file.
     """
-    stream, name, close = _open_text(source)
+    stream, name, close = _open_text(source, name)
     try:
         try:
             first = stream.readline()

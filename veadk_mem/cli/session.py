@@ -318,8 +318,14 @@ def export_cmd(
     db_url: DbUrlOption = None,
 ) -> None:
     """Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed."""
+    from veadk_mem.errors import BadInput, StoreError
+
     state = _state(ctx, db_url)
     flt = _filter(app_name, user, since, until)
+    if output is not None and not output.parent.is_dir():
+        raise BadInput(f"-o {output}: no such directory: {output.parent}")
+    if output is not None and output.is_dir():
+        raise BadInput(f"-o {output}: is a directory, expected a file name")
 
     async def go() -> int:
         async with _store(state) as store:
@@ -330,9 +336,18 @@ def export_cmd(
                     await _write(pieces, sys.stdout)
                 else:
                     tmp = output.with_name(output.name + ".part")
-                    with tmp.open("w", encoding="utf-8") as handle:
-                        await _write(pieces, handle)
-                    tmp.replace(output)
+                    try:
+                        handle = tmp.open("w", encoding="utf-8")
+                    except OSError as exc:
+                        raise BadInput(f"-o {output}: cannot write: {exc.strerror}") from None
+                    try:
+                        with handle:
+                            await _write(pieces, handle)
+                        tmp.replace(output)
+                    except OSError as exc:  # a full disk, say: nothing half-written is left
+                        raise StoreError(f"-o {output}: write failed: {exc.strerror}") from None
+                    finally:
+                        tmp.unlink(missing_ok=True)
             _warn_all(state, store)
             return total
 
@@ -372,18 +387,19 @@ def import_cmd(
     state = _state(ctx, db_url, json_flag)
     spool: Path | None = None
     path: str = source
+    name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file
     if source == "-":  # stdin is read twice (check, then write): spool it to a file
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as handle:
             shutil.copyfileobj(sys.stdin, handle)
         spool = Path(handle.name)
         path = str(spool)
     try:
-        total = validate_import(path)
+        total = validate_import(path, name)
 
         async def go() -> Any:
             async with _store(state, create=True) as store:
                 with state.render.progress("importing", total) as advance:
-                    return await store.import_records(iter_import_records(path), progress=advance)
+                    return await store.import_records(iter_import_records(path, name), progress=advance)
 
         report = run(go())
     finally:

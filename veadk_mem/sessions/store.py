@@ -1153,19 +1153,19 @@ def _fill_event_ids(session: ev.Session, where: str) -> None:
         seen.add(event.id)
 
 
-def validate_import(source: str | Path) -> int:
+def validate_import(source: str | Path, name: str | None = None) -> int:
     """Check every record of an export file; BadInput naming the line of the first bad one. Returns the count."""
     count = 0
-    for _ in iter_import_records(source):
+    for _ in iter_import_records(source, name):
         count += 1
     return count
 
 
-def iter_import_records(source: str | Path) -> Iterator[ev.Session | dict[str, Any]]:
+def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[ev.Session | dict[str, Any]]:
     """Sessions and app_state / user_state records of a JSON, JSON list or JSONL file, validated."""
     from veadk_mem.events import STATE_RECORD_KINDS, iter_documents, parse_session
 
-    for where, data in iter_documents(source):
+    for where, data in iter_documents(source, name):
         if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
             yield _check_state_record(data, where)
             continue
