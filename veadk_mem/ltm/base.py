@@ -47,6 +47,25 @@ class MemoryRecord:
             self.content_hash = content_hash(self.text)
 
 
+@dataclass
+class BackendHealth:
+    """What `vmem doctor` says of a backend: where it is, what it holds, what is wrong.
+
+    Part of the backend contract so doctor never probes private attributes. `target` names
+    the store without secrets (a path, host:port, endpoint); `problems` are failures found
+    (doctor reports the check as failed), `notes` plain facts ("search module: absent").
+    """
+
+    target: str
+    version: str = ""
+    exists: bool = True
+    memories: int | None = None
+    dimension: int | None = None
+    model: str = ""
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
 # What a backend's search may return: records, or the raw chunks a hosted service gives
 # (a string, a dict with text/abstract/summary/content, a {"memories": [...]} list).
 Chunk = MemoryRecord | str | dict[str, Any]
@@ -89,6 +108,14 @@ class LongTermMemoryBackend(ABC):
     async def known_indexes(self, user_id: str) -> list[str] | None:
         """Every index holding this user's memories, when the store can tell (for `forget`)."""
         return None
+
+    async def health(self, user_id: str | None = None) -> BackendHealth:
+        """Reachability and contents of the store for `vmem doctor` (raises VmemError when unreachable).
+
+        Backends report their server version, whether the index exists, how many memories it
+        holds and its vector dimension against the configured embedder, where the store can tell.
+        """
+        return BackendHealth(target=self.index)
 
     async def close(self) -> None:  # noqa: B027  (most backends hold nothing to release)
         """Release connections."""
