@@ -6,7 +6,7 @@ _vmem() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
+      " doctor"|" forget"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
     esac
   done
   case "$path" in
@@ -19,12 +19,15 @@ _vmem() {
     " session delete") opts='--app --user --older-than --purge-state --dry-run --yes -y --db-url --json'; cmds='' ;;
     " session export") opts='--app --user --since --until --output -o --db-url'; cmds='' ;;
     " session import") opts='--db-url --json'; cmds='' ;;
-    " ltm") opts=''; cmds='save search list profile delete' ;;
+    " ltm") opts=''; cmds='save search list profile delete export import copy' ;;
     " ltm save") opts='--from-store --app -a --user -u --since --db-url --policy -p --include-assistant --dry-run --json'; cmds='' ;;
     " ltm search") opts='--user -u --app -a --top-k -k --min-score --json'; cmds='' ;;
     " ltm list") opts='--user -u --app -a --limit -n --json'; cmds='' ;;
     " ltm profile") opts='--app -a --json'; cmds='' ;;
     " ltm delete") opts='--user -u --id --session -s --all --app -a --dry-run --yes -y --json'; cmds='' ;;
+    " ltm export") opts='--user -u --all-users --app -a --index -i --output -o --vectors --backend -b'; cmds='' ;;
+    " ltm import") opts='--backend -b --index -i --dry-run --json'; cmds='' ;;
+    " ltm copy") opts='--from-backend --to-backend --from-index --to-index --user -u --dry-run --json'; cmds='' ;;
     " policy") opts=''; cmds='test show' ;;
     " policy test") opts='--from-store --db-url --policy -p --include-assistant --json'; cmds='' ;;
     " policy show") opts='--include-assistant --json'; cmds='' ;;

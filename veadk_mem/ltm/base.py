@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,6 +42,9 @@ class MemoryRecord:
     created_at: float | None = None
     score: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The stored vectors (one per chunk) when a backend was asked for them (export), or the
+    # vectors to store instead of embedding the text (import, when the models are equal).
+    vectors: list[list[float]] | None = None
 
     def __post_init__(self) -> None:
         if not self.content_hash:
@@ -100,6 +104,28 @@ class LongTermMemoryBackend(ABC):
     async def delete_memories(self, user_id: str, ids: list[str]) -> int:
         """Delete the user's memories with these ids; returns how many went."""
         raise NotSupported(f"the {self.name} backend cannot delete memories")
+
+    async def iter_memories(
+        self, user_id: str, *, vectors: bool = False, batch: int = 1000
+    ) -> AsyncIterator[list[MemoryRecord]]:
+        """The user's memories in this index, in batches (for export); with `vectors`, their vectors too.
+
+        The default lists everything at once; stores that can page override it so an
+        export runs in constant memory.
+        """
+        if vectors:
+            raise NotSupported(f"the {self.name} backend cannot export vectors: leave out --vectors")
+        records = await self.list_memories(user_id)
+        for start in range(0, len(records), batch):
+            yield records[start : start + batch]
+
+    async def scopes(self) -> list[tuple[str, str]]:
+        """Every (index, user) pair holding memories in this store, for `ltm export --all-users`."""
+        raise NotSupported(f"the {self.name} backend cannot list its users", hint="name one with --user")
+
+    async def embedding_model(self) -> tuple[str, int] | None:
+        """(model, dimension) of the vectors this index holds or would be given; None when the service embeds."""
+        return None
 
     async def profile(self, user_id: str) -> str:
         """The user profile the store derived from the memories."""

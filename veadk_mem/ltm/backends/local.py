@@ -14,7 +14,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -205,16 +205,23 @@ class LocalBackend(LongTermMemoryBackend):
         pieces: list[str] = []
         spans: list[tuple[int, int]] = []
         for memory in memories:
+            if memory.vectors:  # vectors of this embedder's model, carried over by an import
+                spans.append((-1, len(memory.vectors)))
+                continue
             chunks = embedder.chunk(searchable_text(memory.text))
             spans.append((len(pieces), len(chunks)))
             pieces.extend(chunks)
-        vectors = embedder.embed(pieces, progress=progress)
+        vectors = embedder.embed(pieces, progress=progress) if pieces else np.zeros((0, embedder.dim), np.float32)
         now = time.time()
         rows = []
         for memory, (start, count) in zip(memories, spans, strict=True):
             memory.id = memory.id or memory_id(self.index, user_id, memory.content_hash)
             memory.created_at = memory.created_at or now
-            blob = np.ascontiguousarray(vectors[start : start + count], dtype=np.float32).tobytes()
+            given = memory.vectors if start < 0 else vectors[start : start + count]
+            block = np.ascontiguousarray(given, dtype=np.float32)
+            if block.ndim != 2 or block.shape[1] != embedder.dim:
+                raise BadInput(f"memory {memory.content_hash[:12]}: vectors are not {embedder.dim}-d")
+            blob = block.tobytes()
             rows.append(
                 (
                     memory.id,
@@ -414,6 +421,48 @@ class LocalBackend(LongTermMemoryBackend):
             sql += " LIMIT ?"
             params.append(limit)
         return [_record(r) for r in self.conn.execute(sql, params)]
+
+    async def iter_memories(
+        self, user_id: str, *, vectors: bool = False, batch: int = 1000
+    ) -> AsyncIterator[list[MemoryRecord]]:
+        """The user's memories in this index, oldest first, `batch` rows at a time (constant memory)."""
+        import numpy as np
+
+        if self._missing():
+            return
+        extra = ", dim, vector" if vectors else ""
+        last = -1
+        while True:
+            # Keyset pages: each is its own short read, so a long export never holds the file.
+            rows = self.conn.execute(
+                f"SELECT rowid, {_COLUMNS}{extra} FROM memories WHERE index_name = ? AND user_id = ? AND rowid > ? "
+                "ORDER BY rowid LIMIT ?",
+                (self.index, user_id, last, batch),
+            ).fetchall()
+            if not rows:
+                return
+            last = int(rows[-1][0])
+            records = []
+            for row in rows:
+                record = _record(row[1:11])
+                if vectors:
+                    record.vectors = np.frombuffer(row[12], dtype=np.float32).reshape(-1, row[11]).tolist()
+                records.append(record)
+            yield records
+
+    async def scopes(self) -> list[tuple[str, str]]:
+        """Every (index, user) pair in this file; this backend is bound to one index, but the file holds all."""
+        if self._missing():
+            return []
+        rows = self.conn.execute("SELECT DISTINCT index_name, user_id FROM memories ORDER BY 1, 2")
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    async def embedding_model(self) -> tuple[str, int] | None:
+        """The model of this index's vectors; for a new index, the configured embedder's."""
+        stored = None if self._missing() else self.index_model()
+        if stored is not None and self._count() > 0:
+            return stored
+        return (self.embedder.name, self.embedder.dim)
 
     async def delete_memories(self, user_id: str, ids: list[str]) -> int:
         """Delete these memories of the user (ids of other users are left alone)."""

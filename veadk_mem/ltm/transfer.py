@@ -1,0 +1,480 @@
+"""Long-term memory as a JSONL file: export, validated import, and copy between backends.
+
+The file is a header record, then one memory per line, exactly as the source stored it.
+Import goes through the target's facade, so the target's layout is VeADK's and content
+hashes keep it idempotent; vectors are reused only when the file's embedding model and
+dimension equal the target's, and re-embedded by the target otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from veadk_mem.errors import BadInput, NotSupported, VmemError, invalid_json
+from veadk_mem.ltm.base import MemoryRecord
+
+if TYPE_CHECKING:
+    from veadk_mem.ltm.facade import LongTermMemory
+
+FORMAT = "vmem-ltm"
+VERSION = 1
+BATCH = 500
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+@dataclass
+class ExportScope:
+    """Which memories to export: one user or all, one index or every index holding them."""
+
+    user_id: str | None = None
+    all_users: bool = False
+    index: str | None = None
+
+
+async def _pairs(ltm: LongTermMemory, scope: ExportScope) -> list[tuple[str, str]]:
+    """The (index, user) pairs the scope covers."""
+    if scope.all_users == (scope.user_id is not None):
+        raise BadInput("say whose memories to export: --user U or --all-users (exactly one)")
+    if scope.all_users:
+        pairs = await ltm.backend_for(scope.index).scopes()
+        return [p for p in pairs if scope.index is None or p[0] == scope.index]
+    assert scope.user_id is not None
+    if scope.index is not None:
+        return [(scope.index, scope.user_id)]
+    known = await ltm.backend_for(None).known_indexes(scope.user_id)
+    if known is None:
+        raise NotSupported(
+            f"the {ltm.backend_name} backend cannot tell which indexes hold a user's memories",
+            hint="name the index with --index or the app with --app",
+        )
+    return [(index, scope.user_id) for index in known]
+
+
+def header(ltm: LongTermMemory, model: tuple[str, int] | None) -> dict[str, Any]:
+    """The first line of an export: what wrote it and with which embedding model."""
+    from veadk_mem import __version__
+
+    return {
+        "kind": "header",
+        "format": FORMAT,
+        "version": VERSION,
+        "backend": ltm.backend_name,
+        "vmem_version": __version__,
+        "embedding_model": model[0] if model else None,
+        "dimension": model[1] if model else None,
+        "exported_at": time.time(),
+    }
+
+
+def record_line(record: MemoryRecord, *, index: str, backend: str, model: tuple[str, int] | None) -> dict[str, Any]:
+    """One memory as an export line (snake_case, vmem's own record)."""
+    line: dict[str, Any] = {
+        "kind": "memory",
+        "text": record.text,
+        "user_id": record.user_id,
+        "app_name": record.app_name,
+        "index": index,
+        "backend": backend,
+        "session_id": record.session_id,
+        "event_id": record.event_id,
+        "author": record.author,
+        "content_hash": record.content_hash,
+        "created_at": record.created_at,
+        "id": record.id,
+        "metadata": record.metadata,
+    }
+    if record.vectors is not None:
+        line["vectors"] = record.vectors
+        line["embedding_model"] = model[0] if model else None
+        line["dimension"] = model[1] if model else None
+    return line
+
+
+async def export_lines(
+    ltm: LongTermMemory, scope: ExportScope, *, vectors: bool = False
+) -> AsyncIterator[dict[str, Any]]:
+    """The header, then every memory in scope, streamed a page at a time."""
+    pairs = await _pairs(ltm, scope)
+    model = await ltm.backend_for(None if not pairs else pairs[0][0]).embedding_model() if pairs else None
+    yield header(ltm, model)
+    for index, user_id in pairs:
+        backend = ltm.backend_for(index=index)
+        index_model = await backend.embedding_model() if vectors else model
+        async for page in backend.iter_memories(user_id, vectors=vectors):
+            for record in page:
+                yield record_line(record, index=index, backend=ltm.backend_name, model=index_model)
+
+
+def dumps(line: dict[str, Any]) -> str:
+    """One JSONL line; NaN never appears (json.dumps would write bare NaN, which is not JSON)."""
+    return json.dumps(line, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+@contextmanager
+def atomic_output(path: str | None) -> Iterator[IO[str]]:
+    """stdout, or a new file that appears whole on success and not at all on failure.
+
+    The temporary file is created exclusively (mode 0600, a random name in the target's
+    directory), so a planted link is never followed; it replaces the target only at the end.
+    """
+    if path is None or path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise BadInput(f"{path}: directory {folder} does not exist")
+    if target.is_dir():
+        raise BadInput(f"{path}: is a directory")
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+# --- reading an export --------------------------------------------------------------------
+
+
+@dataclass
+class FileHeader:
+    """What the first line said."""
+
+    backend: str
+    embedding_model: str | None
+    dimension: int | None
+
+
+def _fail(where: str, line: int, message: str) -> BadInput:
+    return BadInput(f"{where}:{line}: {message}")
+
+
+def _string(obj: dict[str, Any], key: str, where: str, line: int, *, required: bool = False) -> str:
+    value = obj.get(key, "")
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise _fail(where, line, f"field {key!r} must be a string")
+    if required and not value:
+        raise _fail(where, line, f"field {key!r} is missing or empty")
+    if "\x00" in value:
+        raise _fail(where, line, f"field {key!r} holds a NUL character")
+    return value
+
+
+def parse_header(obj: Any, where: str) -> FileHeader:
+    """Check the header line (line 1)."""
+    if not isinstance(obj, dict) or obj.get("kind") != "header":
+        raise _fail(where, 1, f"not a vmem long-term memory export: the first line must be a {FORMAT} header")
+    if obj.get("format") != FORMAT:
+        raise _fail(where, 1, f"field 'format' must be {FORMAT!r}")
+    version = obj.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= VERSION:
+        raise _fail(where, 1, f"field 'version': this vmem reads format version {VERSION}, not {version!r}")
+    model = obj.get("embedding_model")
+    dim = obj.get("dimension")
+    if model is not None and not isinstance(model, str):
+        raise _fail(where, 1, "field 'embedding_model' must be a string or null")
+    if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim < 1):
+        raise _fail(where, 1, "field 'dimension' must be a positive integer or null")
+    return FileHeader(str(obj.get("backend") or ""), model, dim)
+
+
+def parse_record(obj: Any, where: str, line: int) -> tuple[str, MemoryRecord, str | None, int | None]:
+    """(index, record, vector model, dimension) of one memory line, or BadInput naming the line and field."""
+    if not isinstance(obj, dict):
+        raise _fail(where, line, "a memory line must be a JSON object")
+    if obj.get("kind", "memory") != "memory":
+        raise _fail(where, line, f"field 'kind' must be 'memory', not {obj.get('kind')!r}")
+    text = _string(obj, "text", where, line, required=True)
+    record = MemoryRecord(
+        text=text,
+        user_id=_string(obj, "user_id", where, line, required=True),
+        app_name=_string(obj, "app_name", where, line),
+        session_id=_string(obj, "session_id", where, line),
+        event_id=_string(obj, "event_id", where, line),
+        author=_string(obj, "author", where, line),
+    )
+    index = _string(obj, "index", where, line)
+    digest = obj.get("content_hash")
+    if digest not in (None, ""):
+        if not isinstance(digest, str) or not _HASH.fullmatch(digest):
+            raise _fail(where, line, "field 'content_hash' must be 64 lowercase hex digits")
+        record.content_hash = digest
+    created = obj.get("created_at")
+    if created is not None:
+        if not isinstance(created, (int, float)) or isinstance(created, bool) or not math.isfinite(created):
+            raise _fail(where, line, "field 'created_at' must be a finite number of seconds or null")
+        if not 0 <= created < 253402300800:  # up to 9999-12-31
+            raise _fail(where, line, "field 'created_at' is out of range")
+        record.created_at = float(created)
+    metadata = obj.get("metadata", {})
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise _fail(where, line, "field 'metadata' must be an object")
+    record.metadata = metadata
+    model, dim = None, None
+    vectors = obj.get("vectors")
+    if vectors is not None:
+        model = obj.get("embedding_model")
+        dim = obj.get("dimension")
+        if not isinstance(model, str) or not model:
+            raise _fail(where, line, "field 'embedding_model' is required with 'vectors'")
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+            raise _fail(where, line, "field 'dimension' must be a positive integer with 'vectors'")
+        if not isinstance(vectors, list) or not vectors:
+            raise _fail(where, line, "field 'vectors' must be a non-empty list of vectors")
+        for i, vector in enumerate(vectors):
+            if not isinstance(vector, list) or len(vector) != dim:
+                raise _fail(where, line, f"field 'vectors[{i}]' must be a list of {dim} numbers")
+            for value in vector:
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                    raise _fail(where, line, f"field 'vectors[{i}]' holds {value!r}, not a finite number")
+        record.vectors = [[float(v) for v in vector] for vector in vectors]
+    return index, record, model, dim
+
+
+def _loads(text: str, where: str, line: int) -> Any:
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise invalid_json(f"{where}:{line}", exc) from None
+    except ValueError as exc:
+        raise _fail(where, line, str(exc)) from None
+    except RecursionError:
+        raise _fail(where, line, "JSON nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+@dataclass
+class ExportFile:
+    """A validated export on disk (stdin is spooled first), read twice: check, then load."""
+
+    path: Path
+    where: str
+    header: FileHeader
+    memories: int
+    spooled: bool = False
+
+    def records(self) -> Iterator[tuple[str, MemoryRecord, str | None, int | None]]:
+        """Every memory line, parsed (the file was validated already)."""
+        with self.path.open(encoding="utf-8") as handle:
+            for number, text in enumerate(handle, start=1):
+                if number == 1 or not text.strip():
+                    continue
+                yield parse_record(_loads(text, self.where, number), self.where, number)
+
+    def close(self) -> None:
+        if self.spooled:
+            self.path.unlink(missing_ok=True)
+
+
+def open_export(source: str, progress: Callable[[int], None] | None = None) -> ExportFile:
+    """Validate every line of an export file (or `-`) before anything is written."""
+    spooled = False
+    if source == "-":
+        fd, temp = tempfile.mkstemp(prefix="vmem-ltm-import-", suffix=".jsonl")  # 0600
+        spooled = True
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := sys.stdin.buffer.read(1 << 20):
+                    out.write(chunk)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        path, where = Path(temp), "<stdin>"
+    else:
+        path, where = Path(source), source
+        if not path.exists():
+            raise BadInput(f"{source}: no such file")
+        if path.is_dir():
+            raise BadInput(f"{source}: is a directory, not an export file")
+    try:
+        head: FileHeader | None = None
+        count = 0
+        with path.open(encoding="utf-8", errors="strict") as handle:
+            try:
+                for number, text in enumerate(handle, start=1):
+                    if not text.strip():
+                        continue
+                    obj = _loads(text, where, number)
+                    if number == 1:
+                        head = parse_header(obj, where)
+                        continue
+                    parse_record(obj, where, number)
+                    count += 1
+                    if progress is not None:
+                        progress(1)
+            except UnicodeDecodeError:
+                raise BadInput(f"{where}: not UTF-8 text") from None
+        if head is None:
+            raise BadInput(f"{where}: empty file; a {FORMAT} export starts with a header line")
+        return ExportFile(path, where, head, count, spooled)
+    except BaseException:
+        if spooled:
+            path.unlink(missing_ok=True)
+        raise
+
+
+# --- import -------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportSummary:
+    """What an import or copy did (vmem's own report: snake_case)."""
+
+    read: int = 0
+    saved: int = 0
+    duplicates: int = 0
+    failed: int = 0
+    reembedded: int = 0
+    reused_vectors: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def as_dict(self, dry_run: bool) -> dict[str, Any]:
+        return {
+            "dry_run": dry_run,
+            "read": self.read,
+            "saved": self.saved,
+            "duplicates": self.duplicates,
+            "failed": self.failed,
+            "reused_vectors": self.reused_vectors,
+            "reembedded": self.reembedded,
+            "failures": self.failures,
+        }
+
+
+async def import_records(
+    target: LongTermMemory,
+    records: AsyncIterator[tuple[str, MemoryRecord, str | None, int | None]] | Iterator[Any],
+    *,
+    index: str | None = None,
+    dry_run: bool = False,
+    progress: Callable[[int], None] | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> ImportSummary:
+    """Save records into the target facade in batches per (index, user), skipping what it holds."""
+    summary = ImportSummary()
+    pending: dict[tuple[str, str], list[MemoryRecord]] = {}
+    models: dict[str, tuple[str, int] | None] = {}
+    said: set[str] = set()
+
+    async def target_model(name: str) -> tuple[str, int] | None:
+        if name not in models:
+            models[name] = await target.backend_for(index=name).embedding_model()
+        return models[name]
+
+    async def flush(key: tuple[str, str]) -> None:
+        batch = pending.pop(key, [])
+        if not batch:
+            return
+        name, user_id = key
+        try:
+            new = await target._new_records(user_id, batch, name)
+            summary.duplicates += len(batch) - len(new)
+            reused = sum(1 for r in new if r.vectors is not None)
+            summary.reused_vectors += reused
+            if models.get(name) is not None:
+                summary.reembedded += len(new) - reused
+            if dry_run or not new:
+                summary.saved += len(new) if dry_run else 0
+            else:
+                ids = await target.backend_for(index=name).save(user_id, new)
+                summary.saved += len(ids)
+                summary.duplicates += len(new) - len(ids)
+        except VmemError as exc:
+            summary.failed += len(batch)
+            summary.failures.append(f"index {name}, user {user_id}: {len(batch)} memories: {exc.message}")
+        if progress is not None:
+            progress(len(batch))
+
+    async def each() -> AsyncIterator[Any]:
+        if hasattr(records, "__aiter__"):
+            async for item in records:
+                yield item
+        else:
+            for item in records:
+                yield item
+
+    async for source_index, record, model, dim in each():
+        summary.read += 1
+        name = index or source_index or target.index_for(record.app_name or None)
+        wanted = await target_model(name)
+        if record.vectors is not None and wanted is not None and (model, dim) == wanted:
+            how = f"index {name}: reusing the file's {model} vectors"
+        else:
+            record.vectors = None
+            how = f"index {name}: embedding with {wanted[0]}" if wanted else ""
+            if model and wanted:
+                how = f"index {name}: re-embedding with {wanted[0]} ({wanted[1]}-d; the file's vectors are {model})"
+        if how and how not in said and notice is not None:
+            said.add(how)
+            notice(how)
+        record.id = ""  # the target gives its own ids (a source id may clash in another index)
+        key = (name, record.user_id)
+        pending.setdefault(key, []).append(record)
+        if len(pending[key]) >= BATCH:
+            await flush(key)
+    for key in list(pending):
+        await flush(key)
+    return summary
+
+
+async def copy_memories(
+    source: LongTermMemory,
+    target: LongTermMemory,
+    scope: ExportScope,
+    *,
+    to_index: str | None = None,
+    dry_run: bool = False,
+    progress: Callable[[int], None] | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> ImportSummary:
+    """Export piped into import in one process, vectors carried when both sides use one model."""
+
+    async def records() -> AsyncIterator[tuple[str, MemoryRecord, str | None, int | None]]:
+        pairs = await _pairs(source, scope)
+        vectors = bool(pairs) and await source.backend_for(index=pairs[0][0]).embedding_model() is not None
+        lines = export_lines(source, scope, vectors=vectors)
+        await lines.__anext__()  # the header
+        async for line in lines:
+            record = MemoryRecord(
+                text=line["text"],
+                user_id=line["user_id"],
+                app_name=line["app_name"],
+                session_id=line["session_id"],
+                event_id=line["event_id"],
+                author=line["author"],
+                content_hash=line["content_hash"],
+                created_at=line["created_at"],
+                metadata=dict(line["metadata"] or {}),
+                vectors=line.get("vectors"),
+            )
+            yield line["index"], record, line.get("embedding_model"), line.get("dimension")
+
+    return await import_records(target, records(), index=to_index, dry_run=dry_run, progress=progress, notice=notice)
