@@ -98,9 +98,9 @@ async def test_local_to_file_to_local_equals_record_for_record(tmp_path: Path) -
         return tuple(line[f] for f in FIELDS)
 
     assert sorted(map(key, lines[1:])) == sorted(map(key, again[1:]))
-    by_hash = {line["content_hash"]: line["vectors"] for line in again[1:]}
+    by_hash = {line["content_hash"]: line["vectors_b64"] for line in again[1:]}
     for line in lines[1:]:
-        assert np.allclose(by_hash[line["content_hash"]], line["vectors"])
+        assert by_hash[line["content_hash"]] == line["vectors_b64"]
     # The copy searches like the original.
     hits = await dst.search_memory(app_name="app", user_id="u1", query="peanuts")
     assert "peanuts" in hits[0]["content"]["parts"][0]["text"]
@@ -136,10 +136,11 @@ async def test_a_bad_line_in_the_middle_stores_nothing(tmp_path: Path) -> None:
     src = facade(tmp_path / "a.db")
     await aseed(src, "app", "u1", ["one", "two", "three"])
     lines = await collect(src, ExportScope(user_id="u1"), vectors=True)
-    lines[2]["vectors"][0][3] = "x"
+    lines[2]["vectors"] = [[0.5] * 384, [0.5, 0.5, 0.5, "x", *([0.5] * 380)]]
+    lines[2].pop("vectors_b64")
     file = tmp_path / "bad.jsonl"
     write(file, lines)
-    with pytest.raises(BadInput, match=r"bad\.jsonl:3: field 'vectors\[0\]'"):
+    with pytest.raises(BadInput, match=r"bad\.jsonl:3: field 'vectors\[1\]' holds 'x'"):
         open_export(str(file))
     dst = tmp_path / "b.db"
     runner = CliRunner()
@@ -157,6 +158,10 @@ async def test_a_bad_line_in_the_middle_stores_nothing(tmp_path: Path) -> None:
         ('{"text": "a", "user_id": "u", "content_hash": "zz"}', "field 'content_hash'"),
         ('{"text": "a", "user_id": "u", "metadata": []}', "field 'metadata' must be an object"),
         ('{"text": "a", "user_id": "u", "vectors": [[1.0]]}', "field 'embedding_model' is required"),
+        ('{"text": "a", "user_id": "u", "vectors": [[1e999]], "embedding_model": "m", "dimension": 1}', "not a finite"),
+        ('{"text": "a", "user_id": "u", "vectors": [[true]], "embedding_model": "m", "dimension": 1}', "True"),
+        ('{"text": "a", "user_id": "u", "vectors_b64": "AAAA", "embedding_model": "m", "dimension": 2}', "whole 2-d"),
+        ('{"text": "a", "user_id": "u", "vectors_b64": "!!", "embedding_model": "m", "dimension": 1}', "base64"),
         ('{"text": "a", "user_id": "u", "created_at": Infinity}', "Infinity is not a JSON number"),
         ('{"text": "a\\u0000", "user_id": "u"}', "NUL character"),
         ("[" * 100000, "nested too deeply"),
@@ -314,3 +319,25 @@ def test_copy_between_two_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     finally:
         _registered.pop("store_a", None)
         _registered.pop("store_b", None)
+
+
+async def test_vectors_as_plain_numbers_are_read_too(tmp_path: Path) -> None:
+    """A hand-made or script-made file may give vectors as lists of numbers instead of base64."""
+    import base64
+
+    src = facade(tmp_path / "a.db")
+    await aseed(src, "app", "u1", ["peanuts", "trains"])
+    lines = await collect(src, ExportScope(user_id="u1"), vectors=True)
+    for line in lines[1:]:
+        packed = np.frombuffer(base64.b64decode(line.pop("vectors_b64")), dtype="<f4")
+        line["vectors"] = packed.reshape(-1, line["dimension"]).tolist()
+    file = tmp_path / "plain.jsonl"
+    write(file, lines)
+    counting = CountingHash(384)
+    counting.name = "hash-v1-384"
+    summary = await import_file(facade(tmp_path / "b.db", counting), file)
+    assert (summary.saved, summary.reused_vectors, counting.embedded) == (2, 2, 0)
+    again = await collect(facade(tmp_path / "b.db"), ExportScope(user_id="u1"), vectors=True)
+    assert sorted(x["vectors_b64"] for x in again[1:]) == sorted(
+        base64.b64encode(np.asarray(x["vectors"], dtype="<f4").tobytes()).decode() for x in lines[1:]
+    )

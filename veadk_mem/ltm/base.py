@@ -44,7 +44,8 @@ class MemoryRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     # The stored vectors (one per chunk) when a backend was asked for them (export), or the
     # vectors to store instead of embedding the text (import, when the models are equal).
-    vectors: list[list[float]] | None = None
+    # A (chunks, dim) float32 array or nested lists of numbers.
+    vectors: Any = None
 
     def __post_init__(self) -> None:
         if not self.content_hash:

@@ -205,7 +205,7 @@ class LocalBackend(LongTermMemoryBackend):
         pieces: list[str] = []
         spans: list[tuple[int, int]] = []
         for memory in memories:
-            if memory.vectors:  # vectors of this embedder's model, carried over by an import
+            if memory.vectors is not None:  # vectors of this embedder's model, carried over by an import
                 spans.append((-1, len(memory.vectors)))
                 continue
             chunks = embedder.chunk(searchable_text(memory.text))
@@ -446,7 +446,7 @@ class LocalBackend(LongTermMemoryBackend):
             for row in rows:
                 record = _record(row[1:11])
                 if vectors:
-                    record.vectors = np.frombuffer(row[12], dtype=np.float32).reshape(-1, row[11]).tolist()
+                    record.vectors = np.frombuffer(row[12], dtype=np.float32).reshape(-1, row[11])
                 records.append(record)
             yield records
 
