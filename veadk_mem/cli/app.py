@@ -9,12 +9,14 @@ import typer
 from typer.core import TyperGroup
 
 from veadk_mem import __version__
+from veadk_mem.cli import completion as completion_cmd
 from veadk_mem.cli import config as config_cmd
 from veadk_mem.cli import doctor as doctor_cmd
 from veadk_mem.cli import ltm as ltm_cmd
 from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.state import AppState, get_state
+from veadk_mem.cli.wiring import usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
 if TYPE_CHECKING:
@@ -22,11 +24,34 @@ if TYPE_CHECKING:
 
 
 class VmemGroup(TyperGroup):
-    """Root group that turns every VmemError into a one-line message and its exit code."""
+    """Root group that turns every VmemError, and Click's usage errors, into a one-line
+    message and its exit code, and gives every command the global flags (wiring.py)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        wire_commands(self)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            usage_error(exc, AppState())
+            raise typer.Exit(2) from None
 
     def invoke(self, ctx: ClickContext) -> Any:
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
         try:
             return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            usage_error(exc, ctx.obj if isinstance(ctx.obj, AppState) else AppState())
+            raise typer.Exit(2) from None
         except VmemError as exc:
             _report(ctx, exc.message, exc.hint)
             raise typer.Exit(exc.exit_code) from None
@@ -66,7 +91,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"vmem {__version__}")
+        AppState().render.text(f"vmem {__version__}")
         raise typer.Exit()
 
 
@@ -98,6 +123,7 @@ app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(config_cmd.app, name="config")
 app.command("doctor")(doctor_cmd.doctor)
 app.command("forget")(ltm_cmd.forget)
+app.command("completion")(completion_cmd.completion)
 
 
 def main() -> None:

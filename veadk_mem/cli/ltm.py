@@ -10,18 +10,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, counted, local_time, preview
+from veadk_mem.cli.render import Column, counted, local_time
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
+from veadk_mem.cli.wiring import table_shaped
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
 
 app = typer.Typer(help="Save sessions into long-term memory, search and manage it.", no_args_is_help=True)
 
-UserOpt = Annotated[str, typer.Option("--user", "-u", metavar="U", help="The user whose memories to use (required).")]
+UserOpt = Annotated[
+    str, typer.Option("--user", "-u", metavar="USER", help="The user whose memories to use (required).")
+]
 AppOpt = Annotated[
     str | None,
-    typer.Option("--app", "-a", metavar="A", help="App name; picks the index when long_term_memory.index is empty."),
+    typer.Option("--app", "-a", metavar="APP", help="App name; picks the index when long_term_memory.index is empty."),
 ]
 
 
@@ -49,7 +52,7 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "score": meta.get("score"),
                 "role": entry["content"].get("role", ""),
                 "author": entry.get("author", ""),
-                "text": preview(entry_text(entry), 100),
+                "text": entry_text(entry),
                 "session": origin.get("session_id", ""),
                 "saved": entry.get("timestamp"),
             }
@@ -73,7 +76,7 @@ SEARCH_COLUMNS = [
     Column("role", "role"),
     Column("author", "author"),
     Column("text", "text", max_width=80),
-    Column("session", "session"),
+    Column("session", "session", no_wrap=True),
     Column.time("saved", "saved", _time),
 ]
 LIST_COLUMNS = [
@@ -81,7 +84,7 @@ LIST_COLUMNS = [
     Column("role", "role"),
     Column("author", "author"),
     Column("text", "text", max_width=80),
-    Column("session", "session"),
+    Column("session", "session", no_wrap=True),
     Column.time("saved", "saved", _time),
 ]
 
@@ -103,19 +106,21 @@ def save(
         bool, typer.Option("--from-store", help="Read sessions from the session database instead of files.")
     ] = False,
     app_name: Annotated[
-        str | None, typer.Option("--app", "-a", metavar="A", help="With --from-store: every session of this app.")
+        str | None, typer.Option("--app", "-a", metavar="APP", help="With --from-store: every session of this app.")
     ] = None,
     user: Annotated[
-        str | None, typer.Option("--user", "-u", metavar="U", help="With --from-store --app: only this user.")
+        str | None, typer.Option("--user", "-u", metavar="USER", help="With --from-store --app: only this user.")
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", metavar="T", help="With --from-store --app: sessions updated since (ISO time or 7d)."),
+        typer.Option(
+            "--since", metavar="TIME", help="With --from-store --app: sessions updated since (ISO time or 7d)."
+        ),
     ] = None,
     db_url: DbUrlOption = None,
     policy: Annotated[
         str | None,
-        typer.Option("--policy", "-p", metavar="P", help="Preset, [policy.NAME], JSON/TOML file or inline JSON."),
+        typer.Option("--policy", "-p", metavar="POLICY", help="Preset, [policy.NAME], JSON/TOML file or inline JSON."),
     ] = None,
     include_assistant: Annotated[
         bool, typer.Option("--include-assistant", help="Keep assistant text events too (as openviking does).")
@@ -238,6 +243,7 @@ def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
 
 
 @app.command("search")
+@table_shaped
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for, in plain words.")],
@@ -247,7 +253,7 @@ def search(
         int | None, typer.Option("--top-k", "-k", min=1, metavar="K", help="Memories to return (default: top_k).")
     ] = None,
     min_score: Annotated[
-        float | None, typer.Option("--min-score", metavar="S", help="Drop results scoring below this.")
+        float | None, typer.Option("--min-score", metavar="SCORE", help="Drop results scoring below this.")
     ] = None,
     json_flag: JsonOption = False,
 ) -> None:
@@ -271,13 +277,14 @@ def search(
 
 
 @app.command("list")
+@table_shaped
 def list_(
     ctx: typer.Context,
     user: UserOpt,
     app_name: AppOpt = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", "-n", min=1, metavar="N", help="Show at most N, newest first.")
-    ] = None,
+        int, typer.Option("--limit", "-n", min=0, metavar="N", help="Show at most N, newest first (0: all).")
+    ] = 0,
     json_flag: JsonOption = False,
 ) -> None:
     """A user's memories, newest first."""
@@ -286,7 +293,7 @@ def list_(
 
     async def go() -> list[dict[str, Any]]:
         try:
-            return await ltm.list_memories(app_name=app_name, user_id=user, limit=limit)
+            return await ltm.list_memories(app_name=app_name, user_id=user, limit=limit or None)
         finally:
             await ltm.close()
 
@@ -318,7 +325,7 @@ def profile(
     if state.render.json_mode:
         state.render.json({"user_id": user, "profile": text})
     else:
-        state.render.out.print(text, markup=False)
+        state.render.text(text)
 
 
 # --- delete / forget -----------------------------------------------------------------
@@ -326,8 +333,8 @@ def profile(
 
 DELETE_COLUMNS = [
     Column("index", "index"),
-    Column("id", "id"),
-    Column("session", "session"),
+    Column("id", "id", no_wrap=True),
+    Column("session", "session", no_wrap=True),
     Column("text", "text", max_width=80),
 ]
 
@@ -335,10 +342,7 @@ DELETE_COLUMNS = [
 def _record_rows(index: str, records: list[Any]) -> list[dict[str, Any]]:
     from veadk_mem.ltm.convert import searchable_text
 
-    return [
-        {"index": index, "id": r.id, "session": r.session_id, "text": preview(searchable_text(r.text), 80)}
-        for r in records
-    ]
+    return [{"index": index, "id": r.id, "session": r.session_id, "text": searchable_text(r.text)} for r in records]
 
 
 @app.command("delete")
@@ -349,7 +353,8 @@ def delete(
         list[str] | None, typer.Option("--id", metavar="ID", help="Memory id to delete (repeatable).")
     ] = None,
     session: Annotated[
-        str | None, typer.Option("--session", "-s", metavar="S", help="Delete memories saved from this session.")
+        str | None,
+        typer.Option("--session", "-s", metavar="SESSION_ID", help="Delete memories saved from this session."),
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Delete every memory of the user in the index.")] = False,
     app_name: AppOpt = None,
