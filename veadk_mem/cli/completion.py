@@ -199,7 +199,7 @@ def fish_completion(tree: Node) -> str:
         "    set -l tokens (commandline -opc)",
         "    set -l path",
         "    for t in $tokens[2..-1]",
-        "        switch (string join ' ' $path $t)",
+        "        switch (string join -- ' ' $path $t)",
     ]
     nodes = walk(tree)
     for node in nodes:
@@ -209,7 +209,7 @@ def fish_completion(tree: Node) -> str:
     lines += [
         "        end",
         "    end",
-        "    string join ' ' $path",
+        "    string join -- ' ' $path",
         "end",
         "function __vmem_at",
         "    set -l p (__vmem_path)",
