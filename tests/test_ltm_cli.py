@@ -318,6 +318,8 @@ def test_save_from_store_one_session_and_by_app(runner: CliRunner, session_db: s
     assert code == 0 and totals["sessions"] == 4 and totals["duplicates"] == 1
     code, out, _ = invoke(runner, *args, "--app", "ltm_demo", "--since", "2000-01-01")
     assert json.loads(out)["totals"]["sessions"] == 6
+    code, out, _ = invoke(runner, *args, "--app", "ltm_demo", "--until", "2000-01-01")
+    assert code == 0 and json.loads(out)["totals"]["sessions"] == 0  # nothing that old
     code, _, err = invoke(runner, *args, "ltm_demo", "user-42", "nope")
     assert code == 3 and "not found" in err
     code, _, err = invoke(runner, *args)

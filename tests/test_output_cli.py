@@ -186,3 +186,14 @@ def test_the_wheel_has_no_dev_generators_and_completion_works_from_it(tmp_path: 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "complete -c vmem" in out.stdout
+
+
+def test_a_closed_pipe_stops_quietly(db: str) -> None:
+    vmem = Path(sys.executable).with_name("vmem")
+    proc = subprocess.Popen(
+        [str(vmem), "session", "list", "--db-url", db, "--jsonl"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # as `vmem ... | head -0` would
+    assert proc.wait() in (0, 141)  # 0 when everything was written before the close
+    assert proc.stderr.read() == b""

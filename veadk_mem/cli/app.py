@@ -60,6 +60,9 @@ class VmemGroup(TyperGroup):
         except KeyboardInterrupt:
             _report(ctx, "interrupted", None)
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # `vmem ... | head` closed the pipe: stop quietly, as Unix tools do
+            _silence_stdout()
+            raise typer.Exit(141) from None
         except Exception as exc:  # the last line of defence
             state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
             if state.verbose:
@@ -68,6 +71,19 @@ class VmemGroup(TyperGroup):
                 traceback.print_exc(file=sys.stderr)
             _report(ctx, f"unexpected {type(exc).__name__}: {exc}", "run again with --verbose for a traceback")
             raise typer.Exit(1) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so flushing it at exit raises no second BrokenPipeError."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test runner's buffer)
+        pass
+    finally:
+        os.close(devnull)
 
 
 def _report(ctx: ClickContext, message: str, hint: str | None) -> None:

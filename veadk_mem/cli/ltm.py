@@ -117,6 +117,10 @@ def save(
             "--since", metavar="TIME", help="With --from-store --app: sessions updated since (ISO time or 7d)."
         ),
     ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", metavar="TIME", help="With --from-store --app: sessions updated before (ISO or 7d)."),
+    ] = None,
     db_url: DbUrlOption = None,
     policy: Annotated[
         str | None,
@@ -140,10 +144,12 @@ def save(
     state.override("short_term_memory.db_url", db_url)
     total: int | None = None
     if from_store:
-        items = _store_items(state, sources or [], app_name, user, since)
+        items = _store_items(state, sources or [], app_name, user, since, until)
     else:
-        if app_name or user or since:
-            raise BadInput("--app, --user and --since select sessions in the database: use them with --from-store")
+        if app_name or user or since or until:
+            raise BadInput(
+                "--app, --user, --since and --until select sessions in the database: use them with --from-store"
+            )
         if not sources:
             raise BadInput("give session files, a directory or '-' (or --from-store)")
         files = expand_sources(sources)
@@ -175,11 +181,13 @@ def save(
         raise typer.Exit(1)
 
 
-def _store_items(state: AppState, ids: list[str], app_name: str | None, user: str | None, since: str | None) -> Any:
+def _store_items(
+    state: AppState, ids: list[str], app_name: str | None, user: str | None, since: str | None, until: str | None
+) -> Any:
     """Sessions straight from the session database (needs veadk_mem.sessions)."""
     from veadk_mem.errors import BadInput
 
-    if ids and (app_name or user or since):
+    if ids and (app_name or user or since or until):
         raise BadInput("--from-store takes either APP USER ID or --app A [--user U] [--since T], not both")
     if ids and len(ids) != 3:
         raise BadInput("--from-store APP USER ID: give exactly three values")
@@ -187,7 +195,7 @@ def _store_items(state: AppState, ids: list[str], app_name: str | None, user: st
         raise BadInput("--from-store needs APP USER ID, or --app A [--user U] [--since T]")
     from veadk_mem.ltm.store_source import store_sessions
 
-    return store_sessions(state.loaded.settings, ids=ids, app_name=app_name, user_id=user, since=since)
+    return store_sessions(state.loaded.settings, ids=ids, app_name=app_name, user_id=user, since=since, until=until)
 
 
 SUMMARY_COLUMNS = [
