@@ -201,6 +201,7 @@ complete -c vmem -n "__vmem_at 'ltm save'" -s 'a' -d 'With --from-store: every s
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'user' -d 'With --from-store --app: only this user.'
 complete -c vmem -n "__vmem_at 'ltm save'" -s 'u' -d 'With --from-store --app: only this user.'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'since' -d 'With --from-store --app: sessions updated since (ISO time or 7d).'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'until' -d 'With --from-store --app: sessions updated before (ISO or 7d).'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'policy' -x -a 'default all custom' -d 'Preset, [policy.NAME], JSON/TOML file or inline JSON.'
 complete -c vmem -n "__vmem_at 'ltm save'" -s 'p' -x -a 'default all custom' -d 'Preset, [policy.NAME], JSON/TOML file or inline JSON.'
