@@ -136,6 +136,10 @@ def test_a_compaction_event_shows_as_one(runner: CliRunner, tmp_path: Path) -> N
     assert last["text"].endswith("): They greeted each other.")
     plain = runner.invoke(app, ["session", "get", "support_app", "cust-009", "c1", "--db-url", db]).stdout
     assert "empty" not in plain and "They greeted each other." in plain
+    key = ["session", "get", "support_app", "cust-009", "c1", "--db-url", db]
+    lines = runner.invoke(app, [*key, "--jsonl"]).stdout.splitlines()
+    assert [json.loads(line) for line in lines] == json.loads(runner.invoke(app, [*key, "--json"]).stdout)["events"]
+    assert "compactedContent" in lines[-1]  # ADK's own objects stay camelCase
 
 
 def _bash(script: str) -> list[str]:

@@ -165,7 +165,10 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
     async with _store(state) as store:
         # Streamed, one event per line: a 100k-event session never sits in memory.
         if state.fmt == "jsonl":
-            state.render.jsonl([d async for d in store.iter_event_data(app_name, user, session_id, last=last)])
+            from veadk_mem.sessions.codec import camel_event
+
+            async for data in store.iter_event_data(app_name, user, session_id, last=last):
+                state.render.jsonl([camel_event(data)])  # a line at a time: a 100k-event session never sits in memory
         else:
             await state.render.stream(store.session_json(app_name, user, session_id, last=last))
         _warn_all(state, store)
