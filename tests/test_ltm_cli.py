@@ -113,6 +113,10 @@ def test_list_newest_first_with_limit(runner: CliRunner) -> None:
     assert out.splitlines()[0].split()[0] == "id" and len(out.splitlines()) == 2  # header, one memory
     code, out, _ = invoke(runner, "ltm", "list", "-u", "user-42", "-a", "ltm_demo", "-n", "0", "--jsonl")
     assert len([json.loads(line) for line in out.splitlines()]) == 3  # 0: all, as session list
+    base = ["ltm", "list", "-u", "user-42", "-a", "ltm_demo", "--json"]
+    assert len(json.loads(invoke(runner, *base, "--since", "1d")[1])) == 3  # saved just now
+    assert json.loads(invoke(runner, *base, "--until", "2000-01-01")[1]) == []
+    assert len(json.loads(invoke(runner, *base, "--since", "2000-01-01", "-n", "2")[1])) == 2
 
 
 def test_list_keeps_ids_whole_on_a_narrow_terminal(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:

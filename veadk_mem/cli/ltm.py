@@ -293,15 +293,27 @@ def list_(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, metavar="N", help="Show at most N, newest first (0: all).")
     ] = 0,
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="TIME", help="Saved at or after: ISO date/time (UTC) or 7d ago.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="TIME", help="Saved before: ISO date/time (UTC) or 7d ago.")
+    ] = None,
     json_flag: JsonOption = False,
 ) -> None:
     """A user's memories, newest first."""
+    from veadk_mem.sessions.timespec import parse_time
+
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
+    after = parse_time(since, "--since") if since else None
+    before = parse_time(until, "--until") if until else None
 
     async def go() -> list[dict[str, Any]]:
         try:
-            return await ltm.list_memories(app_name=app_name, user_id=user, limit=limit or None)
+            return await ltm.list_memories(
+                app_name=app_name, user_id=user, limit=limit or None, since=after, until=before
+            )
         finally:
             await ltm.close()
 
