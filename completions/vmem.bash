@@ -24,7 +24,7 @@ _vmem() {
     " ltm") opts=''; cmds='save search list profile delete' ;;
     " ltm save") opts='--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm search") opts='--user -u --app -a --top-k -k --min-score --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
-    " ltm list") opts='--user -u --app -a --limit -n --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " ltm list") opts='--user -u --app -a --limit -n --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " ltm profile") opts='--app -a --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm delete") opts='--user -u --id --session -s --all --app -a --dry-run --yes -y --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " policy") opts=''; cmds='test show' ;;

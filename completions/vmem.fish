@@ -239,6 +239,8 @@ complete -c vmem -n "__vmem_at 'ltm list'" -l 'app' -d 'App name; picks the inde
 complete -c vmem -n "__vmem_at 'ltm list'" -s 'a' -d 'App name; picks the index when long_term_memory.index is empty.'
 complete -c vmem -n "__vmem_at 'ltm list'" -l 'limit' -d 'Show at most N, newest first (0: all).'
 complete -c vmem -n "__vmem_at 'ltm list'" -s 'n' -d 'Show at most N, newest first (0: all).'
+complete -c vmem -n "__vmem_at 'ltm list'" -l 'since' -d 'Saved at or after: ISO date/time (UTC) or 7d ago.'
+complete -c vmem -n "__vmem_at 'ltm list'" -l 'until' -d 'Saved before: ISO date/time (UTC) or 7d ago.'
 complete -c vmem -n "__vmem_at 'ltm list'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'ltm list'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at 'ltm list'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
