@@ -273,7 +273,9 @@ class Renderer:
         to_stderr: not data (a plan shown before a question), so it goes to stderr.
         """
         if self.fmt is not None and not to_stderr:
-            self._machine_table(rows, columns, header=not continued)
+            self._machine_table(rows, columns, header=not continued)  # a header even with no rows
+            if not rows and not continued:
+                self.message(empty)
             return
         if not rows:
             if not continued:
