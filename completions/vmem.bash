@@ -3,38 +3,46 @@
 # ~/.local/share/bash-completion/completions/vmem
 _vmem() {
   local cur="${COMP_WORDS[COMP_CWORD]}" path="" w i opts="" cmds=""
+  local prev="${COMP_WORDS[COMP_CWORD-1]}"
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
+      " doctor"|" forget"|" completion"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
     esac
   done
   case "$path" in
-    "") opts='--config -c --json --quiet -q --verbose -v --version'; cmds='doctor forget session ltm policy config' ;;
-    " doctor") opts='--json'; cmds='' ;;
-    " forget") opts='--app -a --db-url --dry-run --yes -y --json'; cmds='' ;;
+    "") opts='--config -c --json --quiet -q --verbose -v --version'; cmds='doctor forget completion session ltm policy config' ;;
+    " doctor") opts='--db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " forget") opts='--app -a --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " completion") opts='--config -c --json --quiet -q --verbose -v'; cmds='bash zsh fish' ;;
     " session") opts=''; cmds='list get delete export import' ;;
-    " session list") opts='--app --user --since --until --limit --offset --db-url --json'; cmds='' ;;
-    " session get") opts='--events --db-url --json'; cmds='' ;;
-    " session delete") opts='--app --user --older-than --purge-state --dry-run --yes -y --db-url --json'; cmds='' ;;
-    " session export") opts='--app --user --since --until --output -o --db-url'; cmds='' ;;
-    " session import") opts='--db-url --json'; cmds='' ;;
+    " session list") opts='--app -a --user -u --since --until --limit -n --offset --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " session get") opts='--events --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " session delete") opts='--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " session export") opts='--app -a --user -u --since --until --output -o --db-url --config -c --json --quiet -q --verbose -v'; cmds='' ;;
+    " session import") opts='--db-url --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm") opts=''; cmds='save search list profile delete export import copy' ;;
-    " ltm save") opts='--from-store --app -a --user -u --since --db-url --policy -p --include-assistant --dry-run --json'; cmds='' ;;
-    " ltm search") opts='--user -u --app -a --top-k -k --min-score --json'; cmds='' ;;
-    " ltm list") opts='--user -u --app -a --limit -n --json'; cmds='' ;;
-    " ltm profile") opts='--app -a --json'; cmds='' ;;
-    " ltm delete") opts='--user -u --id --session -s --all --app -a --dry-run --yes -y --json'; cmds='' ;;
-    " ltm export") opts='--user -u --all-users --app -a --index -i --output -o --vectors --backend -b'; cmds='' ;;
-    " ltm import") opts='--backend -b --index -i --dry-run --json'; cmds='' ;;
-    " ltm copy") opts='--from-backend --to-backend --from-index --to-index --user -u --dry-run --json'; cmds='' ;;
+    " ltm save") opts='--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " ltm search") opts='--user -u --app -a --top-k -k --min-score --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " ltm list") opts='--user -u --app -a --limit -n --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " ltm profile") opts='--app -a --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " ltm delete") opts='--user -u --id --session -s --all --app -a --dry-run --yes -y --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " ltm export") opts='--user -u --all-users --app -a --index -i --output -o --vectors --backend -b --config -c --json --quiet -q --verbose -v'; cmds='' ;;
+    " ltm import") opts='--backend -b --index -i --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " ltm copy") opts='--from-backend --to-backend --from-index --to-index --user -u --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " policy") opts=''; cmds='test show' ;;
-    " policy test") opts='--from-store --db-url --policy -p --include-assistant --json'; cmds='' ;;
-    " policy show") opts='--include-assistant --json'; cmds='' ;;
+    " policy test") opts='--from-store --db-url --policy -p --include-assistant --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " policy show") opts='--include-assistant --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='default all custom' ;;
     " config") opts=''; cmds='show init path' ;;
-    " config show") opts='--json'; cmds='' ;;
-    " config init") opts='--force'; cmds='' ;;
-    " config path") opts='--json'; cmds='' ;;
+    " config show") opts='--db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " config init") opts='--force --config -c --json --quiet -q --verbose -v'; cmds='' ;;
+    " config path") opts='--json --config -c --quiet -q --verbose -v'; cmds='' ;;
+  esac
+  case "$path $prev" in
+    " ltm save --policy") cmds='default all custom'; opts='' ;;
+    " ltm save -p") cmds='default all custom'; opts='' ;;
+    " policy test --policy") cmds='default all custom'; opts='' ;;
+    " policy test -p") cmds='default all custom'; opts='' ;;
   esac
   if [[ "$cur" == -* ]]; then
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))

@@ -30,7 +30,8 @@ def _bash_complete(line: str) -> list[str]:
 def test_bash_completion_knows_commands_and_options() -> None:
     assert _bash_complete("vmem con") == ["config"]
     assert _bash_complete("vmem config ") == ["show", "init", "path"]
-    assert _bash_complete("vmem config show --j") == ["--json"]
+    assert _bash_complete("vmem config show --j") == ["--json", "--jsonl"]
+    assert _bash_complete("vmem policy test --policy ") == ["default", "all", "custom"]
     assert _bash_complete("vmem --json config p") == ["path"]
 
 
@@ -64,4 +65,8 @@ def test_fish_completion_knows_commands_and_options() -> None:
     )
     out = subprocess.run([exe, "-c", script], capture_output=True, text=True, check=True).stdout
     names = [line.split("\t")[0] for line in out.splitlines()]
-    assert names == ["init", "path", "show", "--json"]
+    assert names == ["init", "path", "show", "--json", "--jsonl"]
+    script = f"source {ROOT / 'completions' / 'vmem.fish'}; complete -C 'vmem policy test --policy '"
+    out = subprocess.run([exe, "-c", script], capture_output=True, text=True, check=True)
+    assert [line.split("\t")[0] for line in out.stdout.splitlines()] == ["all", "custom", "default"]
+    assert out.stderr == ""

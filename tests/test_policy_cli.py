@@ -69,11 +69,12 @@ def test_saved_equals_veadk_for_a_corpus_session(runner: CliRunner, tmp_path: Pa
 def test_table_and_summary(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(app, ["policy", "test", write(tmp_path / "s.json", SESSION)])
     assert result.exit_code == 0
-    header = result.stdout.splitlines()[1]
+    header = result.stdout.splitlines()[0]  # off a terminal: a header line, one event a line
     for column in ("#", "time", "author", "role", "types", "decision", "reason", "memory"):
         assert column in header
+    assert len(result.stdout.splitlines()) == 1 + 3
     assert "saved" in result.stdout and "dropped" in result.stdout
-    assert result.stderr.strip() == "1 saved / 3 events, 48 bytes"
+    assert result.stderr.splitlines() == ["policy: preset default", "1 saved / 3 events, 48 bytes"]
     everything = runner.invoke(app, ["policy", "test", write(tmp_path / "s.json", SESSION), "-p", "all"]).stdout
     assert "[thought] x" in everything and "peanuts" in everything
     quiet = runner.invoke(app, ["--quiet", "policy", "test", write(tmp_path / "s.json", SESSION)])
@@ -88,7 +89,7 @@ def test_stdin_jsonl_snake_case_and_several_sessions(runner: CliRunner) -> None:
     assert out["saved"] == [USER_MEMORY, USER_MEMORY]
     assert [e["id"] for e in out["events"]] == ["e1", "e2", "e3", "e1"]
     table = runner.invoke(app, ["policy", "test", "-"], input=stdin)
-    assert "session" in table.stdout.splitlines()[1]
+    assert "session" in table.stdout.splitlines()[0]
     assert "2 saved / 4 events in 2 sessions" in table.stderr
 
 
@@ -158,7 +159,9 @@ def test_bad_input_exits_2_with_one_line(runner: CliRunner, tmp_path: Path) -> N
 
 
 def test_show_table_and_json(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["policy", "show", '{"preset": "custom", "text_only": false}'])
+    result = runner.invoke(
+        app, ["policy", "show", '{"preset": "custom", "text_only": false}'], env={"TTY_COMPATIBLE": "1"}
+    )
     assert result.exit_code == 0
     cells = [[c.strip() for c in line.split("│")] for line in result.stdout.splitlines()[3:]]
     rows = {row[0]: row[1:] for row in cells}

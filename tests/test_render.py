@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -16,7 +17,14 @@ def _rows(n: int) -> list[dict[str, object]]:
     return [{"n": i, "text": f"line {i}\nwith a break and more words", "data": {"k": i}} for i in range(n)]
 
 
-def test_small_table_is_rich(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stdout and stderr count as a terminal (Rich's TTY_COMPATIBLE), 80 columns wide."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+
+
+def test_small_table_is_rich(capsys: pytest.CaptureFixture[str], terminal: None) -> None:
     Renderer().table(_rows(3), COLUMNS, title="t")
     out = capsys.readouterr().out
     assert "┃" in out or "│" in out
@@ -24,17 +32,70 @@ def test_small_table_is_rich(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_long_table_is_plain_aligned_and_single_line(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, terminal: None
 ) -> None:
     monkeypatch.setattr(render, "RICH_TABLE_MAX_ROWS", 5)
     Renderer().table(_rows(12), COLUMNS, title="timeline")
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "timeline"
-    assert lines[1].split() == ["#", "text", "data"]
-    assert len(lines) == 3 + 12  # title, header, rule, one line per row
-    assert lines[3].startswith(" 0  line 0 wi…  ")
-    assert lines[14].startswith("11  line 11 w…  ")
-    assert lines[14].endswith('{"k": 11}')
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert captured.err == "timeline\n"  # a caption, not a record
+    assert lines[0].split() == ["#", "text", "data"]
+    assert len(lines) == 1 + 12  # header, one line per row
+    assert lines[1] == ' 0  line 0 with a break and more words   {"k": 0}'  # never cut, never wrapped
+    assert lines[12] == '11  line 11 with a break and more words  {"k": 11}'
+
+
+def test_off_a_terminal_a_table_is_plain_text_one_record_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    long_id = "session-" + "x" * 150
+    Renderer().table([{"n": 1, "text": long_id, "data": None}], COLUMNS)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ["#", "text", "data"] and lines[1] == f"1  {long_id}"  # no box, no wrapping
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        ("csv", ["n,text,data", '0,"line 0\nwith a break and more words","{""k"": 0}"']),
+        ("tsv", ["n\ttext\tdata", '0\tline 0\\nwith a break and more words\t{"k": 0}']),
+        ("jsonl", ['{"n": 0, "text": "line 0\\nwith a break and more words", "data": {"k": 0}}']),
+    ],
+)
+def test_machine_formats(capsys: pytest.CaptureFixture[str], fmt: str, expected: list[str]) -> None:
+    Renderer(fmt=fmt).table(_rows(1), COLUMNS, title="ignored")
+    assert capsys.readouterr().out == "\n".join(expected) + "\n"
+
+
+def test_csv_times_are_iso_utc(capsys: pytest.CaptureFixture[str]) -> None:
+    Renderer(fmt="csv").table([{"t": 0.5}], [Column.time("time", "t")])
+    assert capsys.readouterr().out == "t\n1970-01-01T00:00:00.500000Z\n"
+
+
+def test_fit_keeps_ids_whole_and_leaves_out_what_cannot_fit() -> None:
+    columns = [
+        Column("id", "id", no_wrap=True),
+        Column("text", "text"),
+        Column.time("time", "time"),
+        Column("empty", "empty"),
+    ]
+    cells = [["memory-0123456789abcdef", "a long text " * 10, "2026-01-01 10:00:00", ""]]
+    layout = render.fit_columns(columns, cells, 60)
+    assert layout.shown == [0, 1, 2]  # the empty column is not drawn
+    assert layout.widths[0] == len("memory-0123456789abcdef")
+    assert sum(layout.widths) + render.GAP * 2 <= 60
+    narrow = render.fit_columns(columns, cells, 40)
+    assert narrow.shown == [0, 1] and narrow.dropped == [2]  # the time gives way to the text
+
+
+def test_a_dropped_column_is_named_on_stderr(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", "30")
+    columns = [Column("id", "id", no_wrap=True), Column("text", "text"), Column.time("time", "t")]
+    Renderer().table([{"id": "x" * 20, "text": "hello world", "t": 0.0}], columns)
+    captured = capsys.readouterr()
+    assert "left out 'time'" in captured.err and "x" * 20 in captured.out
 
 
 def test_empty_table_prints_a_note_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,9 +133,8 @@ def test_counted() -> None:
 
 
 def test_a_squeezed_time_column_wraps_between_date_and_time(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, terminal: None
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "80")
     columns = [
         Column("#", "n", justify="right"),
         Column.time("time", "time"),
@@ -84,7 +144,7 @@ def test_a_squeezed_time_column_wraps_between_date_and_time(
     row: dict[str, object] = {"n": 1, "time": 1_764_403_207.0, "reason": "role assistant not in include_roles [user]"}
     row.update({f"c{i}": "assistant" for i in range(5)})
     Renderer().table([row], columns)
-    out = capsys.readouterr().out
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert max(len(line) for line in out.splitlines()) <= 80
     cells = [line.split("│")[1].strip() for line in out.splitlines() if "│" in line]
     assert cells[:2] == render.local_time(row["time"]).split(" ")  # ['2025-11-29', '08:00:07'] in UTC

@@ -41,7 +41,7 @@ def test_list_table_and_json(runner: CliRunner, dbfile: Path) -> None:
     rows = json.loads(result.stdout)
     assert {r["id"] for r in rows} == {"s1", "s2"}
     first = rows[0]
-    assert list(first) == [
+    assert list(first) == [  # ADK's own list_sessions item (camelCase), one update time
         "id",
         "appName",
         "userId",
@@ -49,13 +49,25 @@ def test_list_table_and_json(runner: CliRunner, dbfile: Path) -> None:
         "lastUpdateTime",
         "eventCount",
         "createTime",
-        "updateTime",
     ]
     assert first["state"]["app:region"] == "cn" and first["state"]["user:lang"] == "zh"
-    assert first["createTime"].endswith("Z")
+    assert isinstance(first["createTime"], float) and first["createTime"] <= first["lastUpdateTime"]
     assert [r["lastUpdateTime"] for r in rows] == sorted((r["lastUpdateTime"] for r in rows), reverse=True)
     counts = {r["id"]: r["eventCount"] for r in rows}
     assert counts == {"s1": 12, "s2": 3}
+    tsv = vmem(runner, "session", "list", "--db-url", str(dbfile), "-u", "alice", "--tsv").stdout.splitlines()
+    assert tsv[0].split("\t") == [
+        "app_name",
+        "user_id",
+        "id",
+        "event_count",
+        "state_keys",
+        "create_time",
+        "update_time",
+    ]
+    assert {line.split("\t")[2] for line in tsv[1:]} == {"s1", "s2"}
+    plain = vmem(runner, "session", "list", "--db-url", str(dbfile), "-u", "alice").stdout.splitlines()
+    assert len(plain) == 3 and [line.split()[2] for line in plain[1:]] == [r["id"] for r in rows]  # grep, cut, awk
 
 
 def test_list_paging_and_time_filters(runner: CliRunner, dbfile: Path) -> None:
@@ -114,7 +126,8 @@ def test_delete_by_id_keeps_state_and_leaves_no_orphans(runner: CliRunner, dbfil
     result = vmem(runner, "session", "delete", APP, "alice", "s1", "--yes", "--json", "--db-url", str(dbfile))
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["sessionCount"] == 1 and report["eventCount"] == 12 and report["userStates"] == []
+    assert report["session_count"] == 1 and report["event_count"] == 12 and report["user_states"] == []
+    assert report["sessions"] == [{"app_name": APP, "user_id": "alice", "id": "s1"}] and not report["dry_run"]
     assert sqlite_rows(dbfile, "SELECT count(*) FROM events WHERE session_id='s1'")[0][0] == 0
     assert sqlite_rows(dbfile, "SELECT count(*) FROM user_states WHERE user_id='alice'")[0][0] == 1
 
@@ -380,7 +393,7 @@ def test_long_timelines_show_the_last_thousand_events(runner: CliRunner, tmp_pat
     dump.write_text(session.to_json() + "\n", encoding="utf-8")
     db = tmp_path / "long.db"
     assert vmem(runner, "session", "import", str(dump), "--db-url", str(db)).exit_code == 0
-    result = vmem(runner, "session", "get", APP, "u", "long", "--db-url", str(db))
+    result = vmem(runner, "session", "get", APP, "u", "long", "--db-url", str(db), env={"TTY_COMPATIBLE": "1"})
     assert result.exit_code == 0
     assert "showing the last 1000 of 1003 events" in result.stderr
     assert "1003" in result.stdout and "│ 3 " not in result.stdout

@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from veadk_mem import __version__
+from veadk_mem.cli import completion as completion_cmd
 from veadk_mem.cli import config as config_cmd
 from veadk_mem.cli import doctor as doctor_cmd
 from veadk_mem.cli import ltm as ltm_cmd
@@ -16,6 +17,7 @@ from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.state import AppState, get_state
+from veadk_mem.cli.wiring import usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
 if TYPE_CHECKING:
@@ -23,11 +25,34 @@ if TYPE_CHECKING:
 
 
 class VmemGroup(TyperGroup):
-    """Root group that turns every VmemError into a one-line message and its exit code."""
+    """Root group that turns every VmemError, and Click's usage errors, into a one-line
+    message and its exit code, and gives every command the global flags (wiring.py)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        wire_commands(self)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            usage_error(exc, AppState())
+            raise typer.Exit(2) from None
 
     def invoke(self, ctx: ClickContext) -> Any:
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
         try:
             return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            usage_error(exc, ctx.obj if isinstance(ctx.obj, AppState) else AppState())
+            raise typer.Exit(2) from None
         except VmemError as exc:
             _report(ctx, exc.message, exc.hint)
             raise typer.Exit(exc.exit_code) from None
@@ -36,6 +61,9 @@ class VmemGroup(TyperGroup):
         except KeyboardInterrupt:
             _report(ctx, "interrupted", None)
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # `vmem ... | head` closed the pipe: stop quietly, as Unix tools do
+            _silence_stdout()
+            raise typer.Exit(141) from None
         except Exception as exc:  # the last line of defence
             state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
             if state.verbose:
@@ -44,6 +72,19 @@ class VmemGroup(TyperGroup):
                 traceback.print_exc(file=sys.stderr)
             _report(ctx, f"unexpected {type(exc).__name__}: {exc}", "run again with --verbose for a traceback")
             raise typer.Exit(1) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so flushing it at exit raises no second BrokenPipeError."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test runner's buffer)
+        pass
+    finally:
+        os.close(devnull)
 
 
 def _report(ctx: ClickContext, message: str, hint: str | None) -> None:
@@ -67,7 +108,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"vmem {__version__}")
+        AppState().render.text(f"vmem {__version__}")
         raise typer.Exit()
 
 
@@ -102,6 +143,7 @@ app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(config_cmd.app, name="config")
 app.command("doctor")(doctor_cmd.doctor)
 app.command("forget")(ltm_cmd.forget)
+app.command("completion")(completion_cmd.completion)
 
 
 def main() -> None:

@@ -8,24 +8,33 @@ from typing import Annotated
 import typer
 
 from veadk_mem.cli.render import Column
-from veadk_mem.cli.state import JsonOption, get_state
+from veadk_mem.cli.state import DbUrlOption, JsonOption, get_state
+from veadk_mem.cli.wiring import table_shaped
 
 app = typer.Typer(help="Show and create vmem configuration.", no_args_is_help=True)
 
 
 @app.command("show")
+@table_shaped
 def show(
     ctx: typer.Context,
+    db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
     """Print every effective setting with its source; secrets are masked."""
     from veadk_mem.config import effective_rows
 
     state = get_state(ctx, json_flag=json_flag)
+    state.override("short_term_memory.db_url", db_url)
     rows = effective_rows(state.loaded)
     state.render.records(
         rows,
-        [Column("key", "key"), Column("value", "value"), Column("source", "source"), Column("env", "env")],
+        [
+            Column("key", "key", no_wrap=True),
+            Column("value", "value"),
+            Column("source", "source"),
+            Column("env", "env", no_wrap=True, keep=-1),  # on a narrow terminal the variable name goes first
+        ],
         json_rows={r["key"]: {"value": r["value"], "source": r["source"], "env": r["env"]} for r in rows},
     )
 
@@ -34,7 +43,7 @@ def show(
 def init(
     ctx: typer.Context,
     path: Annotated[
-        Path | None, typer.Argument(metavar="[PATH]", help="Where to write it (default: the XDG config path).")
+        Path | None, typer.Argument(metavar="PATH", help="Where to write it (default: the XDG config path).")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
@@ -71,7 +80,7 @@ def path_cmd(
         state.render.json({"path": str(used) if used else None, "reason": why, "searched": searched})
         return
     if used:
-        typer.echo(str(used))
+        state.render.text(str(used))
         state.render.message(f"({why})")
     else:
         state.render.message("no config file; defaults and environment apply. Searched: " + ", ".join(searched))

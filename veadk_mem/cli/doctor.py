@@ -5,19 +5,25 @@ from __future__ import annotations
 import typer
 
 from veadk_mem.cli.render import Column
-from veadk_mem.cli.state import JsonOption, get_state, run
+from veadk_mem.cli.state import DbUrlOption, JsonOption, get_state, run
+from veadk_mem.cli.wiring import table_shaped
 
 
+@table_shaped
 def doctor(
     ctx: typer.Context,
+    db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
     """Check the reachability of every configured store; exit 1 when one fails."""
     from veadk_mem.doctor import run_checks
 
     state = get_state(ctx, json_flag=json_flag)
+    state.override("short_term_memory.db_url", db_url)
     results = run(run_checks(state.loaded.settings))
     rows = [r.as_dict() for r in results]
-    state.render.records(rows, [Column("check", "name"), Column("status", "status"), Column("detail", "detail")])
+    state.render.records(
+        rows, [Column("check", "name", no_wrap=True), Column("status", "status"), Column("detail", "detail")]
+    )
     if any(r.status == "fail" for r in results):
         raise typer.Exit(1)

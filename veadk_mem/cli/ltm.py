@@ -10,18 +10,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, counted, local_time, preview
+from veadk_mem.cli.render import Column, counted, local_time
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
+from veadk_mem.cli.wiring import table_shaped
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
 
 app = typer.Typer(help="Save sessions into long-term memory, search and manage it.", no_args_is_help=True)
 
-UserOpt = Annotated[str, typer.Option("--user", "-u", metavar="U", help="The user whose memories to use (required).")]
+UserOpt = Annotated[
+    str, typer.Option("--user", "-u", metavar="USER", help="The user whose memories to use (required).")
+]
 AppOpt = Annotated[
     str | None,
-    typer.Option("--app", "-a", metavar="A", help="App name; picks the index when long_term_memory.index is empty."),
+    typer.Option("--app", "-a", metavar="APP", help="App name; picks the index when long_term_memory.index is empty."),
 ]
 
 
@@ -49,7 +52,7 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "score": meta.get("score"),
                 "role": entry["content"].get("role", ""),
                 "author": entry.get("author", ""),
-                "text": preview(entry_text(entry), 100),
+                "text": entry_text(entry),
                 "session": origin.get("session_id", ""),
                 "saved": entry.get("timestamp"),
             }
@@ -73,7 +76,7 @@ SEARCH_COLUMNS = [
     Column("role", "role"),
     Column("author", "author"),
     Column("text", "text", max_width=80),
-    Column("session", "session"),
+    Column("session", "session", no_wrap=True),
     Column.time("saved", "saved", _time),
 ]
 LIST_COLUMNS = [
@@ -81,7 +84,7 @@ LIST_COLUMNS = [
     Column("role", "role"),
     Column("author", "author"),
     Column("text", "text", max_width=80),
-    Column("session", "session"),
+    Column("session", "session", no_wrap=True),
     Column.time("saved", "saved", _time),
 ]
 
@@ -103,19 +106,25 @@ def save(
         bool, typer.Option("--from-store", help="Read sessions from the session database instead of files.")
     ] = False,
     app_name: Annotated[
-        str | None, typer.Option("--app", "-a", metavar="A", help="With --from-store: every session of this app.")
+        str | None, typer.Option("--app", "-a", metavar="APP", help="With --from-store: every session of this app.")
     ] = None,
     user: Annotated[
-        str | None, typer.Option("--user", "-u", metavar="U", help="With --from-store --app: only this user.")
+        str | None, typer.Option("--user", "-u", metavar="USER", help="With --from-store --app: only this user.")
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", metavar="T", help="With --from-store --app: sessions updated since (ISO time or 7d)."),
+        typer.Option(
+            "--since", metavar="TIME", help="With --from-store --app: sessions updated since (ISO time or 7d)."
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", metavar="TIME", help="With --from-store --app: sessions updated before (ISO or 7d)."),
     ] = None,
     db_url: DbUrlOption = None,
     policy: Annotated[
         str | None,
-        typer.Option("--policy", "-p", metavar="P", help="Preset, [policy.NAME], JSON/TOML file or inline JSON."),
+        typer.Option("--policy", "-p", metavar="POLICY", help="Preset, [policy.NAME], JSON/TOML file or inline JSON."),
     ] = None,
     include_assistant: Annotated[
         bool, typer.Option("--include-assistant", help="Keep assistant text events too (as openviking does).")
@@ -135,10 +144,12 @@ def save(
     state.override("short_term_memory.db_url", db_url)
     total: int | None = None
     if from_store:
-        items = _store_items(state, sources or [], app_name, user, since)
+        items = _store_items(state, sources or [], app_name, user, since, until)
     else:
-        if app_name or user or since:
-            raise BadInput("--app, --user and --since select sessions in the database: use them with --from-store")
+        if app_name or user or since or until:
+            raise BadInput(
+                "--app, --user, --since and --until select sessions in the database: use them with --from-store"
+            )
         if not sources:
             raise BadInput("give session files, a directory or '-' (or --from-store)")
         files = expand_sources(sources)
@@ -170,11 +181,13 @@ def save(
         raise typer.Exit(1)
 
 
-def _store_items(state: AppState, ids: list[str], app_name: str | None, user: str | None, since: str | None) -> Any:
+def _store_items(
+    state: AppState, ids: list[str], app_name: str | None, user: str | None, since: str | None, until: str | None
+) -> Any:
     """Sessions straight from the session database (needs veadk_mem.sessions)."""
     from veadk_mem.errors import BadInput
 
-    if ids and (app_name or user or since):
+    if ids and (app_name or user or since or until):
         raise BadInput("--from-store takes either APP USER ID or --app A [--user U] [--since T], not both")
     if ids and len(ids) != 3:
         raise BadInput("--from-store APP USER ID: give exactly three values")
@@ -182,7 +195,7 @@ def _store_items(state: AppState, ids: list[str], app_name: str | None, user: st
         raise BadInput("--from-store needs APP USER ID, or --app A [--user U] [--since T]")
     from veadk_mem.ltm.store_source import store_sessions
 
-    return store_sessions(state.loaded.settings, ids=ids, app_name=app_name, user_id=user, since=since)
+    return store_sessions(state.loaded.settings, ids=ids, app_name=app_name, user_id=user, since=since, until=until)
 
 
 SUMMARY_COLUMNS = [
@@ -238,6 +251,7 @@ def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
 
 
 @app.command("search")
+@table_shaped
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for, in plain words.")],
@@ -247,7 +261,7 @@ def search(
         int | None, typer.Option("--top-k", "-k", min=1, metavar="K", help="Memories to return (default: top_k).")
     ] = None,
     min_score: Annotated[
-        float | None, typer.Option("--min-score", metavar="S", help="Drop results scoring below this.")
+        float | None, typer.Option("--min-score", metavar="SCORE", help="Drop results scoring below this.")
     ] = None,
     json_flag: JsonOption = False,
 ) -> None:
@@ -271,22 +285,35 @@ def search(
 
 
 @app.command("list")
+@table_shaped
 def list_(
     ctx: typer.Context,
     user: UserOpt,
     app_name: AppOpt = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", "-n", min=1, metavar="N", help="Show at most N, newest first.")
+        int, typer.Option("--limit", "-n", min=0, metavar="N", help="Show at most N, newest first (0: all).")
+    ] = 0,
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="TIME", help="Saved at or after: ISO date/time (UTC) or 7d ago.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="TIME", help="Saved before: ISO date/time (UTC) or 7d ago.")
     ] = None,
     json_flag: JsonOption = False,
 ) -> None:
     """A user's memories, newest first."""
+    from veadk_mem.sessions.timespec import parse_time
+
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
+    after = parse_time(since, "--since") if since else None
+    before = parse_time(until, "--until") if until else None
 
     async def go() -> list[dict[str, Any]]:
         try:
-            return await ltm.list_memories(app_name=app_name, user_id=user, limit=limit)
+            return await ltm.list_memories(
+                app_name=app_name, user_id=user, limit=limit or None, since=after, until=before
+            )
         finally:
             await ltm.close()
 
@@ -318,7 +345,7 @@ def profile(
     if state.render.json_mode:
         state.render.json({"user_id": user, "profile": text})
     else:
-        state.render.out.print(text, markup=False)
+        state.render.text(text)
 
 
 # --- delete / forget -----------------------------------------------------------------
@@ -326,8 +353,8 @@ def profile(
 
 DELETE_COLUMNS = [
     Column("index", "index"),
-    Column("id", "id"),
-    Column("session", "session"),
+    Column("id", "id", no_wrap=True),
+    Column("session", "session", no_wrap=True),
     Column("text", "text", max_width=80),
 ]
 
@@ -335,10 +362,7 @@ DELETE_COLUMNS = [
 def _record_rows(index: str, records: list[Any]) -> list[dict[str, Any]]:
     from veadk_mem.ltm.convert import searchable_text
 
-    return [
-        {"index": index, "id": r.id, "session": r.session_id, "text": preview(searchable_text(r.text), 80)}
-        for r in records
-    ]
+    return [{"index": index, "id": r.id, "session": r.session_id, "text": searchable_text(r.text)} for r in records]
 
 
 @app.command("delete")
@@ -349,7 +373,8 @@ def delete(
         list[str] | None, typer.Option("--id", metavar="ID", help="Memory id to delete (repeatable).")
     ] = None,
     session: Annotated[
-        str | None, typer.Option("--session", "-s", metavar="S", help="Delete memories saved from this session.")
+        str | None,
+        typer.Option("--session", "-s", metavar="SESSION_ID", help="Delete memories saved from this session."),
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Delete every memory of the user in the index.")] = False,
     app_name: AppOpt = None,

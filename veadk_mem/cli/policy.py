@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, preview
+from veadk_mem.cli.render import Column
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, get_state, run
+from veadk_mem.cli.wiring import table_shaped
 
 if TYPE_CHECKING:
     from veadk_mem.events import Session
@@ -20,7 +21,7 @@ PolicyOption = Annotated[
     typer.Option(
         "--policy",
         "-p",
-        metavar="P",
+        metavar="POLICY",
         help="Preset (default, all, custom), a [policy.NAME] from the config, a JSON/TOML file, or inline JSON. "
         "Default: [policy] default of the config.",
     ),
@@ -55,7 +56,7 @@ def _gist(memory: str | None) -> str:
         if part.get("thought"):
             tags.append("[thought]")
         bits.append(" ".join([*tags, *([part["text"]] if "text" in part else [])]))
-    return preview(" | ".join(bits), 60) or "(no parts)"
+    return " ".join(" | ".join(bits).split()) or "(no parts)"
 
 
 def _shown(value: Any) -> str:
@@ -67,13 +68,15 @@ def _shown(value: Any) -> str:
 
 
 @app.command("test")
+@table_shaped
 def test_cmd(
     ctx: typer.Context,
     source: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="FILE|-",
-            help="ADK session JSON: one session, a list, or JSONL. With --from-store: APP USER ID.",
+            metavar="FILE|- or APP USER ID",
+            help="One ADK session JSON file (one session, a list, or JSONL) or - for stdin. "
+            "With --from-store: APP USER ID.",
             show_default=False,
         ),
     ] = None,
@@ -147,7 +150,7 @@ def _table(state: AppState, result: DryRun) -> None:
     ]
     columns = [
         Column("#", "n", justify="right"),
-        *([Column("session", "session")] if several else []),
+        *([Column("session", "session", no_wrap=True)] if several else []),
         Column.time("time", "time"),
         Column("author", "author"),
         Column("role", "role"),
@@ -161,12 +164,13 @@ def _table(state: AppState, result: DryRun) -> None:
 
 
 @app.command("show")
+@table_shaped
 def show_cmd(
     ctx: typer.Context,
     policy: Annotated[
         str | None,
         typer.Argument(
-            metavar="P", help="Preset, [policy.NAME], JSON/TOML file or inline JSON (default: the configured one)."
+            metavar="POLICY", help="Preset, [policy.NAME], JSON/TOML file or inline JSON (default: the configured one)."
         ),
     ] = None,
     include_assistant: AssistantOption = False,
@@ -185,7 +189,7 @@ def show_cmd(
     ]
     state.render.records(
         rows,
-        [Column("field", "field"), Column("value", "value"), Column("source", "source")],
+        [Column("field", "field", no_wrap=True), Column("value", "value"), Column("source", "source")],
         json_rows=described,
         title=f"policy: {resolved.origin}",
     )

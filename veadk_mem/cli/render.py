@@ -1,15 +1,20 @@
-"""The one output path: core results become a Rich table, JSON or JSONL here and nowhere else.
+"""The one output path: core results become a table, plain text, JSON, JSONL, CSV or TSV here
+and nowhere else.
 
-Data goes to stdout, messages and progress to stderr. Rich honours NO_COLOR itself. Every
-message, warning, error and hint is one line however long: a terminal wraps it for people,
-and logs and pipes keep it whole for grep.
+Data goes to stdout; messages, plans and progress to stderr. Rich honours NO_COLOR itself.
+Tables for people are fitted to the terminal and never lose a character: a cell wraps inside
+itself, ids and keys never wrap (other columns give way), and a column that cannot fit is
+left out with a note on stderr rather than cropped. Off a terminal a table is plain text, a
+header line and one record per line, never wrapped, so grep, cut and awk work. Every message,
+warning, error and hint is one line however long.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,13 +25,20 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
 
-RICH_TABLE_MAX_ROWS = 1000  # above this, tables are written as plain aligned text
-PLAIN_CELL_MAX = 80
+RICH_TABLE_MAX_ROWS = 1000  # above this, even a terminal gets plain aligned text
+TABLE_FORMATS = ("jsonl", "csv", "tsv")  # the machine formats every table-shaped command takes
+MIN_WRAP_WIDTH = 6  # the narrowest a wrapping column is squeezed to before columns are left out
+WORD_WIDTH = 20  # a wrapping column gets room for words this long before long words fold
+GAP = 3  # a column separator with its padding: " │ "
 
 
 @dataclass(frozen=True)
 class Column:
-    """A table column: header, the record key it shows, and an optional formatter."""
+    """A table column: header, the record key it shows, and an optional formatter.
+
+    no_wrap marks ids and keys people copy into another command: they are never wrapped,
+    other columns give way first. max_width caps how wide a wrapping column grows.
+    """
 
     header: str
     key: str
@@ -34,12 +46,15 @@ class Column:
     justify: str = "left"
     max_width: int | None = None
     min_width: int | None = None
-    no_wrap: bool = False  # ids people copy into another command: other columns give way first
+    no_wrap: bool = False
+    is_time: bool = False
+    keep: int = 0  # when columns must be left out, the lowest keep goes first (then the rightmost)
 
     @classmethod
     def time(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None) -> Column:
-        """A time column (local time by default) that, squeezed, wraps between date and time."""
-        return cls(header, key, fmt or local_time, min_width=TIME_WIDTH)
+        """A time column: local time for people, ISO-8601 UTC in CSV/TSV/JSONL; squeezed, it
+        wraps between date and time, never inside the date."""
+        return cls(header, key, fmt or local_time, min_width=TIME_WIDTH, is_time=True, keep=-1)
 
 
 def to_json(data: Any, *, indent: int | None = 2) -> str:
@@ -89,22 +104,99 @@ def counted(n: int, noun: str) -> str:
 
 
 def preview(text: str | None, width: int = 80) -> str:
-    """One line of text, cut to width with an ellipsis."""
+    """One line of text, cut to width with an ellipsis (for messages, never for table cells)."""
     if not text:
         return ""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-class Renderer:
-    """Writes data and messages according to the global --json / --quiet flags."""
+def one_line(text: str) -> str:
+    """Text with every run of whitespace (newlines included) made one space: nothing is cut."""
+    return " ".join(text.split())
 
-    def __init__(self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False) -> None:
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a table's columns go on a terminal: the shown columns, their widths, the left-out ones."""
+
+    shown: list[int]
+    widths: list[int]
+    dropped: list[int]
+
+
+def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int) -> Layout:
+    """Give each column a width so the table fits `width` without cutting a character.
+
+    no_wrap columns get their whole width. Wrapping columns start at their floor (the longest
+    header word, MIN_WRAP_WIDTH or min_width); then, cheapest first, each gets room for its
+    longest word (up to WORD_WIDTH) so words are not split; what is left goes to them in
+    proportion to what they lack of their natural width (capped by max_width). Columns with
+    no text are not drawn. When even the floors do not fit, columns are left out: lowest
+    `keep` first, then from the right, wrapping before no_wrap ones, never the first.
+    """
+    from rich.cells import cell_len
+
+    def lines(i: int) -> Iterator[str]:
+        for row in cells:
+            yield from row[i].splitlines() or [""]
+
+    shown = [i for i, col in enumerate(columns) if any(row[i] for row in cells)]
+    high: dict[int, int] = {}
+    word: dict[int, int] = {}
+    floor: dict[int, int] = {}
+    for i in shown:
+        col = columns[i]
+        natural = max(cell_len(col.header), *(cell_len(line) for line in lines(i)))
+        if col.no_wrap:
+            high[i] = word[i] = floor[i] = natural
+            continue
+        high[i] = min(natural, col.max_width) if col.max_width else natural
+        header_word = max((cell_len(w) for w in col.header.split()), default=1)
+        floor[i] = min(max(min(header_word, 12), MIN_WRAP_WIDTH, col.min_width or 0), high[i])
+        longest = max((cell_len(w) for line in lines(i) for w in line.split()), default=0)
+        word[i] = min(max(floor[i], min(longest, WORD_WIDTH)), high[i])
+
+    def room() -> int:
+        return width - GAP * (len(shown) - 1)
+
+    dropped: list[int] = []
+    while len(shown) > 1 and sum(floor[i] for i in shown) > room():
+        victim = min(shown[1:], key=lambda j: (columns[j].keep, columns[j].no_wrap, -j))
+        shown.remove(victim)
+        dropped.append(victim)
+    widths = {i: floor[i] for i in shown}
+    spare = room() - sum(widths.values())
+    for i in sorted(shown, key=lambda j: word[j] - floor[j]):
+        if 0 < word[i] - widths[i] <= spare:
+            spare -= word[i] - widths[i]
+            widths[i] = word[i]
+    lacking = {i: high[i] - widths[i] for i in shown if high[i] > widths[i]}
+    total = sum(lacking.values())
+    if total and spare > 0:
+        for i, lack in lacking.items():
+            widths[i] += min(lack, spare * lack // total)
+        spare = room() - sum(widths.values())
+        for i in sorted(lacking, key=lambda j: high[j] - widths[j], reverse=True):  # the rounding leftovers
+            give = min(spare, high[i] - widths[i])
+            widths[i] += give
+            spare -= give
+    return Layout(shown, [widths[i] for i in shown], sorted(dropped))
+
+
+class Renderer:
+    """Writes data and messages according to the global --json / --quiet / format flags."""
+
+    def __init__(
+        self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False, fmt: str | None = None
+    ) -> None:
         self.json_mode = json_mode
         self.quiet = quiet
         self.verbose = verbose
+        self.fmt = fmt  # jsonl, csv or tsv for table-shaped output; None: a table or plain text
         self._out: Console | None = None
         self._err: Console | None = None
+        self._blocks = 0  # plain-text blocks written so far: a blank line goes between them
 
     @property
     def out(self) -> Console:
@@ -121,6 +213,11 @@ class Renderer:
 
             self._err = Console(file=sys.stderr, highlight=False)
         return self._err
+
+    @property
+    def machine(self) -> bool:
+        """True when stdout takes JSON, JSONL, CSV or TSV rather than text for people."""
+        return self.json_mode or self.fmt is not None
 
     # data ---------------------------------------------------------------------------
 
@@ -140,6 +237,25 @@ class Renderer:
         target.flush()
         return count
 
+    def text(self, text: str) -> None:
+        """A line of data for people and scripts alike (a path, a profile), as it is."""
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+
+    async def stream(self, pieces: AsyncIterable[str], target: IO[str] | None = None) -> None:
+        """Copy streamed text pieces (JSON, JSONL) to stdout or `target` in batches."""
+        out = target or sys.stdout
+        buffer: list[str] = []
+        size = 0
+        async for piece in pieces:
+            buffer.append(piece)
+            size += len(piece)
+            if size > 1 << 16:
+                out.write("".join(buffer))
+                buffer, size = [], 0
+        out.write("".join(buffer))
+        out.flush()
+
     def table(
         self,
         rows: Sequence[dict[str, Any]],
@@ -147,49 +263,107 @@ class Renderer:
         *,
         title: str | None = None,
         empty: str = "nothing to show",
+        continued: bool = False,
+        to_stderr: bool = False,
     ) -> None:
-        """Print records as a Rich table, or a note on stderr when there are none."""
-        if not rows:
-            self.message(empty)
-            return
-        if len(rows) > RICH_TABLE_MAX_ROWS:
-            self._plain_table(rows, columns, title=title)
-            return
-        from rich.table import Table
+        """Records as a table for people (fitted on a terminal, plain text off one), or as
+        JSONL/CSV/TSV under those flags; a note on stderr when there are none.
 
+        continued: more rows of the table printed just before (no new header off a terminal).
+        to_stderr: not data (a plan shown before a question), so it goes to stderr.
+        """
+        if self.fmt is not None and not to_stderr:
+            self._machine_table(rows, columns, header=not continued)  # a header even with no rows
+            if not rows and not continued:
+                self.message(empty)
+            return
+        if not rows:
+            if not continued:
+                self.message(empty)
+            return
+        if to_stderr and self.quiet:
+            return
+        console = self.err if to_stderr else self.out
+        if not console.is_terminal or len(rows) > RICH_TABLE_MAX_ROWS:
+            if title and not continued:  # a caption, not a record: stderr keeps stdout one record a line
+                self.message(title)
+            self._plain_table(rows, columns, header=not continued, stream=console.file)
+        else:
+            self._rich_table(console, rows, columns, title=title)
+
+    def _rich_table(
+        self, console: Console, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, title: str | None
+    ) -> None:
+        from rich.table import Table
+        from rich.text import Text
+
+        cells = [[_person_cell(row.get(col.key), col) for col in columns] for row in rows]
+        layout = fit_columns(columns, cells, console.width)
+        if layout.dropped:
+            names = ", ".join(repr(columns[i].header) for i in layout.dropped)
+            self.message(
+                f"{console.width} columns are too narrow: left out {names}; widen the terminal, or use --tsv or --json"
+            )
         table = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
-        for col in columns:
+        for i, w in zip(layout.shown, layout.widths, strict=True):
+            col = columns[i]
             table.add_column(
                 col.header,
                 justify=col.justify,  # type: ignore[arg-type]
-                min_width=col.min_width,
-                max_width=col.max_width,
+                width=w,
                 overflow="fold",
                 no_wrap=col.no_wrap,
             )
-        for row in rows:
-            table.add_row(*[_cell(row.get(col.key), col.fmt) for col in columns])
-        self.out.print(table)
+        for line in cells:
+            table.add_row(*[Text(line[i]) for i in layout.shown])
+        console.print(table, crop=False)
 
-    def _plain_table(self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, title: str | None) -> None:
-        """Aligned single-line columns without Rich: Rich lays out about 2,000 rows a second,
-        too slow for a 20,000-event timeline, which people page or grep anyway."""
-        cells = [[_plain_cell(row.get(col.key), col) for col in columns] for row in rows]
+    def _plain_table(
+        self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, header: bool, stream: IO[str]
+    ) -> None:
+        """Aligned single-line columns, two spaces apart, never wrapped or cut. Also what a
+        terminal gets above RICH_TABLE_MAX_ROWS: Rich lays out about 2,000 rows a second."""
+        from rich.cells import cell_len
+
+        cells = [[one_line(_person_cell(row.get(col.key), col)) for col in columns] for row in rows]
         widths = [
-            max(len(col.header), *(len(line[i]) for line in cells)) if cells else len(col.header)
+            max(cell_len(col.header) if header else 0, *(cell_len(line[i]) for line in cells))
             for i, col in enumerate(columns)
         ]
-        out = sys.stdout
-        if title:
-            out.write(title + "\n")
-        out.write("  ".join(col.header.ljust(w) for col, w in zip(columns, widths, strict=True)).rstrip() + "\n")
-        out.write("  ".join("-" * w for w in widths) + "\n")
+
+        def pad(text: str, col: Column, w: int) -> str:
+            fill = " " * (w - cell_len(text))
+            return fill + text if col.justify == "right" else text + fill
+
+        if header:
+            if self._blocks and stream is sys.stdout:
+                stream.write("\n")
+            stream.write("  ".join(pad(c.header, c, w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
         for line in cells:
-            padded = (
-                cell.rjust(w) if col.justify == "right" else cell.ljust(w)
-                for cell, col, w in zip(line, columns, widths, strict=True)
-            )
-            out.write("  ".join(padded).rstrip() + "\n")
+            stream.write("  ".join(pad(t, c, w) for t, c, w in zip(line, columns, widths, strict=True)).rstrip() + "\n")
+        stream.flush()
+        if stream is sys.stdout:
+            self._blocks += 1
+
+    def _machine_table(self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, header: bool) -> None:
+        """JSONL (one object per row, keyed by column key), CSV or TSV (a header of column keys)."""
+        out = sys.stdout
+        if self.fmt == "jsonl":
+            self.jsonl({col.key: _machine_value(row.get(col.key), col) for col in columns} for row in rows)
+            return
+        writer = csv.writer(out, lineterminator="\n") if self.fmt == "csv" else None
+        if header:
+            keys = [col.key for col in columns]
+            if writer:
+                writer.writerow(keys)
+            else:
+                out.write("\t".join(keys) + "\n")
+        for row in rows:
+            values = [_machine_text(row.get(col.key), col) for col in columns]
+            if writer:
+                writer.writerow(values)
+            else:
+                out.write("\t".join(tsv_escape(v) for v in values) + "\n")
         out.flush()
 
     def records(
@@ -201,22 +375,44 @@ class Renderer:
         title: str | None = None,
         empty: str = "nothing to show",
     ) -> None:
-        """Records as JSON (json_rows if given, else rows) under --json, else as a table."""
+        """Records as JSON (json_rows if given, else rows) under --json; JSONL of the same
+        items under --jsonl when json_rows is a list; else a table (or CSV/TSV)."""
+        data = rows if json_rows is None else json_rows
         if self.json_mode:
-            self.json(rows if json_rows is None else json_rows)
+            self.json(data)
+        elif self.fmt == "jsonl" and isinstance(data, list):
+            self.jsonl(data)
         else:
             self.table(rows, columns, title=title, empty=empty)
 
     def fields(self, pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
-        """A two-column key/value listing for people."""
+        """A two-column key/value listing for people: keys never wrap, values wrap whole."""
+        rows = [{"key": k, "value": v} for k, v in pairs]
+        columns = [Column("", "key", no_wrap=True), Column("", "value")]
+        if not self.out.is_terminal:
+            self._plain_fields(rows)
+            return
         from rich.table import Table
+        from rich.text import Text
 
+        cells = [[str(r["key"]), _person_cell(r["value"], columns[1])] for r in rows]
+        layout = fit_columns(columns, cells, self.out.width - 1)
         table = Table(title=title, show_header=False, show_edge=False, pad_edge=False, box=None)
-        table.add_column(style="bold")
-        table.add_column(overflow="fold")
-        for key, value in pairs:
-            table.add_row(key, _cell(value, None))
-        self.out.print(table)
+        for i, w in zip(layout.shown, layout.widths, strict=True):
+            table.add_column(width=w, overflow="fold", no_wrap=columns[i].no_wrap, style="bold" if i == 0 else None)
+        for line in cells:
+            table.add_row(*[Text(line[i]) for i in layout.shown])
+        self.out.print(table, crop=False)
+
+    def _plain_fields(self, rows: list[dict[str, Any]]) -> None:
+        width = max((len(str(r["key"])) for r in rows), default=0)
+        if self._blocks:
+            sys.stdout.write("\n")
+        for r in rows:
+            line = f"{str(r['key']).ljust(width)}  {one_line(_person_cell(r['value'], None))}"
+            sys.stdout.write(line.rstrip() + "\n")
+        sys.stdout.flush()
+        self._blocks += 1
 
     # messages -----------------------------------------------------------------------
 
@@ -271,31 +467,53 @@ class Renderer:
         return bool(Confirm.ask(question, console=self.err, default=False))
 
 
-def _plain_cell(value: Any, col: Column) -> str:
-    if col.fmt is not None:
-        text = str(col.fmt(value))
-    elif value is None:
-        text = ""
-    elif isinstance(value, (dict, list)):
-        text = to_json(value, indent=None)
-    else:
-        text = str(value)
-    text = " ".join(text.split())
-    limit = col.max_width or PLAIN_CELL_MAX
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def tsv_escape(text: str) -> str:
+    """A TSV field as PostgreSQL's text format writes it: backslash, tab, newline, CR escaped."""
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _no_progress(n: int = 1) -> None:
-    """The advance() of a hidden progress bar."""
-
-
-def _cell(value: Any, fmt: Callable[[Any], str] | None) -> Any:
-    if fmt is not None:
-        return fmt(value)
+def _person_cell(value: Any, col: Column | None) -> str:
+    """A cell for people: the column's formatter, else JSON for dicts and lists, else str()."""
+    if col is not None and col.fmt is not None:
+        return str(col.fmt(value))
     if value is None:
         return ""
     if isinstance(value, (dict, list)):
         return to_json(value, indent=None)
-    from rich.text import Text
+    return str(value)
 
-    return Text(str(value))
+
+def _machine_value(value: Any, col: Column) -> Any:
+    """A JSONL value: times as ISO-8601 UTC, everything else as it is."""
+    if col.is_time:
+        return _iso_any(value)
+    return value
+
+
+def _machine_text(value: Any, col: Column) -> str:
+    """A CSV/TSV field: times as ISO-8601 UTC, dicts and lists as compact JSON, nothing shortened."""
+    if col.is_time:
+        return _iso_any(value) or ""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)  # numbers unrounded, text unshortened
+    if col.fmt is not None:
+        return str(col.fmt(value))
+    if isinstance(value, (dict, list)):
+        return to_json(value, indent=None)
+    return str(value)
+
+
+def _iso_any(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float, datetime)):
+        return iso_utc(value)
+    return str(value)  # already a time string, as a hosted backend gave it
+
+
+def _no_progress(n: int = 1) -> None:
+    """The advance() of a hidden progress bar."""

@@ -8,30 +8,31 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, counted, iso_utc, local_time, preview
+from veadk_mem.cli.render import Column, counted, local_time
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
+from veadk_mem.cli.wiring import table_shaped
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.store import SessionFilter, SessionStore, SessionSummary
 
 app = typer.Typer(help="Inspect, clean, back up and migrate ADK session databases.", no_args_is_help=True)
 
-AppOpt = Annotated[str | None, typer.Option("--app", metavar="A", help="Only this app.")]
-UserOpt = Annotated[str | None, typer.Option("--user", metavar="U", help="Only this user.")]
+AppOpt = Annotated[str | None, typer.Option("--app", "-a", metavar="APP", help="Only this app.")]
+UserOpt = Annotated[str | None, typer.Option("--user", "-u", metavar="USER", help="Only this user.")]
 SinceOpt = Annotated[
     str | None,
-    typer.Option("--since", metavar="T", help="Updated at or after: ISO date/time (UTC) or a duration ago (7d)."),
+    typer.Option("--since", metavar="TIME", help="Updated at or after: ISO date/time (UTC) or a duration ago (7d)."),
 ]
 UntilOpt = Annotated[
-    str | None, typer.Option("--until", metavar="T", help="Updated before: ISO date/time (UTC) or a duration ago.")
+    str | None, typer.Option("--until", metavar="TIME", help="Updated before: ISO date/time (UTC) or a duration ago.")
 ]
 
 TABLE_EVENTS = 1000  # events a terminal timeline shows when --events is not given
 
 SUMMARY_COLUMNS = [
-    Column("app", "app_name"),
-    Column("user", "user_id"),
-    Column("session id", "id"),
+    Column("app", "app_name", no_wrap=True),
+    Column("user", "user_id", no_wrap=True),
+    Column("session id", "id", no_wrap=True),
     Column("events", "event_count", justify="right"),
     Column("state keys", "state_keys", justify="right"),
     Column.time("created", "create_time"),
@@ -76,9 +77,18 @@ def _summary_row(s: SessionSummary) -> dict[str, Any]:
 
 
 def _summary_json(s: SessionSummary) -> dict[str, Any]:
-    data = s.to_json()
-    data["createTime"] = iso_utc(s.create_time)
-    data["updateTime"] = iso_utc(s.update_time)
+    """ADK's own list_sessions item, camelCase as ADK writes it (no events), plus eventCount and createTime."""
+    return s.to_json()
+
+
+def snake_keys(data: Any) -> Any:
+    """vmem's own report with its keys in snake_case (dryRun -> dry_run); values are not touched."""
+    import re
+
+    if isinstance(data, list):
+        return [snake_keys(v) for v in data]
+    if isinstance(data, dict):
+        return {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): snake_keys(v) for k, v in data.items()}
     return data
 
 
@@ -88,13 +98,14 @@ def _warn_all(state: AppState, store: SessionStore) -> None:
 
 
 @app.command("list")
+@table_shaped
 def list_cmd(
     ctx: typer.Context,
     app_name: AppOpt = None,
     user: UserOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    limit: Annotated[int, typer.Option("--limit", min=0, metavar="N", help="At most this many (0: all).")] = 100,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, metavar="N", help="At most this many (0: all).")] = 100,
     offset: Annotated[int, typer.Option("--offset", min=0, metavar="N", help="Skip this many first.")] = 0,
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
@@ -121,6 +132,7 @@ def list_cmd(
 
 
 @app.command("get")
+@table_shaped
 def get_cmd(
     ctx: typer.Context,
     app_name: Annotated[str, typer.Argument(metavar="APP", help="App name.")],
@@ -130,9 +142,12 @@ def get_cmd(
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Show a session: merged state and its event timeline; --json prints ADK's session JSON."""
+    """Show a session: merged state and its event timeline; --json prints ADK's session JSON.
+
+    --jsonl prints its ADK events one per line; --csv and --tsv the timeline.
+    """
     state = _state(ctx, db_url, json_flag)
-    if state.json_mode:
+    if state.json_mode or state.fmt == "jsonl":
         run(_get_json(state, app_name, user, session_id, events))
     else:
         run(_get_table(state, app_name, user, session_id, events))
@@ -141,75 +156,89 @@ def get_cmd(
 async def _get_json(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
     async with _store(state) as store:
         # Streamed, one event per line: a 100k-event session never sits in memory.
-        await _write(store.session_json(app_name, user, session_id, last=last), sys.stdout)
+        if state.fmt == "jsonl":
+            from veadk_mem.sessions.codec import camel_event
+
+            async for data in store.iter_event_data(app_name, user, session_id, last=last):
+                state.render.jsonl([camel_event(data)])  # a line at a time: a 100k-event session never sits in memory
+        else:
+            await state.render.stream(store.session_json(app_name, user, session_id, last=last))
         _warn_all(state, store)
 
 
 async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
     from veadk_mem import events as ev
-    from veadk_mem.sessions.timeline import timeline_row
+    from veadk_mem.sessions.timeline import Timeline
 
+    render = state.render
     async with _store(state) as store:
         summary = await store.get_summary(app_name, user, session_id)
-        capped = last is None and summary.event_count > TABLE_EVENTS
+        capped = last is None and summary.event_count > TABLE_EVENTS and render.out.is_terminal and not render.fmt
         if capped:  # a terminal table of 100k rows helps nobody and takes minutes to draw
             last = TABLE_EVENTS
         shown = summary.event_count if last is None else min(last, summary.event_count)
-        state.render.fields(
-            [
-                ("app", summary.app_name),
-                ("user", summary.user_id),
-                ("session", summary.id),
-                ("created", local_time(summary.create_time)),
-                ("updated", local_time(summary.update_time)),
-                ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
-                ("store", f"{store.display_url} [{store.layout.label}]"),
-            ]
-        )
-        state_rows = [
-            {"key": k, "scope": k.split(":", 1)[0] if k.startswith(("app:", "user:")) else "session", "value": v}
-            for k, v in summary.state.items()
-        ]
-        state.render.table(
-            state_rows,
-            [Column("state key", "key"), Column("scope", "scope"), Column("value", "value", _json_preview)],
-            title="state",
-            empty="state: empty",
-        )
-        columns = [
-            Column("#", "n", justify="right"),
-            Column.time("time", "time"),
-            Column("author", "author"),
-            Column("role", "role"),
-            Column("types", "types", ", ".join),
-            Column("text", "text", lambda t: preview(t, 70)),
-            Column("state delta", "stateDelta", lambda d: _json_preview(d) if d else ""),
-        ]
+        if not render.fmt:
+            _show_head(state, store, summary, shown, last)
         first = summary.event_count - shown + 1
+        timeline = Timeline(first)
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
         async for data in store.iter_event_data(app_name, user, session_id, last=last):
-            row = timeline_row(ev.Event.model_validate(data))
-            row["n"] = first + len(chunk)
-            chunk.append(row)
+            chunk.append(timeline.row(ev.Event.model_validate(data)))
             if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
-                state.render.table(chunk, columns, title=title)
-                first += len(chunk)
+                render.table(chunk, EVENT_COLUMNS, title=title, continued=title is None)
                 chunk, title = [], None
         if chunk or title:
-            state.render.table(chunk, columns, title=title, empty="no events")
+            render.table(chunk, EVENT_COLUMNS, title=title, empty="no events", continued=title is None)
         if capped:
-            state.render.message(
+            render.message(
                 f"showing the last {TABLE_EVENTS} of {summary.event_count} events: use --events N for more, "
                 "or --json for all of them"
             )
         _warn_all(state, store)
 
 
-def _json_preview(value: Any) -> str:
+EVENT_COLUMNS = [
+    Column("#", "n", justify="right"),
+    Column.time("time", "time"),
+    Column("author", "author"),
+    Column("role", "role"),
+    Column("types", "types", ", ".join),
+    Column("text", "text"),
+    Column("state delta", "state_delta", lambda d: _json_text(d) if d else ""),
+]
+
+
+def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, shown: int, last: int | None) -> None:
+    """The session's fields and its state, before the timeline."""
+    state.render.fields(
+        [
+            ("app", summary.app_name),
+            ("user", summary.user_id),
+            ("session", summary.id),
+            ("created", local_time(summary.create_time)),
+            ("updated", local_time(summary.update_time)),
+            ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
+            ("store", f"{store.display_url} [{store.layout.label}]"),
+        ]
+    )
+    state_rows = [
+        {"key": k, "scope": k.split(":", 1)[0] if k.startswith(("app:", "user:")) else "session", "value": v}
+        for k, v in summary.state.items()
+    ]
+    state.render.table(
+        state_rows,
+        [Column("state key", "key", no_wrap=True), Column("scope", "scope"), Column("value", "value", _json_text)],
+        title="state",
+        empty="state: empty",
+    )
+
+
+def _json_text(value: Any) -> str:
+    """A state value or delta as compact JSON, whole: the table wraps it."""
     import json
 
-    return preview(json.dumps(value, ensure_ascii=False, default=str), 60)
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 @app.command("delete")
@@ -224,6 +253,8 @@ def delete_cmd(
         str | None,
         typer.Option("--older-than", metavar="AGE", help="Only sessions not updated for this long (30d, 12h)."),
     ] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     purge_state: Annotated[
         bool, typer.Option("--purge-state", help="Also delete user/app state left without any session.")
     ] = False,
@@ -234,7 +265,7 @@ def delete_cmd(
 ) -> None:
     """Delete sessions with their events, by id or by filter, in one transaction."""
     from veadk_mem.errors import BadInput
-    from veadk_mem.sessions.store import SessionFilter, SessionKey
+    from veadk_mem.sessions.store import SessionKey
     from veadk_mem.sessions.timespec import parse_duration
 
     state = _state(ctx, db_url, json_flag)
@@ -243,13 +274,17 @@ def delete_cmd(
     if target:
         if len(target) < 3:
             raise BadInput("delete: give APP USER SESSION_ID... or a filter (--app, --user, --older-than)")
-        if app_name or user or older_than:
+        if app_name or user or older_than or since or until:
             raise BadInput("delete: give either APP USER SESSION_ID... or filter options, not both")
         keys = [SessionKey(target[0], target[1], sid) for sid in dict.fromkeys(target[2:])]
     else:
-        if not (app_name or user or older_than):
-            raise BadInput("delete: name sessions (APP USER SESSION_ID...) or filter with --app, --user, --older-than")
-        flt = SessionFilter(app=app_name, user=user, older_than=parse_duration(older_than) if older_than else None)
+        if not (app_name or user or older_than or since or until):
+            raise BadInput(
+                "delete: name sessions (APP USER SESSION_ID...) or filter with --app, --user, --older-than, --since, "
+                "--until"
+            )
+        flt = _filter(app_name, user, since, until)
+        flt.older_than = parse_duration(older_than) if older_than else None
 
     async def go() -> Any:
         async with _store(state) as store:
@@ -265,7 +300,7 @@ def delete_cmd(
             if dry_run:
                 return plan
             if not yes:
-                _show_plan(state, plan)
+                _show_plan(state, plan, to_stderr=True)  # not data: what the question is about
                 confirm_deletion(
                     state,
                     f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?",
@@ -275,7 +310,7 @@ def delete_cmd(
 
     report = run(go())
     if state.json_mode:
-        state.render.json(report.to_json())
+        state.render.json(snake_keys(report.to_json()))
         return
     if not report.sessions:
         state.render.message("no sessions match: nothing deleted")
@@ -292,9 +327,9 @@ def delete_cmd(
     )
 
 
-def _show_plan(state: AppState, plan: Any) -> None:
+def _show_plan(state: AppState, plan: Any, *, to_stderr: bool = False) -> None:
     rows = [_summary_row(s) for s in plan.sessions[:50]]
-    state.render.table(rows, SUMMARY_COLUMNS, title="to delete", empty="no sessions match")
+    state.render.table(rows, SUMMARY_COLUMNS, title="to delete", empty="no sessions match", to_stderr=to_stderr)
     if len(plan.sessions) > 50:
         state.render.message(f"... and {len(plan.sessions) - 50} more")
     if plan.sessions:
@@ -333,7 +368,7 @@ def export_cmd(
             with state.render.progress("exporting", total) as advance:
                 pieces = store.export_jsonl(flt, progress=advance)
                 if output is None:
-                    await _write(pieces, sys.stdout)
+                    await state.render.stream(pieces)
                 else:
                     tmp = output.with_name(output.name + ".part")
                     try:
@@ -342,7 +377,7 @@ def export_cmd(
                         raise BadInput(f"-o {output}: cannot write: {exc.strerror}") from None
                     try:
                         with handle:
-                            await _write(pieces, handle)
+                            await state.render.stream(pieces, handle)
                         tmp.replace(output)
                     except OSError as exc:  # a full disk, say: nothing half-written is left
                         raise StoreError(f"-o {output}: write failed: {exc.strerror}") from None
@@ -355,20 +390,6 @@ def export_cmd(
     state.render.message(f"exported {counted(total, 'session')}" + (f" to {output}" if output else ""))
 
 
-async def _write(pieces: Any, stream: Any) -> None:
-    """Copy streamed text pieces to a stream in batches."""
-    buffer: list[str] = []
-    size = 0
-    async for piece in pieces:
-        buffer.append(piece)
-        size += len(piece)
-        if size > 1 << 16:
-            stream.write("".join(buffer))
-            buffer, size = [], 0
-    stream.write("".join(buffer))
-    stream.flush()
-
-
 @app.command("import")
 def import_cmd(
     ctx: typer.Context,
@@ -376,13 +397,14 @@ def import_cmd(
         str, typer.Argument(metavar="FILE|-", help="Export file (JSONL, JSON or a JSON list); - for stdin.")
     ],
     db_url: DbUrlOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check every record and count; write nothing.")] = False,
     json_flag: JsonOption = False,
 ) -> None:
     """Import sessions (upsert, one transaction per session); every line is checked before anything is written."""
     import shutil
     import tempfile
 
-    from veadk_mem.sessions.store import iter_import_records, validate_import
+    from veadk_mem.sessions.store import iter_import_records
 
     state = _state(ctx, db_url, json_flag)
     spool: Path | None = None
@@ -394,19 +416,30 @@ def import_cmd(
         spool = Path(handle.name)
         path = str(spool)
     try:
-        total = validate_import(path, name)
+        counts = _check_import(state, path, name)
+        if dry_run:
+            if state.json_mode:
+                state.render.json({"dry_run": True, **counts})
+            else:
+                state.render.message(
+                    f"dry run: would import {counted(counts['sessions'], 'session')}, "
+                    f"{counted(counts['events'], 'event')}, {counted(counts['app_states'], 'app state')}, "
+                    f"{counted(counts['user_states'], 'user state')}; nothing written"
+                )
+            return
 
         async def go() -> Any:
             async with _store(state, create=True) as store:
-                with state.render.progress("importing", total) as advance:
-                    return await store.import_records(iter_import_records(path, name), progress=advance)
+                with state.render.progress("importing sessions", counts["sessions"]) as advance:
+                    records, done = _counting_sessions(iter_import_records(path, name), advance)
+                    return await store.import_records(records, progress=done)
 
         report = run(go())
     finally:
         if spool is not None:
             spool.unlink(missing_ok=True)
     if state.json_mode:
-        state.render.json(report.to_json())
+        state.render.json({"dry_run": False, **snake_keys(report.to_json())})
         return
     created = " (created ADK v1 tables)" if report.created_tables else ""
     replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
@@ -414,3 +447,50 @@ def import_cmd(
         f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
         f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
     )
+
+
+CHECK_PROGRESS_BYTES = 1 << 20  # files above this show a progress bar while they are checked
+
+
+def _check_import(state: AppState, path: str, name: str | None) -> dict[str, int]:
+    """Validate every record before anything is written (BadInput names the line); count them.
+    A large file shows a progress bar counting sessions, as the import after it does."""
+    import os
+    from contextlib import nullcontext
+
+    from veadk_mem import events as ev
+    from veadk_mem.sessions.store import iter_import_records
+
+    counts = {"sessions": 0, "events": 0, "app_states": 0, "user_states": 0}
+    big = os.path.getsize(path) > CHECK_PROGRESS_BYTES
+    bar = state.render.progress("checking sessions") if big else nullcontext(lambda n=1: None)
+    with bar as advance:
+        for record in iter_import_records(path, name):
+            if isinstance(record, ev.Session):
+                counts["sessions"] += 1
+                counts["events"] += len(record.events)
+                advance(1)
+            elif record.get("kind") == "app_state":
+                counts["app_states"] += 1
+            else:
+                counts["user_states"] += 1
+    return counts
+
+
+def _counting_sessions(records: Any, advance: Any) -> tuple[Any, Any]:
+    """The records, and a per-record progress callback that advances only for sessions, so the
+    bar counts what the summary counts (state records are not sessions)."""
+    from veadk_mem import events as ev
+
+    last: list[Any] = [None]
+
+    def tracked() -> Any:
+        for record in records:
+            last[0] = record
+            yield record
+
+    def done(n: int = 1) -> None:
+        if isinstance(last[0], ev.Session):
+            advance(n)
+
+    return tracked(), done

@@ -21,6 +21,7 @@ class AppState:
     json_mode: bool = False
     quiet: bool = False
     verbose: bool = False
+    fmt: str | None = None  # jsonl, csv or tsv on a table-shaped command
     overrides: dict[str, Any] = field(default_factory=dict)
     _loaded: LoadedSettings | None = None
     _renderer: Renderer | None = None
@@ -36,7 +37,7 @@ class AppState:
     @property
     def render(self) -> Renderer:
         if self._renderer is None:
-            self._renderer = Renderer(json_mode=self.json_mode, quiet=self.quiet, verbose=self.verbose)
+            self._renderer = Renderer(json_mode=self.json_mode, quiet=self.quiet, verbose=self.verbose, fmt=self.fmt)
         return self._renderer
 
     def override(self, dotted: str, value: Any) -> None:
@@ -62,6 +63,10 @@ def get_state(ctx: typer.Context, *, json_flag: bool = False) -> AppState:
         root.obj = AppState()
     state: AppState = root.obj
     if json_flag and not state.json_mode:
+        if state.fmt is not None:
+            from veadk_mem.errors import BadInput
+
+            raise BadInput(f"--json and --{state.fmt}: choose one output format")
         state.json_mode = True
         state._renderer = None
     return state

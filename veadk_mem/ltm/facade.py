@@ -272,11 +272,27 @@ class LongTermMemory:
         return entries
 
     async def list_memories(
-        self, *, app_name: str | None, user_id: str, limit: int | None = None
+        self,
+        *,
+        app_name: str | None,
+        user_id: str,
+        limit: int | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[dict[str, Any]]:
-        """The user's memories, newest first, as MemoryEntry dicts."""
+        """The user's memories, newest first, as MemoryEntry dicts; since/until (epoch seconds,
+        until exclusive) keep those saved in that range, as session filters do."""
         index = await self.user_index(app_name, user_id)
-        records = await self.backend_for(index=index).list_memories(user_id, limit=limit)
+        timed = since is not None or until is not None
+        records = await self.backend_for(index=index).list_memories(user_id, limit=None if timed else limit)
+        if timed:
+            records = [
+                r
+                for r in records
+                if r.created_at is not None
+                and (since is None or r.created_at >= since)
+                and (until is None or r.created_at < until)
+            ][:limit]
         entries: list[dict[str, Any]] = []
         for record in records:
             entries.extend(to_memory_entries(record, backend=self.backend_name, index=index))

@@ -17,8 +17,9 @@ async def store_sessions(
     app_name: str | None = None,
     user_id: str | None = None,
     since: str | None = None,
+    until: str | None = None,
 ) -> AsyncIterator[Item]:
-    """One session (APP USER ID; NotFound when missing) or every session matching app/user/since, streamed."""
+    """One session (APP USER ID; NotFound when missing) or every session matching app/user/since/until, streamed."""
     from veadk_mem.sessions.store import SessionFilter, SessionStore
 
     store = SessionStore.from_settings(settings)
@@ -27,10 +28,13 @@ async def store_sessions(
             app, user, session_id = ids
             yield f"{app}/{user}/{session_id}", await store.get_session(app, user, session_id)
             return
-        since_epoch = None
-        if since:
-            from veadk_mem.sessions.timespec import parse_time
+        from veadk_mem.sessions.timespec import parse_time
 
-            since_epoch = parse_time(since, "--since")
-        async for session in store.iter_sessions(SessionFilter(app=app_name, user=user_id, since=since_epoch)):
+        flt = SessionFilter(
+            app=app_name,
+            user=user_id,
+            since=parse_time(since, "--since") if since else None,
+            until=parse_time(until, "--until") if until else None,
+        )
+        async for session in store.iter_sessions(flt):
             yield f"{session.app_name}/{session.user_id}/{session.id}", session

@@ -1,0 +1,203 @@
+"""Output rules that hold for every command: global flags anywhere, one-line usage errors,
+real metavars, data on stdout and the rest on stderr, completion from the installed vmem,
+a wheel without development generators, compaction events, import's dry run."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from veadk_mem.cli.app import app
+from veadk_mem.cli.completion import build_tree, walk
+from veadk_mem.cli.docs import ROOT, _help_text
+
+EXAMPLES = ROOT / "docs" / "examples" / "sessions"
+
+
+@pytest.fixture
+def db(tmp_path: Path, runner: CliRunner) -> str:
+    path = str(tmp_path / "s.db")
+    result = runner.invoke(app, ["session", "import", str(EXAMPLES / "support_app-sessions.json"), "--db-url", path])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_global_flags_work_after_the_subcommand(runner: CliRunner, db: str, tmp_path: Path) -> None:
+    before = runner.invoke(app, ["--json", "-q", "session", "list", "--db-url", db])
+    after = runner.invoke(app, ["session", "list", "--db-url", db, "--json", "-q"])
+    assert after.exit_code == 0 and json.loads(after.stdout) == json.loads(before.stdout)
+    config = tmp_path / "vmem.toml"
+    config.write_text("[long_term_memory]\ntop_k = 9\n", encoding="utf-8")
+    rows = json.loads(runner.invoke(app, ["config", "show", "--json", "-c", str(config)]).stdout)
+    assert rows["long_term_memory.top_k"]["value"] == 9
+    verbose = runner.invoke(app, ["session", "list", "--db-url", str(tmp_path / "no" / "such.db"), "-v"])
+    assert verbose.exit_code != 0
+
+
+def test_usage_errors_read_like_vmem_errors(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["session", "list", "--bogus"])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("vmem: error: session list: No such option: --bogus")
+    assert lines[1] == "  hint: see 'vmem session list --help'"
+    assert len(lines) == 2 and result.stdout == ""
+    missing = runner.invoke(app, ["session", "get", "only-app"])
+    assert missing.exit_code == 2 and missing.stderr.startswith("vmem: error: session get: Missing argument")
+    unknown = runner.invoke(app, ["sesion", "list"])
+    assert unknown.exit_code == 2 and unknown.stderr.startswith("vmem: error: No such command")
+    both = runner.invoke(app, ["session", "list", "--json", "--csv"])
+    assert both.exit_code == 2 and "choose one output format" in both.stderr
+
+
+def test_help_shows_real_metavars() -> None:
+    for node in walk(build_tree()):
+        text = _help_text(node)
+        usage = text.splitlines()[0]
+        assert "{" not in usage and "[[" not in usage, usage
+        assert not re.search(r"<(str|int|float|path|list\[str\])>", text), (node.key, text)
+    assert _help_text(next(n for n in walk(build_tree()) if n.key == "session get")).startswith(
+        "Usage: vmem session get [OPTIONS] APP USER SESSION_ID"
+    )
+    assert "[PATH]" in _help_text(next(n for n in walk(build_tree()) if n.key == "config init"))
+
+
+def test_the_delete_plan_goes_to_stderr(runner: CliRunner, db: str) -> None:
+    result = runner.invoke(app, ["session", "delete", "--app", "support_app", "--db-url", db])
+    assert result.exit_code == 2 and result.stdout == ""  # refused off a terminal: nothing on stdout
+    assert "ticket-100" in result.stderr and "--yes" in result.stderr
+
+
+def test_db_url_on_config_show_and_doctor(runner: CliRunner, db: str) -> None:
+    rows = json.loads(runner.invoke(app, ["config", "show", "--db-url", db, "--json"]).stdout)
+    assert rows["short_term_memory.db_url"]["value"] == db
+    result = runner.invoke(app, ["doctor", "--db-url", db, "--tsv"])
+    header = result.stdout.splitlines()[0].split("\t")
+    assert header == ["name", "status", "detail"]
+
+
+def test_import_dry_run_writes_nothing_and_reports_in_snake_case(runner: CliRunner, tmp_path: Path) -> None:
+    target = tmp_path / "new.db"
+    source = str(EXAMPLES / "support_app-sessions.json")
+    result = runner.invoke(app, ["session", "import", source, "--dry-run", "--json", "--db-url", str(target)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "dry_run": True,
+        "sessions": 2,
+        "events": 7,
+        "app_states": 0,
+        "user_states": 0,
+    }
+    assert not target.exists()
+    report = json.loads(runner.invoke(app, ["session", "import", source, "--json", "--db-url", str(target)]).stdout)
+    assert report["sessions"] == 2 and report["created_tables"] is True and "createdTables" not in report
+
+
+COMPACTED = {
+    "id": "c1",
+    "appName": "support_app",
+    "userId": "cust-009",
+    "events": [
+        {"id": "e1", "author": "user", "timestamp": 100.0, "content": {"role": "user", "parts": [{"text": "hi"}]}},
+        {"id": "e2", "author": "bot", "timestamp": 110.0, "content": {"role": "model", "parts": [{"text": "hello"}]}},
+        {
+            "id": "e3",
+            "author": "user",
+            "timestamp": 120.0,
+            "actions": {
+                "compaction": {
+                    "startTimestamp": 100.0,
+                    "endTimestamp": 110.0,
+                    "compactedContent": {"role": "model", "parts": [{"text": "They greeted each other."}]},
+                }
+            },
+        },
+    ],
+}
+
+
+def test_a_compaction_event_shows_as_one(runner: CliRunner, tmp_path: Path) -> None:
+    source = tmp_path / "c.json"
+    source.write_text(json.dumps(COMPACTED), encoding="utf-8")
+    db = str(tmp_path / "c.db")
+    assert runner.invoke(app, ["session", "import", str(source), "--db-url", db]).exit_code == 0
+    result = runner.invoke(app, ["session", "get", "support_app", "cust-009", "c1", "--db-url", db, "--tsv"])
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    header = rows[0]
+    last = dict(zip(header, rows[-1], strict=True))
+    assert last["types"] == "compaction"
+    assert last["text"].startswith("compaction of events #1-#2 (")
+    assert last["text"].endswith("): They greeted each other.")
+    plain = runner.invoke(app, ["session", "get", "support_app", "cust-009", "c1", "--db-url", db]).stdout
+    assert "empty" not in plain and "They greeted each other." in plain
+    key = ["session", "get", "support_app", "cust-009", "c1", "--db-url", db]
+    lines = runner.invoke(app, [*key, "--jsonl"]).stdout.splitlines()
+    assert [json.loads(line) for line in lines] == json.loads(runner.invoke(app, [*key, "--json"]).stdout)["events"]
+    assert "compactedContent" in lines[-1]  # ADK's own objects stay camelCase
+
+
+def _bash(script: str) -> list[str]:
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    return [w for w in out.stdout.splitlines() if w]
+
+
+def test_completion_command_completes_option_values(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "vmem.toml"
+    config.write_text('[policy.strict]\npreset = "custom"\ninclude_roles = ["user"]\n', encoding="utf-8")
+    result = runner.invoke(app, ["-c", str(config), "completion", "bash"])
+    assert result.exit_code == 0 and "install:" in result.stderr
+    script = tmp_path / "vmem.bash"
+    script.write_text(result.stdout, encoding="utf-8")
+
+    def complete(line: str) -> list[str]:
+        words = line.split(" ")
+        return _bash(
+            f"source {script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+            '_vmem; printf "%s\\n" "${COMPREPLY[@]}"\n'
+        )
+
+    assert complete("vmem policy test --policy ") == ["default", "all", "custom", "strict"]
+    assert complete("vmem ltm save -p s") == ["strict"]
+    assert complete("vmem completion ") == ["bash", "zsh", "fish"]
+    assert complete("vmem session list --j") == ["--json", "--jsonl"]
+    bad = runner.invoke(app, ["completion", "tcsh"])
+    assert bad.exit_code == 2 and "bash, zsh or fish" in bad.stderr
+
+
+def test_the_wheel_has_no_dev_generators_and_completion_works_from_it(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("veadk_mem-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "veadk_mem/cli/completion.py" in names and "veadk_mem/cli/app.py" in names
+    assert "veadk_mem/cli/docs.py" not in names
+    unpacked = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    code = (
+        f"import sys; sys.path.insert(0, {str(unpacked)!r}); import veadk_mem; "
+        f"assert veadk_mem.__file__.startswith({str(unpacked)!r}); "
+        "sys.argv = ['vmem', 'completion', 'fish']; from veadk_mem.cli.app import main; main()"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "complete -c vmem" in out.stdout
+
+
+def test_a_closed_pipe_stops_quietly(db: str) -> None:
+    vmem = Path(sys.executable).with_name("vmem")
+    proc = subprocess.Popen(
+        [str(vmem), "session", "list", "--db-url", db, "--jsonl"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # as `vmem ... | head -0` would
+    assert proc.wait() in (0, 141)  # 0 when everything was written before the close
+    assert proc.stderr.read() == b""

@@ -1,0 +1,201 @@
+"""Every table-printing command at 60, 80 and 120 columns: every value appears whole.
+
+The gate of "output that never loses a character": a table on a terminal wraps inside its
+cells and never cuts one. The test records what each command hands the renderer (rows and
+columns), renders it as on a terminal (TTY_COMPATIBLE=1, COLUMNS=w), reads each drawn
+column top to bottom, and asserts every cell's text is there whole. Wrapping only moves
+characters to the next line of the same column, so the column read without whitespace holds
+the value without whitespace; a cropped table or a shortened cell does not. A column left out
+on a narrow terminal is excused only when stderr names it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from veadk_mem.cli import render
+from veadk_mem.cli.app import app
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sessions"
+WIDTHS = (60, 80, 120)
+SEPARATORS = "│┃╇╈┼╋━─"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+COMPACTED = {
+    "id": "ticket-2048-replacement-follow-up",
+    "appName": "support_app",
+    "userId": "cust-003",
+    "state": {"user:preferred_contact": "email, never before 9am", "ticket_status": "awaiting courier pickup"},
+    "events": [
+        {
+            "id": "evt-1",
+            "author": "user",
+            "timestamp": 1764921600.0,
+            "content": {"role": "user", "parts": [{"text": "Where is my replacement phone for order 5531?"}]},
+        },
+        {
+            "id": "evt-2",
+            "author": "support_agent",
+            "timestamp": 1764921660.0,
+            "content": {
+                "role": "model",
+                "parts": [{"functionCall": {"name": "lookup_shipment", "args": {"order_id": "5531"}}}],
+            },
+        },
+        {
+            "id": "evt-3",
+            "author": "user",
+            "timestamp": 1764921720.0,
+            "actions": {
+                "compaction": {
+                    "startTimestamp": 1764921600.0,
+                    "endTimestamp": 1764921660.0,
+                    "compactedContent": {
+                        "role": "model",
+                        "parts": [{"text": "Customer asked where replacement for order 5531 is; shipment looked up."}],
+                    },
+                }
+            },
+        },
+    ],
+}
+
+
+@pytest.fixture
+def world(tmp_path: Path, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A session database with the example sessions (and one with a compaction), and memories."""
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    db = str(tmp_path / "sessions.db")
+    extra = tmp_path / "compacted.json"
+    extra.write_text(json.dumps(COMPACTED), encoding="utf-8")
+    for source in (EXAMPLES / "support_app-sessions.json", EXAMPLES / "ltm_demo-history.jsonl", extra):
+        result = runner.invoke(app, ["session", "import", str(source), "--db-url", db])
+        assert result.exit_code == 0, result.output
+    for source in (EXAMPLES / "ltm_demo-session-1.json", EXAMPLES / "support_app-sessions.json"):
+        result = runner.invoke(app, ["ltm", "save", str(source)])
+        assert result.exit_code == 0, result.output
+    return {"db": db}
+
+
+COMMANDS: list[tuple[str, Callable[[dict[str, str]], list[str]]]] = [
+    ("session list", lambda w: ["session", "list", "--db-url", w["db"]]),
+    ("session get", lambda w: ["session", "get", "support_app", "cust-001", "ticket-100", "--db-url", w["db"]]),
+    (
+        "session get (compaction)",
+        lambda w: ["session", "get", "support_app", "cust-003", COMPACTED["id"], "--db-url", w["db"]],
+    ),
+    (
+        "session delete --dry-run",
+        lambda w: ["session", "delete", "--app", "support_app", "--dry-run", "--db-url", w["db"]],
+    ),
+    ("ltm search", lambda w: ["ltm", "search", "cracked screen order", "-u", "cust-001", "-a", "support_app"]),
+    ("ltm list", lambda w: ["ltm", "list", "-u", "user-42"]),
+    ("ltm delete --dry-run", lambda w: ["ltm", "delete", "-u", "user-42", "--all", "--dry-run"]),
+    ("ltm save --dry-run", lambda w: ["ltm", "save", "--dry-run", str(EXAMPLES / "support_app-sessions.json")]),
+    ("forget --dry-run", lambda w: ["forget", "user-42", "--dry-run", "--db-url", w["db"]]),
+    ("policy test", lambda w: ["policy", "test", str(EXAMPLES / "ltm_demo-session-1.json")]),
+    ("policy test (sessions)", lambda w: ["policy", "test", str(EXAMPLES / "support_app-sessions.json")]),
+    ("policy show", lambda w: ["policy", "show"]),
+    ("config show", lambda w: ["config", "show", "--db-url", w["db"]]),
+    ("doctor", lambda w: ["doctor", "--db-url", w["db"]]),
+]
+
+
+def _text(value: Any, fmt: Callable[[Any], str] | None) -> str:
+    if fmt is not None:
+        return str(fmt(value))
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _column_streams(out: str) -> list[str]:
+    """Each drawn column of each table, read top to bottom, whitespace removed."""
+    streams: list[str] = []
+    block: list[list[str]] = []
+
+    def flush() -> None:
+        if block:
+            width = max(len(cells) for cells in block)
+            for j in range(width):
+                streams.append("".join(_squash(cells[j]) for cells in block if j < len(cells)))
+            block.clear()
+
+    for line in out.splitlines():
+        if "│" in line or "┃" in line:
+            cells = re.split("[│┃]", line)
+            if block and len(cells) != len(block[0]):
+                flush()
+            block.append(cells)
+        elif line and set(line) <= set(SEPARATORS + " "):
+            continue  # the rule under the header
+        else:
+            flush()
+    flush()
+    return streams
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize(("name", "argv"), COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_every_value_appears_whole(
+    world: dict[str, str],
+    runner: CliRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    argv: Callable[[dict[str, str]], list[str]],
+    width: int,
+) -> None:
+    tables: list[tuple[list[dict[str, Any]], list[Any]]] = []
+    fields: list[list[tuple[str, Any]]] = []
+    real_table, real_fields = render.Renderer.table, render.Renderer.fields
+
+    def table(self: Any, rows: Any, columns: Any, **kwargs: Any) -> None:
+        tables.append((list(rows), list(columns)))
+        real_table(self, rows, columns, **kwargs)
+
+    def fields_(self: Any, pairs: Any, **kwargs: Any) -> None:
+        fields.append(list(pairs))
+        real_fields(self, pairs, **kwargs)
+
+    monkeypatch.setattr(render.Renderer, "table", table)
+    monkeypatch.setattr(render.Renderer, "fields", fields_)
+    env = {"COLUMNS": str(width), "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    result = runner.invoke(app, argv(world), env=env)
+    assert result.exit_code in (0, 1), result.output  # doctor exits 1 when a store is unreachable
+    out, err = ANSI.sub("", result.stdout), result.stderr
+    assert tables or fields, f"{name}: printed no table"
+    assert "…" not in out, f"{name}: a shortened cell at {width} columns"
+    assert max(len(line) for line in out.splitlines()) <= width, f"{name}: wider than {width} columns"
+    streams = _column_streams(out)
+    whole = _squash(out)
+    checked = 0
+    for rows, columns in tables:
+        for col in columns:
+            for row in rows:
+                value = _squash(_text(row.get(col.key), col.fmt))
+                if not value:
+                    continue
+                if any(value in s for s in streams) or (not streams and value in whole):  # one column: no rules
+                    checked += 1
+                    continue
+                assert "left out" in err and repr(col.header) in err, (
+                    f"{name} at {width} columns: {col.header!r} value {value!r} is not whole in\n{out}\n{err}"
+                )
+    for pairs in fields:
+        for _, value in pairs:
+            assert _squash(str(value)) in whole, f"{name} at {width}: field {value!r} not whole"
+            checked += 1
+    assert checked, f"{name}: nothing checked"

@@ -1,0 +1,270 @@
+"""`vmem completion bash|zsh|fish`: the shell completion script for the installed vmem.
+
+The scripts are generated from the Click tree of the app, so they know every command and
+option; option values are completed where vmem knows them (policy presets and the config's
+named policies, shells). `completions/` in the checkout is written by the same code
+(`python -m veadk_mem.cli.docs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import typer
+
+HEADER = "generated from the vmem app by `python -m veadk_mem.cli.docs`; do not edit"
+SHELLS = ("bash", "zsh", "fish")
+POLICY_OPTIONS = ("--policy", "-p")  # options whose value is a policy name
+
+
+@dataclass
+class Node:
+    """One command or group of the CLI tree, as the generators need it."""
+
+    path: tuple[str, ...]
+    help: str
+    options: list[tuple[str, str]] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
+    takes_files: bool = False
+    command: Any = None
+    option_values: dict[str, list[str]] = field(default_factory=dict)  # option -> the values it takes
+    arg_values: list[str] = field(default_factory=list)  # values of a positional argument
+
+    @property
+    def key(self) -> str:
+        return " ".join(self.path)
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
+
+
+def build_tree(policies: Sequence[str] = ()) -> Node:
+    """Walk the Typer app into Nodes, commands in their registration order; `policies` are the
+    named policies of a config, completed beside the presets."""
+    from veadk_mem.cli.app import app
+    from veadk_mem.policy import PRESETS
+
+    root_cmd = typer.main.get_command(app)
+    return _node(root_cmd, (), [*PRESETS, *policies])
+
+
+def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
+    node = Node(path, _first_line(cmd.help), command=cmd)
+    for param in cmd.params:
+        if param.param_type_name == "option":
+            if param.name in ("install_completion", "show_completion"):
+                continue
+            for opt in [*param.opts, *param.secondary_opts]:
+                node.options.append((opt, _first_line(param.help)))
+                if opt in POLICY_OPTIONS:
+                    node.option_values[opt] = policies
+        elif param.param_type_name == "argument":
+            if path == ("completion",):
+                node.arg_values = list(SHELLS)
+            elif path == ("policy", "show"):
+                node.arg_values = policies
+            else:
+                node.takes_files = True
+    for name, sub in getattr(cmd, "commands", {}).items():
+        node.children.append(_node(sub, (*path, name), policies))
+    return node
+
+
+def walk(node: Node) -> list[Node]:
+    """The node and all its descendants, depth first."""
+    out = [node]
+    for child in node.children:
+        out.extend(walk(child))
+    return out
+
+
+def _sq(text: str) -> str:
+    return text.replace("'", "'\\''")
+
+
+def bash_completion(tree: Node) -> str:
+    """A bash completion function knowing every command path and its options."""
+    nodes = walk(tree)
+    known = "|".join(f'" {n.key}"' for n in nodes if n.path)
+    lines = [
+        f"# bash completion for vmem; {HEADER}.",
+        "# Install: source this file from ~/.bashrc, or copy it to",
+        "# ~/.local/share/bash-completion/completions/vmem",
+        "_vmem() {",
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" path="" w i opts="" cmds=""',
+        '  local prev="${COMP_WORDS[COMP_CWORD-1]}"',
+        "  for ((i = 1; i < COMP_CWORD; i++)); do",
+        '    w="${COMP_WORDS[i]}"',
+        '    case "$path $w" in',
+        f'      {known}) path="$path $w" ;;',
+        "    esac",
+        "  done",
+        '  case "$path" in',
+    ]
+    values = []
+    for node in nodes:
+        opts = " ".join(opt for opt, _ in node.options)
+        cmds = " ".join([*(c.path[-1] for c in node.children), *node.arg_values])
+        key = f'" {node.key}"' if node.path else '""'
+        lines.append(f"    {key}) opts='{_sq(opts)}'; cmds='{_sq(cmds)}' ;;")
+        for opt, vals in node.option_values.items():
+            where = (" " + node.key) if node.path else ""
+            values.append(f"""    "{where} {opt}") cmds='{_sq(" ".join(vals))}'; opts='' ;;""")
+    lines += ["  esac"]
+    if values:
+        lines += ['  case "$path $prev" in', *values, "  esac"]
+    lines += [
+        '  if [[ "$cur" == -* ]]; then',
+        '    COMPREPLY=($(compgen -W "$opts" -- "$cur"))',
+        "  else",
+        '    COMPREPLY=($(compgen -W "$cmds" -- "$cur"))',
+        "  fi",
+        "}",
+        "complete -o default -o bashdefault -F _vmem vmem",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _is_leaf(node: Node) -> bool:
+    return not node.children
+
+
+def _zq(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(":", "\\:").replace("'", "'\\''")
+
+
+def zsh_completion(tree: Node) -> str:
+    """A zsh completion function with descriptions for commands and options."""
+    nodes = walk(tree)
+    known = "|".join(f'" {n.key}"' for n in nodes if n.path)
+    lines = [
+        "#compdef vmem",
+        f"# zsh completion for vmem; {HEADER}.",
+        "# Install: copy to a directory on $fpath as _vmem (e.g. ~/.zfunc/_vmem), then",
+        "# `fpath=(~/.zfunc $fpath); autoload -Uz compinit && compinit` in ~/.zshrc.",
+        "_vmem() {",
+        '  local path_="" w prev=${words[CURRENT-1]}',
+        "  local -a cmds opts",
+        "  for w in ${words[2,CURRENT-1]}; do",
+        '    case "$path_ $w" in',
+        f'      ({known}) path_="$path_ $w" ;;',
+        "    esac",
+        "  done",
+        '  case "$path_" in',
+    ]
+    values = []
+    for node in nodes:
+        key = f'" {node.key}"' if node.path else '""'
+        cmds = " ".join(
+            [*(f"'{_zq(c.path[-1])}:{_zq(c.help)}'" for c in node.children), *(f"'{_zq(v)}'" for v in node.arg_values)]
+        )
+        opts = " ".join(f"'{_zq(opt)}:{_zq(desc)}'" for opt, desc in node.options)
+        files = "1" if _is_leaf(node) and node.takes_files else "0"
+        lines.append(f"    ({key}) cmds=({cmds}); opts=({opts}); local files={files} ;;")
+        for opt, vals in node.option_values.items():
+            where = (" " + node.key) if node.path else ""
+            values.append(f"""    ("{where} {opt}") compadd -- {" ".join(f"'{_zq(v)}'" for v in vals)}; return ;;""")
+    lines += ["  esac"]
+    if values:
+        lines += ['  case "$path_ $prev" in', *values, "  esac"]
+    lines += [
+        '  if [[ "$PREFIX" == -* ]]; then',
+        "    _describe -t options 'option' opts",
+        "  elif (( ${#cmds} )); then",
+        "    _describe -t commands 'command' cmds",
+        "  elif [[ $files == 1 ]]; then",
+        "    _files",
+        "  fi",
+        "}",
+        '_vmem "$@"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _fq(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def fish_completion(tree: Node) -> str:
+    """fish `complete` lines for every command and option."""
+    lines = [
+        f"# fish completion for vmem; {HEADER}.",
+        "# Install: copy to ~/.config/fish/completions/vmem.fish",
+        "function __vmem_path",
+        "    set -l tokens (commandline -opc)",
+        "    set -l path",
+        "    for t in $tokens[2..-1]",
+        "        switch (string join -- ' ' $path $t)",
+    ]
+    nodes = walk(tree)
+    for node in nodes:
+        if node.path:
+            lines.append(f"            case '{_fq(node.key)}'")
+            lines.append("                set path $path $t")
+    lines += [
+        "        end",
+        "    end",
+        "    string join -- ' ' $path",
+        "end",
+        "function __vmem_at",
+        "    set -l p (__vmem_path)",
+        '    test "$p" = "$argv[1]"',
+        "end",
+        "complete -c vmem -f",
+    ]
+    for node in nodes:
+        cond = f"-n \"__vmem_at '{_fq(node.key)}'\""
+        for child in node.children:
+            lines.append(f"complete -c vmem {cond} -a '{_fq(child.path[-1])}' -d '{_fq(child.help)}'")
+        for opt, desc in node.options:
+            flag = f"-l '{_fq(opt[2:])}'" if opt.startswith("--") else f"-s '{_fq(opt[1:])}'"
+            vals = node.option_values.get(opt)
+            if vals:
+                flag += f" -x -a '{_fq(' '.join(vals))}'"
+            lines.append(f"complete -c vmem {cond} {flag} -d '{_fq(desc)}'")
+        if node.arg_values:
+            lines.append(f"complete -c vmem {cond} -a '{_fq(' '.join(node.arg_values))}'")
+        if _is_leaf(node) and node.takes_files:
+            lines.append(f"complete -c vmem {cond} -F")
+    return "\n".join(lines) + "\n"
+
+
+def script(shell: str, policies: Sequence[str] = ()) -> str:
+    """The completion script for `shell` (bash, zsh or fish)."""
+    tree = build_tree(policies)
+    return {"bash": bash_completion, "zsh": zsh_completion, "fish": fish_completion}[shell](tree)
+
+
+INSTALL = {
+    "bash": "vmem completion bash > ~/.local/share/bash-completion/completions/vmem",
+    "zsh": "vmem completion zsh > ~/.zfunc/_vmem  (with fpath=(~/.zfunc $fpath); compinit in ~/.zshrc)",
+    "fish": "vmem completion fish > ~/.config/fish/completions/vmem.fish",
+}
+
+
+def completion(
+    ctx: typer.Context,
+    shell: Annotated[str, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)],
+) -> None:
+    """Print the shell completion script for this vmem.
+
+    Commands, options and known option values (policy presets and the config's named
+    policies, shells). Install: vmem completion bash > ~/.local/share/bash-completion/completions/vmem
+    """
+    from veadk_mem.cli.state import get_state
+    from veadk_mem.errors import BadInput
+
+    state = get_state(ctx)
+    if shell not in SHELLS:
+        raise BadInput(f"completion: unknown shell {shell!r}: choose bash, zsh or fish")
+    try:
+        policies = list(state.loaded.settings.policy.named())
+    except Exception:  # a broken config must not break completion; presets still complete
+        policies = []
+    state.render.text(script(shell, policies))
+    state.render.message(f"install: {INSTALL[shell]}")
