@@ -50,10 +50,14 @@ class Credentials:
 
 
 def volcengine_credentials(
-    settings: VmemSettings, environ: Mapping[str, str], iam_path: str = VEFAAS_IAM_CREDENTIAL_PATH
+    settings: VmemSettings,
+    environ: Mapping[str, str],
+    *,
+    provider: str | None = None,
+    iam_path: str = VEFAAS_IAM_CREDENTIAL_PATH,
 ) -> Credentials | None:
     """AK/SK as VeADK finds them: the environment (or [volcengine] in the config), else the VeFaaS IAM file."""
-    provider = cloud_provider(environ)
+    provider = provider or cloud_provider(environ)
     ak_name, sk_name, token_name = key_names(provider)
     if provider == "byteplus":
         ak, sk, token = environ.get(ak_name, ""), environ.get(sk_name, ""), environ.get(token_name, "")
