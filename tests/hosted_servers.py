@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -74,6 +75,12 @@ class BaseServer:
                 pass
 
             def _serve(self) -> None:
+                # Acknowledge the headers now: a client that sends its body in a second
+                # segment without TCP_NODELAY (the tos SDK through a proxy) would otherwise
+                # wait for the delayed ACK, 40 ms a request.
+                quickack = getattr(socket, "TCP_QUICKACK", None)
+                if quickack is not None:
+                    self.connection.setsockopt(socket.IPPROTO_TCP, quickack, 1)
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
