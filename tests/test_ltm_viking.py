@@ -457,3 +457,15 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         backend().memory_client()
     assert getattr(info.value, "exit_code", None) == 4
     assert "pip install 'veadk-mem[viking]'" in (info.value.hint or "")  # type: ignore[attr-defined]
+
+
+def test_401_on_collection_management_names_the_ak_sk_even_with_an_api_key(
+    server: VikingMemoryServer, runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_VIKINGMEM_API_KEY", API_KEY)
+    monkeypatch.setenv("VOLCENGINE_ACCESS_KEY", "AKLTwrongkey")
+    code, out, err = invoke(runner, "ltm", "save", str(session_file(Path.cwd())))
+    assert code == 1
+    assert "refused the credentials (HTTP 401, code 1000001): check VOLCENGINE_ACCESS_KEY" in err
+    assert server.calls("/api/memory/session/add") == []
+    no_secret(out, err)

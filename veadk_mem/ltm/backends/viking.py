@@ -174,9 +174,11 @@ class VikingBackend(LongTermMemoryBackend):
             ak, sk, _ = key_names(self.provider)
             raise BadInput(f"no VikingDB memory credentials: set {API_KEY_ENV}, or {ak} and {sk}")
 
-    def _auth_hint(self) -> str:
+    def _auth_hint(self, management: bool = False) -> str:
+        """What to check after a 401/403: the API key, or the AK/SK (collection calls always use AK/SK)."""
         ak, sk, token = key_names(self.provider)
-        what = API_KEY_ENV if self._api_key else f"{ak}, {sk} (and {token} for temporary keys)"
+        use_key = self._api_key and not management
+        what = API_KEY_ENV if use_key else f"{ak}, {sk} (and {token} for temporary keys)"
         return f"check {what} and that they may use project {self.project!r} in region {self.region}"
 
     # --- clients -----------------------------------------------------------------------
@@ -245,7 +247,8 @@ class VikingBackend(LongTermMemoryBackend):
         tried = f" after {attempts} attempts" if attempts > 1 else ""
         http = f" ({failure.http()})" if failure.http() else ""
         if failure.kind == "auth":
-            return StoreError(f"{where} refused the credentials{http}: {self._auth_hint()}")
+            hint = self._auth_hint(management=what.startswith("collection/"))
+            return StoreError(f"{where} refused the credentials{http}: {hint}")
         if failure.kind == "throttled":
             return StoreError(f"{where} is rate limiting {what}{http}, still{tried}: try again later")
         if failure.kind == "unreachable":
