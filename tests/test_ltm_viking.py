@@ -469,3 +469,16 @@ def test_401_on_collection_management_names_the_ak_sk_even_with_an_api_key(
     assert "refused the credentials (HTTP 401, code 1000001): check VOLCENGINE_ACCESS_KEY" in err
     assert server.calls("/api/memory/session/add") == []
     no_secret(out, err)
+
+
+def test_backend_modules_import_no_sdk() -> None:
+    """The SDKs load on first use, so choosing another backend (or `--dry-run`) never pays for them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, veadk_mem.ltm.backends.viking, veadk_mem.ltm.backends.tos_context\n"
+        "print(sorted(m for m in ('vikingdb', 'tos', 'volcengine') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
