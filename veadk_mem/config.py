@@ -140,15 +140,30 @@ class VikingSettings(Section):
         description="VikingDB memory types, comma separated",
         json_schema_extra=_env("DATABASE_VIKINGMEM_MEMORY_TYPE"),
     )
-    region: str = Field("cn-beijing", description="Volcengine region", json_schema_extra=_env("DATABASE_VIKING_REGION"))
+    region: str = Field(
+        "",
+        description="Volcengine region; empty: $REGION, then cn-beijing",
+        json_schema_extra=_env("DATABASE_VIKING_REGION"),
+    )
+    api_key: SecretStr = Field(
+        SecretStr(""),
+        description="VikingDB memory API key for memory operations (else AK/SK)",
+        json_schema_extra=_env("DATABASE_VIKINGMEM_API_KEY"),
+    )
+    base_url: str = Field(
+        "",
+        description="VikingDB memory endpoint, http:// or https://; empty: the region's",
+        json_schema_extra=_env("DATABASE_VIKINGMEM_BASE_URL"),
+    )
 
 
 class TosContextSettings(Section):
     bucket_name: str = Field("", description="TOS ContextBucket name (defaults to the index)")
     account_id: str = Field("", description="Volcengine account id")
-    endpoint: str = Field("", description="TOS endpoint")
-    region: str = Field("cn-beijing", description="TOS region")
-    control_endpoint: str = Field("", description="TOS control-plane endpoint")
+    endpoint: str = Field("", description="TOS endpoint; empty: tos-{region}.volces.com")
+    region: str = Field("", description="TOS region; empty: $REGION, then cn-beijing")
+    control_endpoint: str = Field("", description="TOS control-plane endpoint (required)")
+    infer: bool = Field(True, description="Let the service infer memories from what is saved (VeADK's default)")
 
 
 class DatabaseSettings(Section):

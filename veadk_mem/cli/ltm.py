@@ -55,6 +55,7 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "text": entry_text(entry),
                 "session": origin.get("session_id", ""),
                 "saved": entry.get("timestamp"),
+                "type": origin.get("memory_type") or "",
             }
         )
     return rows
@@ -281,7 +282,10 @@ def search(
             await ltm.close()
 
     entries = run(go())
-    state.render.records(_rows(entries), SEARCH_COLUMNS, json_rows=entries, empty="no memories found")
+    rows = _rows(entries)
+    # Hosted stores (viking) say what kind of memory each result is; local vectors do not.
+    columns = [Column("type", "type"), *SEARCH_COLUMNS] if any(r["type"] for r in rows) else SEARCH_COLUMNS
+    state.render.records(rows, columns, json_rows=entries, empty="no memories found")
 
 
 @app.command("list")
@@ -342,6 +346,10 @@ def profile(
             await ltm.close()
 
     text = run(go())
+    if not text:
+        from veadk_mem.errors import NotFound
+
+        raise NotFound(f"no profile of user {user!r} yet: the store derives it from saved sessions")
     if state.render.json_mode:
         state.render.json({"user_id": user, "profile": text})
     else:

@@ -1,0 +1,382 @@
+"""The `tos_context` backend: TOS ContextBucket memory through the `tos` SDK, as VeADK maps it.
+
+Bucket = `database.tos_context.bucket_name` or the index; one context set per user (the
+user id), created with the `memory` scene; an existing set not enabled for memory is
+refused. The service infers the memories (`infer`, VeADK's default on). VeADK sends one
+`create_context_bucket_memory` per event; the API takes a list of messages, so vmem
+sends one per save with VeADK's content mapping (the text of the first part, else the
+whole event string) as each message's content.
+
+ContextBucket calls exist only in the pre-release `tos>=2.9.4b1`: an older SDK is
+detected and named. The SDK's own retries are off (`max_retry_count=0`): vmem retries
+429, 5xx and lost connections itself, the same way for every hosted backend.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from veadk_mem.errors import BadInput, NotFound, NotSupported, StoreError, VmemError
+from veadk_mem.ltm.backends.hosted import (
+    RETRY_DELAYS,
+    Failure,
+    call_with_retries,
+    cloud_provider,
+    connection_reason,
+    environ,
+    key_names,
+    region_fallback,
+    volcengine_credentials,
+)
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+
+if TYPE_CHECKING:
+    from veadk_mem.config import VmemSettings
+
+REQUIRED_METHODS = ("create_context_bucket_memory", "search_context_bucket_memory")
+INSTALL_HINT = "install it with: pip install --pre 'veadk-mem[tos]' (or pip install --pre 'tos>=2.9.4b1')"
+LOWER = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def _content(text: str) -> str:
+    """VeADK's content of one memory string: the text of its first part, else the string itself."""
+    try:
+        payload = json.loads(text)
+        parts = payload.get("parts") or []
+        first = parts[0].get("text") if parts else None
+        return first or text
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return text
+
+
+def _role(text: str) -> str:
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return "user"
+    return "user" if not isinstance(payload, dict) or payload.get("role") in (None, "user") else "assistant"
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+class TosContextBackend(LongTermMemoryBackend):
+    """Memories of one ContextBucket; each user is a context set enabled for memory."""
+
+    name: ClassVar[str] = "tos_context"
+    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
+
+    def __init__(
+        self,
+        index: str,
+        *,
+        settings: VmemSettings | None = None,
+        env: Mapping[str, str] | None = None,
+        **_: Any,
+    ) -> None:
+        from veadk_mem.config import VmemSettings
+
+        self.index = index
+        self.settings = settings or VmemSettings()
+        self.env = environ() if env is None else env
+        config = self.settings.database.tos_context
+        self.bucket = config.bucket_name or index
+        if not config.account_id:
+            raise BadInput("DATABASE_TOS_CONTEXT_ACCOUNT_ID is not set: the tos_context backend needs the account id")
+        if not config.control_endpoint:
+            raise BadInput(
+                "DATABASE_TOS_CONTEXT_CONTROL_ENDPOINT is not set: the tos_context backend needs the control endpoint"
+            )
+        self.account_id = config.account_id
+        self.control_endpoint = config.control_endpoint.strip()
+        byteplus = cloud_provider(self.env) == "byteplus"
+        self.region = config.region or ("cn-beijing" if byteplus else region_fallback("", self.env))
+        self.endpoint = config.endpoint or f"tos-{self.region}.volces.com"
+        self.infer = config.infer
+        # VeADK's TOS backend reads VOLCENGINE_* whatever the cloud provider.
+        self._credentials = volcengine_credentials(self.settings, self.env, provider="volcengine")
+        self._client: Any = None
+        self._bucket_ready = False
+        self._sets: set[str] = set()
+
+    def precheck_index_naming(self) -> None:
+        """A bucket name: 3-63 lowercase letters, digits and hyphens, no hyphen at either end."""
+        name = self.bucket
+        if not 3 <= len(name) <= 63 or not set(name) <= LOWER or name[0] == "-" or name[-1] == "-":
+            raise BadInput(
+                f"invalid TOS ContextBucket name {name!r}: use 3-63 lowercase letters, digits and hyphens, "
+                "without a hyphen at either end",
+                hint="set DATABASE_TOS_CONTEXT_BUCKET_NAME to use another bucket than the app name",
+            )
+
+    @property
+    def target(self) -> str:
+        return f"{self.control_endpoint} account {self.account_id} bucket {self.bucket}"
+
+    # --- client and calls -------------------------------------------------------------
+
+    def client(self) -> Any:
+        """The TosClientV2 of the control plane (built on first use)."""
+        if self._client is None:
+            try:
+                import tos
+            except ImportError:
+                raise NotSupported("the tos SDK is not installed", hint=INSTALL_HINT) from None
+            missing = [m for m in REQUIRED_METHODS if not hasattr(tos.TosClientV2, m)]
+            if missing:
+                version = getattr(getattr(tos, "__version__", None), "__version__", "unknown")
+                raise NotSupported(
+                    f"the installed tos SDK {version} has no ContextBucket calls ({', '.join(missing)})",
+                    hint=INSTALL_HINT,
+                )
+            if self._credentials is None:
+                ak, sk, _ = key_names("volcengine")
+                raise BadInput(f"no TOS credentials: set {ak} and {sk}")
+            creds = self._credentials
+            self._client = tos.TosClientV2(
+                creds.access_key,
+                creds.secret_key,
+                self.endpoint,
+                self.region,
+                security_token=creds.session_token or None,
+                control_endpoint=self.control_endpoint,
+                max_retry_count=0,
+                dns_cache_time=0,
+            )
+        return self._client
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        from tos.exceptions import TosClientError, TosServerError
+
+        if isinstance(exc, TosServerError):
+            status, detail = exc.status_code, str(exc.message or exc.code or "")
+            kind = "refused"
+            if status in (401, 403):
+                kind = "auth"
+            elif status == 429:
+                kind = "throttled"
+            elif status == 404:
+                kind = "missing"
+            elif status >= 500:
+                kind = "server"
+            return Failure(kind, detail, status=status, code=exc.code or None)
+        if isinstance(exc, TosClientError):
+            if exc.message == "unable to do serialization":
+                return Failure("malformed", "the reply is not JSON")
+            if exc.cause is not None and "request" in type(exc.cause).__module__:
+                return Failure("unreachable", connection_reason(str(exc.cause)))
+            return Failure("refused", str(exc.message))
+        return None
+
+    def _report(self, what: str, failure: Failure, attempts: int) -> VmemError:
+        where = f"TOS ContextBucket at {self.control_endpoint}"
+        tried = f" after {attempts} attempts" if attempts > 1 else ""
+        http = f" ({failure.http()})" if failure.http() else ""
+        detail = f": {failure.detail}" if failure.detail else ""
+        if failure.kind == "auth":
+            return StoreError(
+                f"{where} refused the credentials{http}: check VOLCENGINE_ACCESS_KEY, VOLCENGINE_SECRET_KEY "
+                f"(and VOLCENGINE_SESSION_TOKEN for temporary keys) and DATABASE_TOS_CONTEXT_ACCOUNT_ID"
+            )
+        if failure.kind == "throttled":
+            return StoreError(f"{where} is rate limiting {what}{http}, still{tried}: try again later")
+        if failure.kind == "unreachable":
+            return StoreError(
+                f"cannot reach {where} ({failure.detail}){tried}",
+                hint="check DATABASE_TOS_CONTEXT_CONTROL_ENDPOINT and the network",
+            )
+        if failure.kind == "malformed":
+            return StoreError(f"{where} sent a malformed reply to {what}: {failure.detail}")
+        if failure.kind == "missing":
+            return NotFound(f"{where} answered {what} with {failure.http() or 'not found'}{detail}")
+        if failure.kind == "server":
+            return StoreError(f"{where} failed on {what}{http}{tried}{detail}")
+        return StoreError(f"{where} refused {what}{http}{detail}")
+
+    async def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        return await call_with_retries(
+            fn, classify=self._classify, report=partial(self._report, what), delays=self.retry_delays
+        )
+
+    # --- bucket and context sets --------------------------------------------------------
+
+    async def bucket_exists(self) -> bool:
+        client = self.client()
+        call = partial(client.get_context_bucket, account_id=self.account_id, context_bucket_name=self.bucket)
+        try:
+            await self._call("GetContextBucket", call)
+        except NotFound:
+            return False
+        return True
+
+    async def ensure_bucket(self) -> None:
+        """Create the ContextBucket when it is missing (one that appeared meanwhile is fine)."""
+        if self._bucket_ready:
+            return
+        if not await self.bucket_exists():
+            client = self.client()
+            call = partial(client.create_context_bucket, account_id=self.account_id, context_bucket_name=self.bucket)
+            try:
+                await self._call("CreateContextBucket", call)
+            except StoreError as exc:
+                if "HTTP 409" not in exc.message:
+                    raise
+        self._bucket_ready = True
+
+    async def _context_set(self, user_id: str, *, create: bool) -> bool:
+        """Whether the user's context set exists (created when asked); refuse one not enabled for memory."""
+        if user_id in self._sets:
+            return True
+        client = self.client()
+        get = partial(
+            client.get_context_set,
+            account_id=self.account_id,
+            context_bucket_name=self.bucket,
+            context_set_name=user_id,
+        )
+        try:
+            found = await self._call("GetContextSet", get)
+        except NotFound:
+            if not create:
+                return False
+            make = partial(
+                client.create_context_set,
+                account_id=self.account_id,
+                context_bucket_name=self.bucket,
+                context_set_name=user_id,
+                enable=True,
+                scenes=["memory"],
+            )
+            try:
+                await self._call("CreateContextSet", make)
+            except StoreError as exc:
+                if "HTTP 409" not in exc.message:
+                    raise
+                found = await self._call("GetContextSet", get)
+                self._check_memory_set(user_id, found)
+            self._sets.add(user_id)
+            return True
+        self._check_memory_set(user_id, found)
+        self._sets.add(user_id)
+        return True
+
+    def _check_memory_set(self, user_id: str, found: Any) -> None:
+        scenes = getattr(found, "scenes", None) or []
+        if not getattr(found, "enable", False) or "memory" not in scenes:
+            raise BadInput(
+                f"context set {user_id!r} of TOS ContextBucket {self.bucket!r} is not enabled for memory "
+                f"(enable={getattr(found, 'enable', None)}, scenes={scenes})",
+                hint="use another bucket for memory: DATABASE_TOS_CONTEXT_BUCKET_NAME",
+            )
+
+    # --- the contract -------------------------------------------------------------------
+
+    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+        """All these memories in one create_context_bucket_memory call (messages, infer as configured)."""
+        if not memories:
+            return []
+        await self.ensure_bucket()
+        await self._context_set(user_id, create=True)
+        client = self.client()
+        call = partial(
+            client.create_context_bucket_memory,
+            account_id=self.account_id,
+            context_bucket_name=self.bucket,
+            context_set_name=user_id,
+            messages=[{"role": _role(r.text), "content": _content(r.text)} for r in memories],
+            infer=self.infer,
+        )
+        output = await self._call("POST /v1/memories", call)
+        ids = [str(r.id) for r in getattr(output, "results", None) or [] if getattr(r, "id", None)]
+        if len(ids) != len(memories):  # the service merged or split what it inferred
+            ids = [f"{user_id}/{n}" for n in range(len(memories))]
+        return ids
+
+    def _records(self, user_id: str, items: Any) -> list[MemoryRecord]:
+        records: list[MemoryRecord] = []
+        for item in items or []:
+            text = getattr(item, "memory", None)
+            if not isinstance(text, str) or not text:
+                continue
+            score = getattr(item, "score", None)
+            records.append(
+                MemoryRecord(
+                    text=text,
+                    user_id=user_id,
+                    author="user",
+                    id=str(getattr(item, "id", "") or ""),
+                    created_at=_epoch(getattr(item, "created_at", None)),
+                    score=float(score) if isinstance(score, (int, float)) else None,
+                    metadata={"context_set": user_id, "metadata": getattr(item, "metadata", None)},
+                )
+            )
+        return records
+
+    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+        """search_context_bucket_memory in the user's context set (none yet: no memories)."""
+        if not await self._context_set(user_id, create=False):
+            return []
+        client = self.client()
+        call = partial(
+            client.search_context_bucket_memory,
+            account_id=self.account_id,
+            context_bucket_name=self.bucket,
+            context_set_name=user_id,
+            query=query,
+            limit=top_k,
+        )
+        output = await self._call("POST /v1/memories/search", call)
+        return list(self._records(user_id, getattr(output, "results", None)))
+
+    async def list_memories(self, user_id: str, *, limit: int | None = None) -> list[MemoryRecord]:
+        """list_context_bucket_memory of the user's context set, newest first."""
+        if not await self._context_set(user_id, create=False):
+            return []
+        client = self.client()
+        call = partial(
+            client.list_context_bucket_memory,
+            account_id=self.account_id,
+            context_bucket_name=self.bucket,
+            context_set_name=user_id,
+        )
+        output = await self._call("GET /v1/memories", call)
+        records = self._records(user_id, getattr(output, "results", None))
+        records.sort(key=lambda r: r.created_at or 0.0, reverse=True)
+        return records[:limit] if limit else records
+
+    async def delete_memories(self, user_id: str, ids: list[str]) -> int:
+        raise NotSupported(
+            "the TOS ContextBucket memory API has no call to delete a memory (tos SDK 2.9.4b1)",
+            hint="delete the user's context set in the TOS console to remove all of their memories",
+        )
+
+    async def health(self, user_id: str | None = None) -> BackendHealth:
+        """Credentials present (named, never shown), control endpoint answering, bucket existing."""
+        report = BackendHealth(target=self.target)
+        if self._credentials is None:
+            report.problems.append("no credentials: set VOLCENGINE_ACCESS_KEY and VOLCENGINE_SECRET_KEY")
+            report.exists = False
+            return report
+        report.notes.append(f"credentials: {self._credentials.source}")
+        report.notes.append(f"infer: {'on' if self.infer else 'off'}")
+        try:
+            report.exists = await self.bucket_exists()
+        except StoreError as exc:
+            if exc.message.startswith("cannot reach"):
+                raise
+            report.problems.append(exc.message)
+        if not report.exists and not report.problems:
+            report.notes.append("bucket missing: the first save creates it")
+        return report
