@@ -6,6 +6,7 @@ render the summary.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -98,20 +99,28 @@ def export(
     scope = _scope(user, all_users, app_name, index, ltm)
     render = state.render
 
-    async def go() -> int:
-        count = 0
+    count = 0
+
+    async def pieces() -> AsyncIterator[str]:
+        nonlocal count
+        with render.progress("exporting memories") as advance:
+            async for line in export_lines(ltm, scope, vectors=vectors):
+                yield dumps(line) + "\n"
+                if line["kind"] == "memory":
+                    count += 1
+                    advance(1)
+
+    async def go() -> None:
         try:
-            with atomic_output(output) as handle, render.progress("exporting memories") as advance:
-                async for line in export_lines(ltm, scope, vectors=vectors):
-                    handle.write(dumps(line) + "\n")
-                    if line["kind"] == "memory":
-                        count += 1
-                        advance(1)
+            if output in (None, "-"):
+                await render.stream(pieces())
+            else:
+                with atomic_output(output) as handle:
+                    await render.stream(pieces(), handle)
         finally:
             await ltm.close()
-        return count
 
-    count = run(go())
+    run(go())
     if output not in (None, "-"):
         render.message(f"exported {counted(count, 'memory')} to {output}")
 

@@ -131,16 +131,12 @@ def dumps(line: dict[str, Any]) -> str:
 
 
 @contextmanager
-def atomic_output(path: str | None) -> Iterator[IO[str]]:
-    """stdout, or a new file that appears whole on success and not at all on failure.
+def atomic_output(path: str) -> Iterator[IO[str]]:
+    """A new file that appears whole on success and not at all on failure.
 
     The temporary file is created exclusively (mode 0600, a random name in the target's
     directory), so a planted link is never followed; it replaces the target only at the end.
     """
-    if path is None or path == "-":
-        yield sys.stdout
-        sys.stdout.flush()
-        return
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
