@@ -341,3 +341,12 @@ async def test_vectors_as_plain_numbers_are_read_too(tmp_path: Path) -> None:
     assert sorted(x["vectors_b64"] for x in again[1:]) == sorted(
         base64.b64encode(np.asarray(x["vectors"], dtype="<f4").tobytes()).decode() for x in lines[1:]
     )
+
+
+def test_backend_options_complete_backend_names() -> None:
+    from veadk_mem.cli.completion import script
+
+    bash = script("bash")
+    for option in ("ltm copy --from-backend", "ltm copy --to-backend", "ltm import --backend", "ltm export -b"):
+        line = next(x for x in bash.splitlines() if x.strip().startswith(f'" {option}")'))
+        assert "redis" in line and "opensearch" in line and "local" in line

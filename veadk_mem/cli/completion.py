@@ -2,7 +2,7 @@
 
 The scripts are generated from the Click tree of the app, so they know every command and
 option; option values are completed where vmem knows them (policy presets and the config's
-named policies, shells). `completions/` in the checkout is written by the same code
+named policies, backend names, shells). `completions/` in the checkout is written by the same code
 (`python -m veadk_mem.cli.docs`).
 """
 
@@ -17,6 +17,7 @@ import typer
 HEADER = "generated from the vmem app by `python -m veadk_mem.cli.docs`; do not edit"
 SHELLS = ("bash", "zsh", "fish")
 POLICY_OPTIONS = ("--policy", "-p")  # options whose value is a policy name
+BACKEND_OPTIONS = ("--backend", "-b", "--from-backend", "--to-backend")  # options whose value is a backend name
 
 
 @dataclass
@@ -51,6 +52,15 @@ def build_tree(policies: Sequence[str] = ()) -> Node:
     return _node(root_cmd, (), [*PRESETS, *policies])
 
 
+def _backends() -> tuple[str, ...]:
+    from veadk_mem.ltm.registry import BUILTIN
+
+    return tuple(sorted(BUILTIN))
+
+
+BACKENDS = _backends()
+
+
 def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
     node = Node(path, _first_line(cmd.help), command=cmd)
     for param in cmd.params:
@@ -61,6 +71,8 @@ def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
                 node.options.append((opt, _first_line(param.help)))
                 if opt in POLICY_OPTIONS:
                     node.option_values[opt] = policies
+                elif opt in BACKEND_OPTIONS:
+                    node.option_values[opt] = list(BACKENDS)
         elif param.param_type_name == "argument":
             if path == ("completion",):
                 node.arg_values = list(SHELLS)
