@@ -257,6 +257,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:  # a client hanging up is fine
+        return
+
     def __init__(self, state: Mem0State) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.state = state

@@ -14,15 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mem0_server import Mem0Server
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
 from veadk_mem.config import load_settings
 from veadk_mem.errors import BadInput, NotSupported, StoreError
 from veadk_mem.ltm.backends import hosted
-
-sys.path.insert(0, str(Path(__file__).parent))
-from mem0_server import Mem0Server
 
 if importlib.util.find_spec("mem0") is None:  # found, not imported: the backend imports it its own way
     pytest.skip("*** mem0ai is not installed: pip install -e '.[mem0]' (.ci/test does) ***", allow_module_level=True)

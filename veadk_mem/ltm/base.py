@@ -77,8 +77,10 @@ class LongTermMemoryBackend(ABC):
 
     name: ClassVar[str] = ""
     index: str
-    # Set by the facade: how a backend tells the operator something (stderr in the CLI).
+    # Set by the facade: how a backend tells the operator something (stderr in the CLI):
+    # a warning, or a note on progress (a hosted service still working).
     warn: Callable[[str], None] | None = None
+    notice: Callable[[str], None] | None = None
 
     @abstractmethod
     def precheck_index_naming(self) -> None:
