@@ -55,6 +55,7 @@ class OvState:
     requests: list[tuple[str, str, Any, dict[str, str]]] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     task_polls: int = 1  # get_task answers "running" this many times before "completed"
+    task_error: str | None = None  # extraction tasks fail with this error
     duplicate_hits: bool = False  # find returns each memory twice (as the real server can, per level)
     clock: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -218,7 +219,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise Rejected(404, "NOT_FOUND", "Task not found or expired")
             task["polls"] += 1
             if task["status"] == "running" and task["polls"] > state.task_polls:
-                task["status"] = "completed"
+                task["status"] = "failed" if state.task_error else "completed"
+                task["error"] = state.task_error
             return {k: v for k, v in task.items() if k != "polls"}
 
     def _peer_of(self, target: str, user: str, actor: str | None) -> str:

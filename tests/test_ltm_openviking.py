@@ -85,7 +85,7 @@ def test_save_makes_veadks_session_in_one_batch_then_search_finds_the_memory(
     ]
     assert server.requests("POST", f"/api/v1/sessions/{name}/commit")[0][2] == {"keep_recent_count": 0}
     assert len([r for r in server.requests("GET") if r[1].startswith("/api/v1/tasks/")]) == 2  # polled to the end
-    assert "extracting memories from session session-1" in err
+    assert "waiting for the server to extract memories from 1 session(s)" in err
 
     code, out, err = invoke(runner, "--json", "ltm", "search", "peanuts vegetarian", "-u", "user-42")
     assert code == 0, err
@@ -110,6 +110,13 @@ def test_a_replay_sends_nothing_the_session_holds(runner: CliRunner, server: Ope
     assert code == 0 and totals["saved"] == 0 and totals["duplicates"] == 2
     assert len([r for r in server.requests("POST") if r[1].endswith("/messages/batch")]) == 1
     assert len(server.state.memories) == 1
+
+
+def test_a_failed_extraction_is_reported(runner: CliRunner, server: OpenvikingServer) -> None:
+    server.state.task_error = "llm returned {}"
+    code, _, err = invoke(runner, "ltm", "save", str(SESSION))
+    assert code == 1
+    assert "OpenViking could not extract memories from session session-1: llm returned {}" in err
 
 
 def test_memory_policy_from_the_environment(

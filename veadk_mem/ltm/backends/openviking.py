@@ -10,7 +10,8 @@ in `viking://user/{user}/peers/{peer}/memories` as that peer, deduplicated by ur
 the best score.
 
 What vmem adds: the messages go in one batch request, not one per event; the extraction
-task is polled (bounded) so `ltm save` ends when the memories exist; a replay sends only
+tasks are polled (bounded, all together at the end of the run) so `ltm save` ends when the
+memories exist; a replay sends only
 the messages the OpenViking session does not hold yet; list and delete through the
 server's file API; "Access denied" is an error naming DATABASE_OPENVIKING_USER_ID, never
 an empty search; 429 and 5xx are retried, then reported.
@@ -130,6 +131,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
         self._last_headers: dict[str, str] = {}
         self._clients: dict[str | None, Any] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: dict[str, str] = {}  # extraction task id -> session id, waited for at close
 
     def precheck_index_naming(self) -> None:
         """VeADK refuses an empty index (it names the app in the OpenViking session id)."""
@@ -267,7 +269,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
             reply = await self._call("committing", None, "commit_session", name, keep_recent_count=0)
             if not isinstance(reply, dict) or not reply.get("task_id"):
                 raise self._malformed("committing", reply)
-            await self._wait(str(reply["task_id"]), session_id)
+            self._pending[str(reply["task_id"])] = session_id
             ids.extend(f"{name}#{held + i}" for i in range(len(fresh)))
             if progress is not None:
                 progress(len(fresh))
@@ -286,31 +288,42 @@ class OpenvikingBackend(LongTermMemoryBackend):
         total = meta.get("total_message_count")
         return int(total) if isinstance(total, int) else 0
 
-    async def _wait(self, task_id: str, session_id: str) -> None:
-        """Poll the extraction task until it ends, or give up waiting (it goes on) after poll_timeout."""
+    async def wait_for_extraction(self) -> None:
+        """Poll the extraction tasks of the sessions committed so far until they end (bounded).
+
+        Extraction takes the server seconds per session (an LLM call): the tasks run side by
+        side while vmem commits the next sessions, and are waited for once, at the end.
+        """
+        pending, self._pending = dict(self._pending), {}
+        if not pending:
+            return
         if self.notice is not None:
-            self.notice(f"openviking: extracting memories from session {session_id} (task {task_id})")
+            self.notice(f"openviking: waiting for the server to extract memories from {len(pending)} session(s)")
         deadline = time.monotonic() + self.poll_timeout
-        while True:
-            task = await self._call("waiting for extraction", None, "get_task", task_id)
-            if task is None:  # expired: it ended
-                return
-            if not isinstance(task, dict) or "status" not in task:
-                raise self._malformed("waiting for extraction", task)
-            status = task["status"]
-            if status == "completed":
-                return
-            if status in ("failed", "cancelled"):
-                reason = self._scrub(str(task.get("error") or status))
-                raise StoreError(f"OpenViking could not extract memories from session {session_id}: {reason}")
+        failures: list[str] = []
+        while pending:
+            for task_id, session_id in list(pending.items()):
+                task = await self._call("waiting for extraction", None, "get_task", task_id)
+                if task is not None and (not isinstance(task, dict) or "status" not in task):
+                    raise self._malformed("waiting for extraction", task)
+                status = "completed" if task is None else task["status"]  # None: expired, so ended
+                if status in ("failed", "cancelled"):
+                    failures.append(f"session {session_id}: {self._scrub(str(task.get('error') or status))}")
+                if status in ("completed", "failed", "cancelled"):
+                    del pending[task_id]
+            if not pending:
+                break
             if time.monotonic() >= deadline:
                 if self.warn is not None:
                     self.warn(
-                        f"openviking: still extracting session {session_id} after {self.poll_timeout:.0f} s; "
-                        "its memories appear when the task ends"
+                        f"openviking: {len(pending)} session(s) still extracting after {self.poll_timeout:.0f} s; "
+                        "their memories appear when the server finishes"
                     )
-                return
+                break
             await asyncio.sleep(self.poll_interval)
+        if failures:
+            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+            raise StoreError(f"OpenViking could not extract memories from {failures[0]}{more}")
 
     # --- read --------------------------------------------------------------------------
 
@@ -410,11 +423,15 @@ class OpenvikingBackend(LongTermMemoryBackend):
         return report
 
     async def close(self) -> None:
-        """Close the HTTP connections."""
-        if self._loop is asyncio.get_running_loop():
-            for client in self._clients.values():
-                await client.close()
-        self._clients.clear()
+        """Wait for the extraction tasks still running, then close the HTTP connections."""
+        try:
+            if self._loop is asyncio.get_running_loop():
+                await self.wait_for_extraction()
+        finally:
+            if self._loop is asyncio.get_running_loop():
+                for client in self._clients.values():
+                    await client.close()
+            self._clients.clear()
 
 
 def _score(item: dict[str, Any]) -> float:
