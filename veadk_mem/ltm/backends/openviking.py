@@ -306,7 +306,8 @@ class OpenvikingBackend(LongTermMemoryBackend):
                 task = await self._call("waiting for extraction", None, "get_task", task_id)
                 if task is not None and (not isinstance(task, dict) or "status" not in task):
                     raise self._malformed("waiting for extraction", task)
-                status = "completed" if task is None else task["status"]  # None: expired, so ended
+                task = task or {"status": "completed"}  # None: expired, so it ended
+                status = task["status"]
                 if status in ("failed", "cancelled"):
                     failures.append(f"session {session_id}: {self._scrub(str(task.get('error') or status))}")
                 if status in ("completed", "failed", "cancelled"):
