@@ -133,6 +133,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out at once: no 40 ms delayed-ACK stalls
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return

@@ -64,6 +64,7 @@ class OvState:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out at once: no 40 ms delayed-ACK stalls
 
     def log_message(self, format: str, *args: Any) -> None:
         return
