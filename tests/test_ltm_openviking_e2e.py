@@ -82,10 +82,8 @@ class _Stub(BaseHTTPRequestHandler):
             if DUMP:
                 with open(DUMP, "a") as dump:
                     dump.write(json.dumps(body) + "\n")
-            if "sdk." in prompt:  # memory extraction: the restricted Python program
-                content = _program(prompt)
-            else:
-                content = "A short conversation about diet."
+            # memory extraction asks for a restricted Python program; anything else gets a line of text
+            content = _program(prompt) if "sdk." in prompt else "A short conversation about diet."
             payload = {
                 "id": "chatcmpl-stub",
                 "object": "chat.completion",
