@@ -175,6 +175,19 @@ def test_list_and_delete(runner: CliRunner, server: OpenvikingServer) -> None:
     assert server.requests("DELETE", "/api/v1/fs")[0][2]["uri"] == entries[0]["id"]
 
 
+def test_forget_removes_the_peers_memories(
+    runner: CliRunner, server: OpenvikingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHORT_TERM_MEMORY_BACKEND", "local")  # no session database
+    invoke(runner, "ltm", "save", str(EXAMPLES))
+    mine = [uri for uri in server.state.memories if "/peers/user-42/" in uri]
+    others = [uri for uri in server.state.memories if "/peers/user-42/" not in uri]
+    code, out, err = invoke(runner, "--json", "forget", "user-42", "--yes")
+    assert code == 0, err
+    assert json.loads(out)["deleted"]["memories"] == len(mine) > 0
+    assert sorted(server.state.memories) == sorted(others)
+
+
 def test_a_rejected_key_names_the_variable(runner: CliRunner, server: OpenvikingServer) -> None:
     server.state.keys = {"another": USER}
     code, _, err = invoke(runner, "ltm", "search", "peanuts", "-u", "user-42")
