@@ -20,7 +20,7 @@ _vmem() {
     " session export") opts='--app --user --since --until --output -o --db-url'; cmds='' ;;
     " session import") opts='--db-url --json'; cmds='' ;;
     " ltm") opts=''; cmds='save search list profile delete' ;;
-    " ltm save") opts='--from-store --app -a --user -u --since --db-url --policy -p --include-assistant --dry-run --json'; cmds='' ;;
+    " ltm save") opts='--from-store --app -a --user -u --since --db-url --policy -p --include-assistant --dry-run --no-infer --json'; cmds='' ;;
     " ltm search") opts='--user -u --app -a --top-k -k --min-score --json'; cmds='' ;;
     " ltm list") opts='--user -u --app -a --limit -n --json'; cmds='' ;;
     " ltm profile") opts='--app -a --json'; cmds='' ;;

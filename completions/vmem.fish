@@ -132,6 +132,7 @@ complete -c vmem -n "__vmem_at 'ltm save'" -l 'policy' -d 'Preset, [policy.NAME]
 complete -c vmem -n "__vmem_at 'ltm save'" -s 'p' -d 'Preset, [policy.NAME], JSON/TOML file or inline JSON.'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'include-assistant' -d 'Keep assistant text events too (as openviking does).'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'dry-run' -d 'Show what would be saved; change nothing.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'no-infer' -d 'mem0: store the text verbatim; the platform does not rewrite it.'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'ltm save'" -F
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'user' -d 'The user whose memories to use (required).'
