@@ -216,6 +216,7 @@ complete -c vmem -n "__vmem_at 'ltm save'" -l 'policy' -x -a 'default all custom
 complete -c vmem -n "__vmem_at 'ltm save'" -s 'p' -x -a 'default all custom' -d 'Preset, [policy.NAME], JSON/TOML file or inline JSON.'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'include-assistant' -d 'Keep assistant text events too (as openviking does).'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'dry-run' -d 'Show what would be saved; change nothing.'
+complete -c vmem -n "__vmem_at 'ltm save'" -l 'no-infer' -d 'mem0: store the text verbatim; the platform does not rewrite it.'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'ltm save'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at 'ltm save'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'

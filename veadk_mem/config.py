@@ -119,9 +119,10 @@ class OpensearchSettings(Section):
 
 class Mem0Settings(Section):
     api_key: SecretStr = Field(SecretStr(""), description="Mem0 platform API key")
-    base_url: str = Field("", description="Mem0 API base URL (empty: the platform default)")
-    project_id: str = Field("", description="Mem0 project id")
-    org_id: str = Field("", description="Mem0 organisation id")
+    base_url: str = Field("", description="Mem0 API origin, e.g. https://api.mem0.ai (empty: that default)")
+    api_key_id: str = Field("", description="VeADK's key fetched through Volcengine IAM: not supported, set api_key")
+    project_id: str = Field("", description="VeADK's key fetched through Volcengine IAM: not supported, set api_key")
+    infer: bool = Field(True, description="Let Mem0 extract and rewrite memories; false stores text verbatim")
 
 
 class OpenvikingSettings(Section):

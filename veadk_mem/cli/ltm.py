@@ -131,6 +131,9 @@ def save(
         bool, typer.Option("--include-assistant", help="Keep assistant text events too (as openviking does).")
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be saved; change nothing.")] = False,
+    no_infer: Annotated[
+        bool, typer.Option("--no-infer", help="mem0: store the text verbatim; the platform does not rewrite it.")
+    ] = False,
     json_flag: JsonOption = False,
 ) -> None:
     """Save sessions' memories through the save policy.
@@ -143,6 +146,7 @@ def save(
 
     state = get_state(ctx, json_flag=json_flag)
     state.override("short_term_memory.db_url", db_url)
+    state.override("database.mem0.infer", False if no_infer else None)
     total: int | None = None
     if from_store:
         items = _store_items(state, sources or [], app_name, user, since, until)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -81,6 +81,10 @@ class LongTermMemoryBackend(ABC):
 
     name: ClassVar[str] = ""
     index: str
+    # Set by the facade: how a backend tells the operator something (stderr in the CLI):
+    # a warning, or a note on progress (a hosted service still working).
+    warn: Callable[[str], None] | None = None
+    notice: Callable[[str], None] | None = None
 
     @abstractmethod
     def precheck_index_naming(self) -> None:
