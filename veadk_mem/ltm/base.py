@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -76,6 +77,8 @@ class LongTermMemoryBackend(ABC):
 
     name: ClassVar[str] = ""
     index: str
+    # Set by the facade: where a backend sends a one-line warning (a degraded search, say).
+    warn: Callable[[str], None] | None = None
 
     @abstractmethod
     def precheck_index_naming(self) -> None:

@@ -158,6 +158,7 @@ class LongTermMemory:
             config = {k: v for k, v in self.backend_config.items() if k != "index"}
             backend = factory(name, settings=self.settings, embedder_factory=self._make_embedder, **config)
             backend.precheck_index_naming()
+            backend.warn = self.warn
             self._backends[name] = backend
         return self._backends[name]
 
