@@ -22,14 +22,13 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
+from veadk_mem.ltm.llama_layout import Doc, llama_node, node_uuid, split_memory, vmem_meta
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,49 +53,6 @@ def index_name(index: str, user_id: str) -> str:
 def glob_escape(text: str) -> str:
     """`text` matched literally by SCAN MATCH."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
-
-
-def node_uuid(*parts: str) -> str:
-    """A uuid-shaped id derived from parts: the same memory always lands on the same keys."""
-    import hashlib
-
-    digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
-    return str(uuid.UUID(hex=digest[:32]))
-
-
-@dataclass
-class _Doc:
-    """One memory (a llama-index document) as its nodes: (start, text) per chunk."""
-
-    doc_id: str
-    keys: list[str] = field(default_factory=list)
-    chunks: list[tuple[int | None, str]] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def text(self) -> str:
-        """The memory string, rebuilt from its chunks by their character offsets."""
-        ordered = sorted(self.chunks, key=lambda c: (c[0] is None, c[0] or 0))
-        out = ""
-        for start, piece in ordered:
-            if start is not None and start <= len(out):
-                out = out[:start] + piece
-            else:
-                out += ("\n" if out else "") + piece
-        return out
-
-
-def split_memory(embedder: Embedder, text: str) -> list[tuple[int, str]]:
-    """The memory's chunks with their start offsets (one chunk when it fits the model)."""
-    if embedder.fits(text):
-        return [(0, text)]
-    out: list[tuple[int, str]] = []
-    position = 0
-    for piece in embedder.chunk(text):
-        found = text.find(piece, position)
-        start = found if found >= 0 else position
-        out.append((start, piece))
-        position = start + len(piece) if found >= 0 else position
-    return out
 
 
 class RedisBackend(LongTermMemoryBackend):
@@ -124,7 +80,7 @@ class RedisBackend(LongTermMemoryBackend):
         self._embedder: Embedder | None = None
         self._client: Any = None
         self._search: bool | None = None
-        self._docs: dict[str, dict[str, _Doc]] = {}
+        self._docs: dict[str, dict[str, Doc]] = {}
         self._warned = False
         self.precheck_index_naming()
 
@@ -280,12 +236,12 @@ class RedisBackend(LongTermMemoryBackend):
                     keys.append(key)
         return keys
 
-    async def _read_docs(self, user_id: str) -> dict[str, _Doc]:
+    async def _read_docs(self, user_id: str) -> dict[str, Doc]:
         """doc_id -> document, from every hash of the user (vectors left on the server)."""
         if user_id in self._docs:
             return self._docs[user_id]
         keys = await self._user_keys(user_id)
-        docs: dict[str, _Doc] = {}
+        docs: dict[str, Doc] = {}
         for start in range(0, len(keys), 1000):
             part = keys[start : start + 1000]
             async with self._guard(f"reading {index_name(self.index, user_id)}"):
@@ -298,7 +254,7 @@ class RedisBackend(LongTermMemoryBackend):
                 if text is None and node_id is None:
                     continue  # deleted since the scan
                 node = _json(node_content)
-                doc = docs.setdefault(doc_id or node_id or key, _Doc(doc_id or node_id or key))
+                doc = docs.setdefault(doc_id or node_id or key, Doc(doc_id or node_id or key))
                 doc.keys.append(key)
                 doc.chunks.append((node.get("start_char_idx"), text or ""))
                 meta = node.get("metadata")
@@ -307,7 +263,7 @@ class RedisBackend(LongTermMemoryBackend):
         self._docs[user_id] = docs
         return docs
 
-    def _record(self, user_id: str, doc: _Doc) -> MemoryRecord:
+    def _record(self, user_id: str, doc: Doc) -> MemoryRecord:
         meta = doc.meta
         text = doc.text()
         return MemoryRecord(
@@ -388,32 +344,8 @@ class RedisBackend(LongTermMemoryBackend):
             memory.id = memory.id or node_uuid(name, memory.content_hash)
             memory.created_at = memory.created_at or now
             node_id = node_uuid(memory.id, str(number))
-            meta = {
-                "vmem": 1,
-                "content_hash": memory.content_hash,
-                "app_name": memory.app_name,
-                "session_id": memory.session_id,
-                "event_id": memory.event_id,
-                "author": memory.author,
-                "created_at": memory.created_at,
-            }
-            node: dict[str, Any] = {
-                "id_": node_id,
-                "embedding": None,
-                "metadata": meta,
-                "excluded_embed_metadata_keys": list(meta),
-                "excluded_llm_metadata_keys": list(meta),
-                "relationships": {"1": {"node_id": memory.id, "node_type": "4", "metadata": {}, "hash": None}},
-                "metadata_template": "{key}: {value}",
-                "metadata_separator": "\n",
-                "text": "",
-                "mimetype": "text/plain",
-                "start_char_idx": offset,
-                "end_char_idx": offset + len(text),
-                "metadata_seperator": "\n",
-                "text_template": "{metadata_str}\n\n{content}",
-                "class_name": "TextNode",
-            }
+            meta = vmem_meta(memory)
+            node = llama_node(node_id, memory.id, meta, offset, len(text))
             mapping = {
                 "id": node_id,
                 "doc_id": memory.id,
@@ -468,7 +400,7 @@ class RedisBackend(LongTermMemoryBackend):
                 doc_id = fields.get("doc_id") or fields.get("id") or key
                 if doc_id in best:
                     continue  # hits come best first: a memory scores as its best chunk
-                doc = _Doc(doc_id, [key], [(None, fields.get("text", ""))])
+                doc = Doc(doc_id, [key], [(None, fields.get("text", ""))])
                 node = _json(fields.get("_node_content"))
                 if isinstance(node.get("metadata"), dict) and node["metadata"].get("vmem"):
                     doc.meta = node["metadata"]
@@ -505,7 +437,7 @@ class RedisBackend(LongTermMemoryBackend):
             key, doc_id, text, (node_content, _) = rows[int(i)]
             if doc_id in best:
                 continue
-            doc = _Doc(doc_id, [key], [(None, text)])
+            doc = Doc(doc_id, [key], [(None, text)])
             node = _json(_text(node_content))
             if isinstance(node.get("metadata"), dict) and node["metadata"].get("vmem"):
                 doc.meta = node["metadata"]
