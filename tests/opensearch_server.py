@@ -42,6 +42,7 @@ class Cluster:
     requests: list[tuple[str, str]] = field(default_factory=list)
     auth: tuple[str, str] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    fail_bulk_after: int | None = None  # answer 503 to every `_bulk` after this many
 
     def docs(self, name: str) -> dict[str, dict[str, Any]]:
         return self.indices[name]["docs"]
@@ -134,6 +135,10 @@ def _handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
                 self._send(200, ROOT)
                 return
             if parts[-1] == "_bulk":
+                done = sum(1 for r in cluster.requests if r[1].endswith("/_bulk")) - 1
+                if cluster.fail_bulk_after is not None and done >= cluster.fail_bulk_after:
+                    self._error(503, "cluster_block_exception", "blocked by: [SERVICE_UNAVAILABLE/2/no master]")
+                    return
                 self._bulk(raw, parts[0] if len(parts) == 2 else None)
                 return
             name, action = parts[0], (parts[1] if len(parts) > 1 else "")

@@ -208,6 +208,35 @@ async def test_bulk_writes_two_requests_per_thousand_memories(server: opensearch
     assert len(bulk) == 2 and len(server.cluster.docs(f"{index}_gus")) == 1000
 
 
+async def test_a_failure_mid_save_says_what_was_stored_and_a_rerun_stores_the_rest(
+    server: opensearch_server.Server, index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import veadk_mem.ltm.backends.opensearch as module
+    from veadk_mem.ltm.facade import LongTermMemory
+
+    monkeypatch.setattr(module, "BATCH", 2)
+    server.cluster.fail_bulk_after = 1
+    texts = [f"memory number {i}" for i in range(5)]
+    backend = _backend(server.port, index)
+    try:
+        with pytest.raises(StoreError) as info:
+            await backend.save("jo", _records("jo", texts))
+    finally:
+        await backend.close()
+    assert "2 of 5 memories were stored, 3 were not (re-run to store the rest)" in info.value.message
+    assert "503" in info.value.message
+    server.cluster.fail_bulk_after = None
+    settings = load_settings(environ=_env(server.port)).settings
+    ltm = LongTermMemory(backend="opensearch", settings=settings, embedder=HASH, index=index)
+    try:
+        new = await ltm._new_records("jo", _records("jo", texts), index)
+        assert len(new) == 3
+        await ltm.backend_for(index=index).save("jo", new)
+    finally:
+        await ltm.close()
+    assert sorted(d["content"] for d in server.cluster.docs(f"{index}_jo").values()) == texts
+
+
 async def test_names_are_checked_naming_the_character(server: opensearch_server.Server) -> None:
     with pytest.raises(BadInput, match=r"'MyApp': 'M' is not allowed \(upper-case"):
         _backend(server.port, "MyApp")

@@ -415,3 +415,77 @@ async def test_health_reports_version_dimension_and_a_clash(redis_stack: str, in
     finally:
         await backend.close()
         await other.close()
+
+
+# --- rediss:// (the wheel's redis-server has no TLS: a TLS-terminating proxy in front) -----
+
+
+def _tls_proxy(target_port: int, cert: Any, key: Any) -> tuple[int, Any]:
+    """Accept TLS on a free port and forward the plain bytes to `target_port`."""
+    import contextlib
+    import socket
+    import ssl
+    import threading
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def pump(src: Any, dst: Any) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                raw, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                client = context.wrap_socket(raw, server_side=True)
+            except (ssl.SSLError, OSError):
+                raw.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", target_port))
+            threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    def close() -> None:
+        stop.set()
+        listener.close()
+
+    return int(listener.getsockname()[1]), close
+
+
+async def test_rediss_url_with_a_verified_certificate(redis_stack: str, index: str, tmp_path: Any) -> None:
+    import opensearch_server
+
+    cert, key = opensearch_server.self_signed(tmp_path)
+    port = int(redis_stack.rsplit(":", 1)[1].split("/")[0])
+    proxy_port, close = _tls_proxy(port, cert, key)
+    try:
+        verified = _backend(f"rediss://127.0.0.1:{proxy_port}/0?ssl_ca_certs={cert}", index)
+        unverified = _backend(f"rediss://127.0.0.1:{proxy_port}/0", index)
+        try:
+            await verified.save("tls", _records("tls", MEMORIES[:1]))
+            assert [r.text for r in await verified.list_memories("tls")] == MEMORIES[:1]
+            with pytest.raises(StoreError, match=r"cannot reach redis at rediss://127\.0\.0\.1:\d+/0 .*certificate"):
+                await unverified.list_memories("tls")
+        finally:
+            await verified.close()
+            await unverified.close()
+    finally:
+        close()
