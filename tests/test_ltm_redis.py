@@ -489,3 +489,12 @@ async def test_rediss_url_with_a_verified_certificate(redis_stack: str, index: s
             await unverified.close()
     finally:
         close()
+
+
+def test_config_show_masks_the_redis_url_password() -> None:
+    from veadk_mem.cli.app import app
+
+    env = {"DATABASE_REDIS_URL": "rediss://vmem:url-secret-pw@cache.example:6380/2"}
+    result = CliRunner().invoke(app, ["config", "show", "--json"], env=env)
+    assert result.exit_code == 0 and "url-secret-pw" not in result.stdout
+    assert "rediss://vmem:****@cache.example:6380/2" in result.stdout
