@@ -81,6 +81,7 @@ class RedisBackend(LongTermMemoryBackend):
         self._client: Any = None
         self._search: bool | None = None
         self._docs: dict[str, dict[str, Doc]] = {}
+        self._dims: dict[str, int | None] = {}
         self._warned = False
         self.precheck_index_naming()
 
@@ -177,6 +178,8 @@ class RedisBackend(LongTermMemoryBackend):
         import redis.exceptions as rex
 
         name = index_name(self.index, user_id)
+        if name in self._dims:
+            return self._dims[name]
         if await self.has_search():
             async with self._guard(f"reading index {name}"):
                 try:
@@ -185,7 +188,8 @@ class RedisBackend(LongTermMemoryBackend):
                     if "unknown index" in str(exc).lower() or "no such index" in str(exc).lower():
                         return None
                     raise
-            return _info_dim(info)
+            self._dims[name] = _info_dim(info)  # an index keeps its dimension for life
+            return self._dims[name]
         for key in await self._user_keys(user_id):
             async with self._guard(f"reading {name}"):
                 blob = await self.client.hget(key, "vector")
@@ -303,6 +307,7 @@ class RedisBackend(LongTermMemoryBackend):
         self._check_dim(user_id, stored_dim, embedder)
         if search and stored_dim is None:
             await self._create_index(user_id, embedder.dim)
+            self._dims.pop(index_name(self.index, user_id), None)
         name = index_name(self.index, user_id)
         done: list[str] = []
         self._docs.pop(user_id, None)
@@ -405,7 +410,7 @@ class RedisBackend(LongTermMemoryBackend):
 
         name = index_name(self.index, user_id)
         blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-        k = max(top_k * 3, 10)
+        k = max(top_k * 2, 10)
         while True:
             async with self._guard(f"searching {name}"):
                 raw = await self.client.execute_command(
