@@ -205,6 +205,9 @@ async def test_a_user_never_sees_a_user_whose_id_extends_theirs(redis_stack: str
         await backend.save("u2", _records("u2", ["u2 secret: peanuts everywhere"]))
         await backend.save("u", _records("u", ["u likes peanuts"]))
         assert [h.text for h in await backend.search("u", "peanuts", 5)] == ["u likes peanuts"]  # type: ignore[union-attr]
+        # u2's memory is the nearest: the KNN is widened past it, not answered empty.
+        nearest = await backend.search("u", "u2 secret: peanuts everywhere", 1)
+        assert [h.text for h in nearest] == ["u likes peanuts"]  # type: ignore[union-attr]
         assert [r.text for r in await backend.list_memories("u")] == ["u likes peanuts"]
         assert await backend.known_indexes("u") == [index]
     finally:

@@ -410,7 +410,7 @@ class RedisBackend(LongTermMemoryBackend):
 
         name = index_name(self.index, user_id)
         blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-        k = max(top_k * 2, 10)
+        k = top_k  # widened below only when other users' keys or a memory's other chunks took places
         while True:
             async with self._guard(f"searching {name}"):
                 raw = await self.client.execute_command(
