@@ -419,7 +419,7 @@ class RedisBackend(LongTermMemoryBackend):
                     "RETURN", "5", "id", "doc_id", "text", "_node_content", "vector_distance",
                     "LIMIT", "0", str(k), "DIALECT", "2",
                 )  # fmt: skip
-            total, hits = _search_hits(raw)
+            hits = _search_hits(raw)[1]  # (its total is at most k for a KNN query)
             best: dict[str, MemoryRecord] = {}
             for key, fields in hits:
                 if not self._owns(user_id, key):
@@ -434,7 +434,7 @@ class RedisBackend(LongTermMemoryBackend):
                 record = self._record(user_id, doc)
                 record.score = 1.0 - float(fields.get("vector_distance", 1.0))
                 best[doc_id] = record
-            if len(best) >= top_k or len(hits) < k or k >= total:
+            if len(best) >= top_k or len(hits) < k:  # enough, or the index has no more
                 return list(best.values())[:top_k]
             k *= 4
 
