@@ -578,8 +578,11 @@ def _resp(*args: bytes | str) -> bytes:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of an error, short, with any URL's password masked."""
+    from veadk_mem.config import mask_url
+
     text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+    return mask_url(text[0][:200]) if text else type(exc).__name__
 
 
 def _text(value: Any) -> str | None:
