@@ -101,6 +101,7 @@ class OpensearchBackend(LongTermMemoryBackend):
         self._embedder: Embedder | None = None
         self._client: Any = None
         self._docs: dict[str, dict[str, Doc]] = {}
+        self._held: dict[str, set[str]] = {}  # content hashes per user, kept up to date by save
         self._warned_tls = False
         self.requests = 0  # HTTP requests sent, for bench/ltm_backends.py
         self.precheck_index_naming()
@@ -266,9 +267,10 @@ class OpensearchBackend(LongTermMemoryBackend):
 
     async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
         """The hashes among these that the user's index already holds (VeADK's documents by their text)."""
-        docs = await self._read_docs(user_id)
-        held = {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
-        return held.intersection(hashes)
+        if user_id not in self._held:
+            docs = await self._read_docs(user_id)
+            self._held[user_id] = {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
+        return self._held[user_id].intersection(hashes)
 
     async def save(
         self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
@@ -306,6 +308,8 @@ class OpensearchBackend(LongTermMemoryBackend):
                     hint=exc.hint,
                 ) from None
             done.extend(m.id for m in batch)
+            if user_id in self._held:  # a replay of many sessions reads the user's documents once
+                self._held[user_id].update(m.content_hash for m in batch)
             if progress is not None:
                 progress(count)
         await self._refresh(name)
@@ -386,6 +390,7 @@ class OpensearchBackend(LongTermMemoryBackend):
         if not chosen:
             return 0
         self._docs.pop(user_id, None)
+        self._held.pop(user_id, None)
         body = {"query": {"terms": {"metadata.doc_id.keyword": chosen}}}
         async with self._guard(f"deleting from {name}"):
             await self.client.delete_by_query(index=name, body=body, refresh=True)

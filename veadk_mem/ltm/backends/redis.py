@@ -81,6 +81,7 @@ class RedisBackend(LongTermMemoryBackend):
         self._client: Any = None
         self._search: bool | None = None
         self._docs: dict[str, dict[str, Doc]] = {}
+        self._held: dict[str, set[str]] = {}  # content hashes per user, kept up to date by save
         self._dims: dict[str, int | None] = {}
         self._warned = False
         self.precheck_index_naming()
@@ -287,9 +288,10 @@ class RedisBackend(LongTermMemoryBackend):
 
     async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
         """The hashes among these that the user's documents already hold (VeADK's ones by their text)."""
-        docs = await self._read_docs(user_id)
-        held = {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
-        return held.intersection(hashes)
+        if user_id not in self._held:
+            docs = await self._read_docs(user_id)
+            self._held[user_id] = {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
+        return self._held[user_id].intersection(hashes)
 
     async def save(
         self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
@@ -329,6 +331,8 @@ class RedisBackend(LongTermMemoryBackend):
                     hint=exc.hint,
                 ) from None
             done.extend(m.id for m in batch)
+            if user_id in self._held:  # a replay of many sessions reads the user's documents once
+                self._held[user_id].update(m.content_hash for m in batch)
             if progress is not None:
                 progress(len(pieces))
         return done
@@ -490,6 +494,7 @@ class RedisBackend(LongTermMemoryBackend):
         chosen = [docs[i] for i in dict.fromkeys(ids) if i in docs]
         keys = [k for d in chosen for k in d.keys]
         self._docs.pop(user_id, None)
+        self._held.pop(user_id, None)
         for start in range(0, len(keys), 1000):
             async with self._guard(f"deleting from {index_name(self.index, user_id)}"):
                 await self.client.delete(*keys[start : start + 1000])
