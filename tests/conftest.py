@@ -132,3 +132,18 @@ def redis_prefix() -> Iterator[str]:
     for key in client.scan_iter(f"*{prefix}*"):
         client.delete(key)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_stack() -> Iterator[str]:
+    """A Redis 8 + RediSearch server of our own for the whole session (see tests/redis_stack.py); its URL."""
+    import redis_stack as stack
+
+    try:
+        server = stack.start()
+    except stack.Unavailable as exc:
+        pytest.skip(f"*** Redis 8 with RediSearch is not available: {exc} ***")
+    try:
+        yield server.url
+    finally:
+        server.stop()

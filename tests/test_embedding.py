@@ -1,4 +1,4 @@
-"""Embedders: the shared base (batching, retries, chunking), hash, the numpy local model, auto choice."""
+"""Embedders: the shared base (batching, checks, chunking), hash, the numpy local model, auto choice."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from veadk_mem.config import EmbeddingSettings
 from veadk_mem.embedding import HASH_NOTICE, auto_provider, create_embedder, provider_for_model
-from veadk_mem.embedding.base import Embedder, RetryableError, split_sentences
+from veadk_mem.embedding.base import Embedder, split_sentences
 from veadk_mem.embedding.hash import HashEmbedder, tokens
 from veadk_mem.embedding.local import LocalEmbedder, packaged_model_dir
 from veadk_mem.errors import BadInput, StoreError
@@ -20,19 +20,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 class Counting(Embedder):
-    """Returns one-hot vectors and records every batch it was given."""
+    """Returns one-hot vectors (or scripted rows) and records every batch it was given."""
 
-    def __init__(self, batch_size: int = 4, fail_first: int = 0) -> None:
+    def __init__(self, batch_size: int = 4, rows: list[list[float]] | None = None) -> None:
         self.name, self.dim, self.batch_size = "counting", 3, batch_size
-        self.backoff = 0.0
         self.batches: list[list[str]] = []
-        self.fail_first = fail_first
+        self.rows = rows
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        if self.fail_first:
-            self.fail_first -= 1
-            raise RetryableError("429: slow down")
         self.batches.append(texts)
+        if self.rows is not None:
+            return self.rows[: len(texts)]
         return [[1.0, 0.0, 0.0] for _ in texts]
 
 
@@ -44,13 +42,12 @@ def test_base_batches_and_normalises() -> None:
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0)
 
 
-def test_base_retries_transient_errors_then_gives_up() -> None:
-    emb = Counting(fail_first=2)
-    assert emb.embed(["a"]).shape == (1, 3)
-    emb = Counting(fail_first=10)
-    emb.retries = 2
-    with pytest.raises(StoreError, match="after 3 attempts: 429"):
-        emb.embed(["a"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_base_rejects_nan_and_infinite_vectors(bad: float) -> None:
+    emb = Counting(batch_size=4, rows=[[1.0, 0.0, 0.0], [0.5, bad, 0.0]])
+    with pytest.raises(StoreError) as info:
+        emb.embed(["a", "b"])
+    assert "returned a vector holding NaN or infinity (text 2 of 2)" in info.value.message
 
 
 def test_base_rejects_wrong_dimension() -> None:
@@ -141,7 +138,10 @@ def test_local_model_errors_are_clear(tmp_path: Path) -> None:
 
 
 def test_auto_prefers_a_key_then_the_local_model_then_hash(tmp_path: Path) -> None:
-    assert auto_provider(EmbeddingSettings(api_key="sk-x")) == "openai"  # type: ignore[arg-type]
+    # With a key, VeADK's choice by model name: its default (an Ark vision model) goes to Ark.
+    assert auto_provider(EmbeddingSettings(api_key="sk-x")) == "ark"  # type: ignore[arg-type]
+    named = EmbeddingSettings(api_key="sk-x", name="doubao-embedding-text-240715")  # type: ignore[arg-type]
+    assert auto_provider(named) == "openai"
     assert auto_provider(EmbeddingSettings(local_model=str(FIXTURES / "tiny-bert"))) == "local"
     assert auto_provider(EmbeddingSettings(local_model=str(tmp_path / "missing"))) == "hash"
     notices: list[str] = []

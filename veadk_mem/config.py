@@ -59,13 +59,18 @@ class LongTermMemorySettings(Section):
 
 
 class EmbeddingSettings(Section):
-    provider: Literal["auto", "openai", "local", "hash"] = Field(
-        "auto", description="auto picks openai with a key, else the local model if installed, else hash"
+    provider: Literal["auto", "openai", "ark", "local", "hash"] = Field(
+        "auto",
+        description="auto: with a key, ark for Ark's vision models and openai for the rest (as VeADK); "
+        "without one, the local model if installed, else hash",
     )
-    name: str = Field("doubao-embedding-text-240715", description="Embedding model name (MODEL_EMBEDDING_NAME)")
-    dim: int = Field(2560, ge=1, description="Embedding dimension (MODEL_EMBEDDING_DIM)")
+    name: str = Field(
+        "doubao-embedding-vision-250615", description="Embedding model name, VeADK's default (MODEL_EMBEDDING_NAME)"
+    )
+    dim: int = Field(2048, ge=1, description="Embedding dimension, VeADK's default (MODEL_EMBEDDING_DIM)")
     api_base: str = Field(
-        "https://ark.cn-beijing.volces.com/api/v3/", description="OpenAI-compatible endpoint (MODEL_EMBEDDING_API_BASE)"
+        "https://ark.cn-beijing.volces.com/api/v3/",
+        description="Ark or OpenAI-compatible endpoint (MODEL_EMBEDDING_API_BASE)",
     )
     api_key: SecretStr = Field(
         SecretStr(""), description="API key (MODEL_EMBEDDING_API_KEY, falls back to MODEL_AGENT_API_KEY)"
@@ -106,6 +111,9 @@ class RedisSettings(Section):
     username: str = Field("", description="Redis ACL user")
     password: SecretStr = Field(SecretStr(""), description="Redis password")
     db: int = Field(0, ge=0, description="Redis database number")
+    url: SecretStr = Field(
+        SecretStr(""), description="redis:// or rediss:// (TLS) URL; overrides host, port, username, password and db"
+    )
 
 
 class OpensearchSettings(Section):
@@ -485,11 +493,18 @@ def load_settings(
 
 
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z0-9+]+://[^:/@]*:)(?P<pw>[^@]*)(?P<at>@)", re.IGNORECASE)
+_URL_USER_INFO = re.compile(r"(?P<head>https?://)(?P<user>[^/@?#\s]+)(?P<at>@)", re.IGNORECASE)
+_URL_SECRET_PARAM = re.compile(
+    r"(?P<head>[?&](?:password|passwd|pwd|api[_-]?key|key|token|secret|access[_-]?token)=)(?P<value>[^&#\s]*)",
+    re.IGNORECASE,
+)
 
 
 def mask_url(url: str) -> str:
-    """A database URL with its password replaced by ****."""
-    return _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", url)
+    """A URL with its password, secret query values and an http(s) endpoint's whole user info as ****."""
+    masked = _URL_USER_INFO.sub(lambda m: f"{m['head']}****{m['at']}", url)  # an endpoint's user may be a token
+    masked = _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", masked)
+    return _URL_SECRET_PARAM.sub(lambda m: f"{m['head']}****", masked)
 
 
 def get_value(settings: VmemSettings, key: Key) -> Any:
@@ -507,7 +522,9 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
         value = get_value(loaded.settings, key)
         if isinstance(value, SecretStr):
             raw = value.get_secret_value()
-            shown: Any = mask_url(raw) if key.dotted == "short_term_memory.db_url" and raw else ("****" if raw else "")
+            shown: Any = mask_url(raw) if key.dotted.endswith("url") and raw else ("****" if raw else "")
+        elif isinstance(value, str) and "://" in value:
+            shown = mask_url(value)  # user info in an endpoint URL (MODEL_EMBEDDING_API_BASE) is a secret too
         else:
             shown = value
         rows.append({"key": key.dotted, "value": shown, "env": key.env, "source": loaded.source_of(key.dotted)})

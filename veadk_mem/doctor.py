@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
 
+from veadk_mem.check import Check
 from veadk_mem.config import VmemSettings, mask_url
 from veadk_mem.errors import VmemError
 
-
-@dataclass
-class Check:
-    """The outcome of one check: ok, fail or skip, with a detail that never holds a secret."""
-
-    name: str
-    status: str
-    detail: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "detail": self.detail}
+__all__ = ["Check", "check_session_db", "run_checks"]
 
 
 async def check_session_db(settings: VmemSettings) -> Check:

@@ -404,29 +404,31 @@ def delete(
     ltm = _ltm(state, app_name or "")
     render = state.render
 
-    async def select() -> tuple[str, list[Any]]:
-        index = await ltm.user_index(app_name, user)
-        found = await ltm.select(
-            app_name=app_name, user_id=user, ids=ids, session_id=session, everything=everything, index=index
-        )
-        return index, found
+    async def go() -> tuple[str, list[Any], int]:
+        # One event loop for select, confirm and delete: async clients (redis, opensearch)
+        # hold connections bound to the loop that opened them.
+        try:
+            index = await ltm.user_index(app_name, user)
+            found = await ltm.select(
+                app_name=app_name, user_id=user, ids=ids, session_id=session, everything=everything, index=index
+            )
+            if ids:
+                missing = sorted(set(ids) - {r.id for r in found})
+                if missing and not found:
+                    raise NotFound(f"no memory of user {user!r} in index {index!r} has id {', '.join(missing)}")
+                for memory_id in missing:
+                    render.warn(f"no memory {memory_id} for user {user!r} in index {index!r}")
+            if dry_run or not found:
+                return index, found, 0
+            confirm_deletion(
+                state, f"delete {counted(len(found), 'memory')} of user {user!r} from index {index!r}?", yes=yes
+            )
+            return index, found, await ltm.delete(app_name=app_name, user_id=user, records=found, index=index)
+        finally:
+            await ltm.close()
 
-    index, records = run(select())
-    if ids:
-        missing = sorted(set(ids) - {r.id for r in records})
-        if missing and not records:
-            raise NotFound(f"no memory of user {user!r} in index {index!r} has id {', '.join(missing)}")
-        for memory_id in missing:
-            render.warn(f"no memory {memory_id} for user {user!r} in index {index!r}")
+    index, records, deleted = run(go())
     rows = _record_rows(index, records)
-    deleted = 0
-    if not dry_run and records:
-        confirm_deletion(
-            state,
-            f"delete {counted(len(records), 'memory')} of user {user!r} from index {index!r}?",
-            yes=yes,
-        )
-        deleted = run(ltm.delete(app_name=app_name, user_id=user, records=records, index=index))
     if render.json_mode:
         render.json({"dry_run": dry_run, "index": index, "user_id": user, "deleted": deleted, "memories": rows})
         return
@@ -458,10 +460,20 @@ def forget(
     state.override("short_term_memory.db_url", db_url)
     render = state.render
     ltm = _ltm(state, app_name or "")
-    plan = run(plan_forget(state.loaded.settings, ltm, user_id=user, app_name=app_name))
-    if not dry_run and plan.total:
-        confirm_deletion(state, f"forget user {user!r}: {plan.describe()}?", yes=yes)
-        plan = run(forget_user(state.loaded.settings, ltm, plan))
+    settings = state.loaded.settings
+
+    async def go() -> Any:
+        # Plan, confirm and forget on one event loop (see `delete`).
+        try:
+            plan = await plan_forget(settings, ltm, user_id=user, app_name=app_name)
+            if not dry_run and plan.total:
+                confirm_deletion(state, f"forget user {user!r}: {plan.describe()}?", yes=yes)
+                plan = await forget_user(settings, ltm, plan)
+            return plan
+        finally:
+            await ltm.close()
+
+    plan = run(go())
     if render.json_mode:
         render.json(plan.as_dict(dry_run))
         return

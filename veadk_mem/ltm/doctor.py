@@ -1,42 +1,56 @@
-"""The `vmem doctor` check of long-term memory: can the configured backend be opened and used."""
+"""The `vmem doctor` check of long-term memory, through the backend contract's `health()`.
+
+Each backend reports where it is, its server version, whether the index exists, how many
+memories it holds and its vector dimension against the configured embedder; the check
+fails on any problem it reports or on a VmemError (exit code 4, not supported, skips).
+This module imports nothing of `veadk_mem.doctor`, which calls it.
+"""
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from veadk_mem.config import VmemSettings
-from veadk_mem.doctor import Check
+from veadk_mem.check import Check
 from veadk_mem.errors import VmemError
+
+if TYPE_CHECKING:
+    from veadk_mem.config import VmemSettings
+    from veadk_mem.ltm.base import BackendHealth
+
+
+def describe(health: BackendHealth, took_ms: float) -> str:
+    """One line for a person: target, then what the backend could tell, then its problems."""
+    parts: list[str] = []
+    if health.version:
+        parts.append(health.version)
+    if not health.exists:
+        parts.append("index not created yet")
+    if health.memories is not None:
+        parts.append(f"{health.memories} memories")
+    if health.dimension is not None:
+        parts.append(f"{health.dimension}-d vectors")
+    if health.model:
+        parts.append(f"embedder {health.model}")
+    parts.extend(health.notes)
+    parts.extend(f"problem: {p}" for p in health.problems)
+    return f"{health.target}: {', '.join(parts) or 'reachable'} ({took_ms:.0f} ms)"
 
 
 async def check_ltm(settings: VmemSettings) -> Check:
-    """Open the configured backend on its default index; for `local`, report its size and model."""
+    """Open the configured backend on its default index and ask it for its health."""
     from veadk_mem.ltm.facade import LongTermMemory
 
     name = f"long_term_memory ({settings.long_term_memory.backend})"
     started = time.perf_counter()
     ltm = LongTermMemory.from_settings(settings)
     try:
-        backend = ltm.backend_for(None)
-        stats = getattr(backend, "stats", None)
-        missing = getattr(backend, "_missing", None)
-        if missing is not None and missing():
-            return Check(name, "ok", f"{getattr(backend, 'path', '')}: no store yet (created by the first save)")
-        if stats is None:
-            return Check(name, "ok", f"index {backend.index}")
-        info = stats()
-        models = ", ".join(info["models"]) or "no vectors yet"
-        where = getattr(backend, "path", "")
-        took = (time.perf_counter() - started) * 1000
-        return Check(
-            name,
-            "ok",
-            f"{where}: {info['memories']} memories of {info['users']} users in {info['indexes']} indexes, "
-            f"{models} ({took:.0f} ms)",
-        )
+        health = await ltm.backend_for(None).health(user_id=None)
     except VmemError as exc:
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
     except Exception as exc:  # a broken store is a failed check, never a crash
         return Check(name, "fail", f"{type(exc).__name__}: {str(exc)[:200]}")
     finally:
         await ltm.close()
+    took = (time.perf_counter() - started) * 1000
+    return Check(name, "fail" if health.problems else "ok", describe(health, took))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, StoreError
-from veadk_mem.ltm.base import Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
 
 if TYPE_CHECKING:
     import numpy as np
@@ -500,6 +500,24 @@ class LocalBackend(LongTermMemoryBackend):
             return []
         rows = self.conn.execute("SELECT DISTINCT index_name FROM memories WHERE user_id = ? ORDER BY 1", (user_id,))
         return [str(r[0]) for r in rows]
+
+    async def health(self, user_id: str | None = None) -> BackendHealth:
+        """The store file, its memories, users, indexes and models; never creates the file."""
+        report = BackendHealth(target=self.path)
+        if self._missing():
+            report.exists = False
+            report.notes.append("no store yet (created by the first save)")
+            return report
+        info = self.stats()
+        stored = self.index_model()
+        report.exists = stored is not None
+        report.dimension = stored[1] if stored else None
+        report.memories = info["memories"]
+        if user_id is not None:
+            report.memories = len(await self.list_memories(user_id))
+        report.model = ", ".join(info["models"]) or "no vectors yet"
+        report.notes.append(f"{info['users']} users in {info['indexes']} indexes")
+        return report
 
     def stats(self) -> dict[str, Any]:
         """Counts over the whole file for `vmem doctor`: memories, users, indexes and their models."""

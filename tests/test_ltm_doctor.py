@@ -1,0 +1,116 @@
+"""`vmem doctor` asks each backend for its health through the contract, never by probing."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import opensearch_server
+import pytest
+from typer.testing import CliRunner
+
+from veadk_mem.errors import NotSupported, StoreError
+from veadk_mem.ltm.base import BackendHealth, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.registry import register_backend
+
+
+class Scripted(LongTermMemoryBackend):
+    """A backend whose health() answers what the test says."""
+
+    name = "scripted"
+    answer: Any = None
+
+    def __init__(self, index: str, **_: Any) -> None:
+        self.index = index
+
+    def precheck_index_naming(self) -> None:
+        pass
+
+    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+        return []
+
+    async def search(self, user_id: str, query: str, top_k: int) -> list[Any]:
+        return []
+
+    async def health(self, user_id: str | None = None) -> BackendHealth:
+        assert user_id is None  # doctor asks about the whole index, for no user
+        if isinstance(Scripted.answer, Exception):
+            raise Scripted.answer
+        return Scripted.answer  # type: ignore[no-any-return]
+
+
+def _doctor(monkeypatch: pytest.MonkeyPatch, answer: Any) -> dict[str, Any]:
+    from veadk_mem.cli.app import app
+
+    register_backend("redis", Scripted)  # a configurable name, served by the scripted backend
+    Scripted.answer = answer
+    result = CliRunner().invoke(app, ["doctor", "--json"], env={"LONG_TERM_MEMORY_BACKEND": "redis"})
+    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    return {"exit": result.exit_code, **checks["long_term_memory (redis)"]}
+
+
+@pytest.fixture(autouse=True)
+def _unregister() -> Any:
+    from veadk_mem.ltm import registry
+
+    yield
+    registry._registered.pop("redis", None)
+
+
+def test_every_field_of_the_health_is_rendered(monkeypatch: pytest.MonkeyPatch) -> None:
+    health = BackendHealth(
+        target="redis://h:1/0", version="redis 8.2.3", exists=True, memories=12, dimension=2048,
+        model="doubao-embedding-vision-250615 (2048-d)", notes=["search module: present"],
+    )  # fmt: skip
+    check = _doctor(monkeypatch, health)
+    assert check["status"] == "ok"
+    pieces = ["redis://h:1/0: redis 8.2.3", "12 memories", "2048-d vectors", "search module: present"]
+    for piece in [*pieces, "embedder doubao-embedding-vision-250615 (2048-d)"]:
+        assert piece in check["detail"]
+
+
+def test_problems_fail_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    health = BackendHealth(
+        target="t", exists=False, problems=["index vectors are 2048-d but the embedder is x (384-d)"]
+    )
+    check = _doctor(monkeypatch, health)
+    assert check["status"] == "fail" and check["exit"] == 1
+    assert "index not created yet" in check["detail"] and "problem: index vectors are 2048-d" in check["detail"]
+
+
+def test_a_raised_error_fails_and_not_supported_skips(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _doctor(monkeypatch, StoreError("cannot reach redis at x"))["status"] == "fail"
+    skipped = _doctor(monkeypatch, NotSupported("the sdk is not installed"))
+    assert skipped["status"] == "skip" and skipped["detail"] == "the sdk is not installed"
+
+
+def test_ltm_doctor_does_not_import_the_doctor_that_calls_it() -> None:
+    import veadk_mem.ltm.doctor as lower
+
+    tree = ast.parse(Path(str(lower.__file__)).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "veadk_mem.doctor" not in imported
+
+
+@pytest.mark.contract
+def test_doctor_on_opensearch_reports_version_and_indexes() -> None:
+    from veadk_mem.cli.app import app
+
+    server = opensearch_server.start()
+    try:
+        env = {
+            "LONG_TERM_MEMORY_BACKEND": "opensearch",
+            "DATABASE_OPENSEARCH_PORT": str(server.port),
+            "DATABASE_OPENSEARCH_USE_SSL": "false",
+            "MODEL_EMBEDDING_PROVIDER": "hash",
+        }
+        result = CliRunner().invoke(app, ["doctor", "--json"], env=env)
+    finally:
+        server.stop()
+    check = {c["name"]: c for c in json.loads(result.stdout)}["long_term_memory (opensearch)"]
+    assert check["status"] == "ok", check
+    assert f"http://127.0.0.1:{server.port}: opensearch {opensearch_server.VERSION}" in check["detail"]
+    assert "0 user index(es) named default_app_*" in check["detail"]

@@ -1,0 +1,502 @@
+"""The `opensearch` backend: VeADK's layout, on opensearch-py's async client.
+
+VeADK 1.1.19 (`opensearch_backend.py`, through llama-index's `OpensearchVectorClient`)
+keeps one index per user, named `{index}_{user_id}`, created with
+`{"settings": {"index": {"knn": true, "knn.algo_param.ef_search": 100}}, "mappings":
+{"properties": {"embedding": {"type": "knn_vector", "dimension": D, "method": {"name":
+"hnsw", "space_type": "l2", "engine": "faiss", "parameters": {"ef_construction": 256,
+"m": 48}}}}}}`. Each node is a document `{"embedding", "content", "metadata"}` whose
+`_id` is the node id and whose `metadata` is llama-index's (`_node_content`, `doc_id`
+...); a long memory is several documents sharing `metadata.doc_id`. Search is a `knn`
+query; VeADK connects over TLS and verifies certificates only when given a cert path.
+
+vmem writes the same documents with `_bulk` (one request per 500 memories, one refresh
+per save), lists by paging `_search`, deletes with `_delete_by_query` on
+`metadata.doc_id.keyword` (llama-index's own delete), and finds a user's indexes as the
+indices named `*_{user}` that carry VeADK's mapping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from veadk_mem.errors import BadInput, StoreError, VmemError
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
+from veadk_mem.ltm.llama_layout import Doc, llama_node, node_metadata, node_uuid, split_memory, vmem_meta
+
+if TYPE_CHECKING:
+    from veadk_mem.config import VmemSettings
+    from veadk_mem.embedding.base import Embedder
+
+EmbedderFactory = Callable[[str | None], "Embedder"]
+
+BATCH = 500  # memories per _bulk request
+PAGE = 1000  # documents per _search page when listing
+_NAME_CHARS = re.compile(r"[a-z0-9_\-.]")
+
+
+def index_name(index: str, user_id: str) -> str:
+    """VeADK's OpenSearch index of one user."""
+    return f"{index}_{user_id}"
+
+
+def check_name(name: str, what: str) -> None:
+    """OpenSearch's index naming rules, as VeADK checks them, naming the offending character."""
+    if not name:
+        raise BadInput(f"invalid OpenSearch index name: the {what} is empty")
+    if name[0] in "_-":
+        raise BadInput(f"invalid OpenSearch index name {name!r}: it must not start with {name[0]!r}")
+    bad = next((c for c in name if not _NAME_CHARS.fullmatch(c)), None)
+    if bad is not None:
+        why = "upper-case letters are not allowed" if bad.isupper() else "use a-z, 0-9, '_', '-' and '.'"
+        raise BadInput(f"invalid OpenSearch index name {name!r}: {bad!r} is not allowed ({why}; from the {what})")
+
+
+def index_body(dim: int) -> dict[str, Any]:
+    """The settings and mapping llama-index's OpensearchVectorClient creates for VeADK."""
+    return {
+        "settings": {"index": {"knn": True, "knn.algo_param.ef_search": 100}},
+        "mappings": {
+            "properties": {
+                "embedding": {
+                    "type": "knn_vector",
+                    "dimension": dim,
+                    "method": {
+                        "name": "hnsw",
+                        "space_type": "l2",
+                        "engine": "faiss",
+                        "parameters": {"ef_construction": 256, "m": 48},
+                    },
+                }
+            }
+        },
+    }
+
+
+class OpensearchBackend(LongTermMemoryBackend):
+    """Memories of one index in OpenSearch, one OpenSearch index per user, as VeADK lays them out."""
+
+    name: ClassVar[str] = "opensearch"
+
+    def __init__(
+        self,
+        index: str,
+        *,
+        settings: VmemSettings | None = None,
+        embedder_factory: EmbedderFactory,
+        **_: Any,
+    ) -> None:
+        from veadk_mem.config import VmemSettings
+
+        self.index = index
+        self.settings = settings or VmemSettings()
+        self._config = self.settings.database.opensearch
+        self._embedder_factory = embedder_factory
+        self._embedder: Embedder | None = None
+        self._client: Any = None
+        self._docs: dict[str, dict[str, Doc]] = {}
+        self._held: dict[str, set[str]] = {}  # content hashes per user, kept up to date by save
+        self._warned_tls = False
+        self.requests = 0  # HTTP requests sent, for bench/ltm_backends.py
+        self.precheck_index_naming()
+
+    def precheck_index_naming(self) -> None:
+        """The index part of `{index}_{user_id}` by OpenSearch's rules (the user is checked per call)."""
+        check_name(self.index, "index")
+
+    def _name(self, user_id: str) -> str:
+        name = index_name(self.index, user_id)
+        check_name(name, f"user id {user_id!r}")
+        return name
+
+    # --- connection --------------------------------------------------------------------
+
+    @property
+    def target(self) -> str:
+        scheme = "https" if self._config.use_ssl else "http"
+        return f"{scheme}://{self._config.host}:{self._config.port}"
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from opensearchpy import AsyncOpenSearch
+
+            config = self._config
+            verify = bool(config.cert_path)
+            if config.use_ssl and not verify and not self._warned_tls and self.warn is not None:
+                self.warn(
+                    f"opensearch at {self.target}: TLS certificates are not verified "
+                    "(VeADK's default); set database.opensearch.cert_path to verify them"
+                )
+                self._warned_tls = True
+            auth = (config.username, config.password.get_secret_value()) if config.username else None
+            self._client = AsyncOpenSearch(
+                hosts=[{"host": config.host, "port": config.port}],
+                http_auth=auth,
+                use_ssl=config.use_ssl,
+                verify_certs=verify,
+                ssl_show_warn=False,
+                ca_certs=config.cert_path or None,
+                timeout=30,
+            )
+        return self._client
+
+    @asynccontextmanager
+    async def _guard(self, doing: str) -> AsyncIterator[None]:
+        """opensearch-py's errors as one-line StoreErrors naming the server, never a secret."""
+        import opensearchpy.exceptions as oex
+
+        self.requests += 1
+        try:
+            yield
+        except VmemError:
+            raise
+        except oex.AuthenticationException:
+            raise StoreError(
+                f"opensearch at {self.target} rejected the username or password while {doing}",
+                hint="check DATABASE_OPENSEARCH_USERNAME / DATABASE_OPENSEARCH_PASSWORD",
+            ) from None
+        except oex.NotFoundError:
+            raise  # callers that expect a missing index handle it
+        except oex.SSLError as exc:
+            raise StoreError(f"TLS with opensearch at {self.target} failed while {doing}: {_reason(exc)}") from None
+        except oex.ConnectionError as exc:
+            reason = _reason(exc)
+            if "CERTIFICATE_VERIFY_FAILED" in reason or "SSL" in reason:
+                found = re.search(r"certificate verify failed: [^(')\]]*", reason)
+                detail = found.group(0).strip() if found else reason
+                raise StoreError(
+                    f"TLS with opensearch at {self.target} failed while {doing}: {detail}",
+                    hint="database.opensearch.cert_path must name the CA that signed the server's certificate",
+                ) from None
+            raise StoreError(f"cannot reach opensearch at {self.target} while {doing}: {reason}") from None
+        except oex.TransportError as exc:
+            raise StoreError(f"opensearch at {self.target} failed {doing}: {exc.status_code} {_reason(exc)}") from None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = self._embedder_factory(None)
+        return self._embedder
+
+    # --- the index ---------------------------------------------------------------------
+
+    async def index_dim(self, name: str) -> int | None:
+        """The `embedding` dimension of an index, None when it does not exist."""
+        import opensearchpy.exceptions as oex
+
+        try:
+            async with self._guard(f"reading index {name}"):
+                mapping = await self.client.indices.get_mapping(index=name)
+        except oex.NotFoundError:
+            return None
+        return _mapping_dim(next(iter(mapping.values()), {}))
+
+    def _check_dim(self, name: str, stored: int | None, embedder: Embedder) -> None:
+        if stored is not None and stored != embedder.dim:
+            raise BadInput(
+                f"opensearch index {name!r} holds {stored}-d vectors but the embedder is "
+                f"{embedder.describe()}: vectors of two dimensions cannot be compared",
+                hint=f"configure model.embedding (name and dim) for the model that built it ({stored}-d)",
+            )
+
+    async def _create(self, name: str, dim: int) -> None:
+        async with self._guard(f"creating index {name}"):
+            await self.client.indices.create(index=name, body=index_body(dim), ignore=400)  # 400: created meanwhile
+
+    # --- reading -------------------------------------------------------------------------
+
+    async def _read_docs(self, user_id: str) -> dict[str, Doc]:
+        """doc_id -> document from every node of the user's index, vectors left on the server."""
+        if user_id in self._docs:
+            return self._docs[user_id]
+        name = self._name(user_id)
+        docs: dict[str, Doc] = {}
+        if await self.index_dim(name) is None:
+            return docs
+        start = 0
+        while True:
+            body = {"query": {"match_all": {}}, "size": PAGE, "from": start, "_source": {"excludes": ["embedding"]}}
+            async with self._guard(f"listing {name}"):
+                answer = await self.client.search(index=name, body=body)
+            hits = answer.get("hits", {}).get("hits", [])
+            for hit in hits:
+                self._add_hit(docs, hit)
+            if len(hits) < PAGE:
+                break
+            start += PAGE
+        self._docs[user_id] = docs
+        return docs
+
+    @staticmethod
+    def _add_hit(docs: dict[str, Doc], hit: dict[str, Any]) -> Doc:
+        source = hit.get("_source") or {}
+        meta = source.get("metadata") or {}
+        node = _json(meta.get("_node_content"))
+        doc_id = str(meta.get("doc_id") or hit.get("_id"))
+        doc = docs.setdefault(doc_id, Doc(doc_id))
+        doc.keys.append(str(hit.get("_id")))
+        doc.chunks.append((node.get("start_char_idx"), str(source.get("content", ""))))
+        if meta.get("vmem") and not doc.meta:
+            doc.meta = meta
+        return doc
+
+    def _record(self, user_id: str, doc: Doc) -> MemoryRecord:
+        meta = doc.meta
+        text = doc.text()
+        return MemoryRecord(
+            text=text,
+            user_id=user_id,
+            id=doc.doc_id,
+            app_name=str(meta.get("app_name", "")),
+            session_id=str(meta.get("session_id", "")),
+            event_id=str(meta.get("event_id", "")),
+            author=str(meta.get("author", "")),
+            content_hash=str(meta.get("content_hash") or content_hash(text)),
+            created_at=meta.get("created_at"),
+            metadata={"index": index_name(self.index, user_id), "chunks": len(doc.keys)},
+        )
+
+    # --- the contract ----------------------------------------------------------------
+
+    async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
+        """The hashes among these that the user's index already holds (VeADK's documents by their text)."""
+        if user_id not in self._held:
+            docs = await self._read_docs(user_id)
+            self._held[user_id] = {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
+        return self._held[user_id].intersection(hashes)
+
+    async def save(
+        self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
+    ) -> list[str]:
+        """Embed each memory's chunks and index them with `_bulk`; one refresh at the end.
+
+        Document ids derive from the content, so a re-run after a failure part-way stores
+        the rest and rewrites nothing twice; the error says how many were stored.
+        """
+        if not memories:
+            return []
+        name = self._name(user_id)
+        embedder = self.embedder
+        stored = await self.index_dim(name)
+        self._check_dim(name, stored, embedder)
+        if stored is None:
+            await self._create(name, embedder.dim)
+        self._docs.pop(user_id, None)
+        done: list[str] = []
+        for start in range(0, len(memories), BATCH):
+            batch = memories[start : start + BATCH]
+            lines, count = self._bulk_lines(name, batch, embedder)
+            try:
+                async with self._guard(f"saving into {name}"):
+                    answer = await self.client.bulk(body=lines)
+                if answer.get("errors"):
+                    raise StoreError(f"opensearch at {self.target} refused documents of {name}: {_bulk_error(answer)}")
+            except StoreError as exc:
+                if done:
+                    with contextlib.suppress(StoreError):
+                        await self._refresh(name)
+                raise StoreError(
+                    f"{exc.message}; {len(done)} of {len(memories)} memories were stored, "
+                    f"{len(memories) - len(done)} were not (re-run to store the rest)",
+                    hint=exc.hint,
+                ) from None
+            done.extend(m.id for m in batch)
+            if user_id in self._held:  # a replay of many sessions reads the user's documents once
+                self._held[user_id].update(m.content_hash for m in batch)
+            if progress is not None:
+                progress(count)
+        await self._refresh(name)
+        return done
+
+    async def _refresh(self, name: str) -> None:
+        async with self._guard(f"refreshing {name}"):
+            await self.client.indices.refresh(index=name)
+
+    def _bulk_lines(self, name: str, batch: list[MemoryRecord], embedder: Embedder) -> tuple[str, int]:
+        """The NDJSON body of one `_bulk` request: an index action and a document per chunk."""
+        pieces: list[tuple[MemoryRecord, int, int, str]] = []
+        for memory in batch:
+            chunks = split_memory(embedder, memory.text)
+            pieces.extend((memory, n, offset, text) for n, (offset, text) in enumerate(chunks))
+        vectors = embedder.embed([p[3] for p in pieces])
+        now = time.time()
+        lines: list[str] = []
+        for (memory, number, offset, text), vector in zip(pieces, vectors, strict=True):
+            memory.id = memory.id or node_uuid(name, memory.content_hash)
+            memory.created_at = memory.created_at or now
+            node_id = node_uuid(memory.id, str(number))
+            node = llama_node(node_id, memory.id, vmem_meta(memory), offset, len(text))
+            source = {
+                "embedding": [float(x) for x in vector],
+                "content": text,
+                "metadata": node_metadata(node, memory.id),
+            }
+            lines.append(json.dumps({"index": {"_index": name, "_id": node_id}}))
+            lines.append(json.dumps(source, ensure_ascii=False))
+        return "\n".join(lines) + "\n", len(pieces)
+
+    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+        """The user's top_k memories by a `knn` query, a memory scoring as its best chunk."""
+        if top_k <= 0:
+            return []
+        name = self._name(user_id)
+        stored = await self.index_dim(name)
+        if stored is None:
+            return []
+        embedder = self.embedder
+        self._check_dim(name, stored, embedder)
+        vector = [float(x) for x in embedder.embed_one(query)]
+        k = max(top_k * 3, 10)
+        body = {
+            "size": k,
+            "query": {"knn": {"embedding": {"vector": vector, "k": k}}},
+            "_source": {"excludes": ["embedding"]},
+        }
+        async with self._guard(f"searching {name}"):
+            answer = await self.client.search(index=name, body=body)
+        best: dict[str, MemoryRecord] = {}
+        for hit in answer.get("hits", {}).get("hits", []):
+            docs: dict[str, Doc] = {}
+            doc = self._add_hit(docs, hit)
+            if doc.doc_id in best:
+                continue
+            record = self._record(user_id, doc)
+            record.score = float(hit.get("_score") or 0.0)
+            best[doc.doc_id] = record
+        chunks: list[Chunk] = list(best.values())
+        return chunks[:top_k]
+
+    async def list_memories(self, user_id: str, *, limit: int | None = None) -> list[MemoryRecord]:
+        """The user's memories (documents), newest first; VeADK's carry no time and come last."""
+        docs = await self._read_docs(user_id)
+        records = [self._record(user_id, d) for d in docs.values()]
+        records.sort(key=lambda r: (r.created_at is not None, r.created_at or 0.0, r.id), reverse=True)
+        return records[:limit] if limit is not None else records
+
+    async def delete_memories(self, user_id: str, ids: list[str]) -> int:
+        """Delete these documents (every chunk of each) with one `_delete_by_query`."""
+        if not ids:
+            return 0
+        name = self._name(user_id)
+        docs = await self._read_docs(user_id)
+        chosen = [i for i in dict.fromkeys(ids) if i in docs]
+        if not chosen:
+            return 0
+        self._docs.pop(user_id, None)
+        self._held.pop(user_id, None)
+        body = {"query": {"terms": {"metadata.doc_id.keyword": chosen}}}
+        async with self._guard(f"deleting from {name}"):
+            await self.client.delete_by_query(index=name, body=body, refresh=True)
+        return len(chosen)
+
+    async def known_indexes(self, user_id: str) -> list[str]:
+        """The vmem indexes of every `*_{user}` index carrying VeADK's mapping (a knn `embedding`)."""
+        import opensearchpy.exceptions as oex
+
+        suffix = f"_{user_id}"
+        try:
+            async with self._guard("listing indices"):
+                found = await self.client.indices.get(index=f"*{suffix}", allow_no_indices=True)
+        except oex.NotFoundError:
+            return []
+        out = []
+        for name, info in (found or {}).items():
+            if name.endswith(suffix) and len(name) > len(suffix) and _mapping_dim(info) is not None:
+                out.append(name[: -len(suffix)])
+        return sorted(out)
+
+    async def health(self, user_id: str | None = None) -> BackendHealth:
+        """Server version, the index (or the user indexes under it), memories and vector dimension."""
+        report = BackendHealth(target=self.target)
+        async with self._guard("connecting"):
+            info = await self.client.info()
+        version = info.get("version", {})
+        report.version = f"{version.get('distribution', 'opensearch')} {version.get('number', '?')}"
+        if self._config.use_ssl and not self._config.cert_path:
+            report.notes.append("TLS certificates not verified (no cert_path)")
+        pattern = index_name(self.index, user_id) if user_id is not None else f"{self.index}_*"
+        async with self._guard("listing indices"):
+            found = await self.client.indices.get(index=pattern, allow_no_indices=True, ignore=404)
+        dims = {d for d in (_mapping_dim(v) for v in (found or {}).values() if isinstance(v, dict)) if d is not None}
+        names = [n for n, v in (found or {}).items() if isinstance(v, dict) and _mapping_dim(v) is not None]
+        report.exists = bool(names)
+        if user_id is None:
+            report.notes.append(f"{len(names)} user index(es) named {self.index}_*")
+        total = 0
+        for name in names:
+            async with self._guard(f"counting {name}"):
+                total += int((await self.client.count(index=name)).get("count", 0))
+        report.memories = total if user_id is None else len(await self._read_docs(user_id))
+        report.dimension = next(iter(dims)) if len(dims) == 1 else (max(dims) if dims else None)
+        try:
+            embedder = self.embedder
+        except VmemError as exc:
+            report.notes.append(f"embedder: {exc.message}")
+            return report
+        report.model = embedder.describe()
+        wrong = sorted(d for d in dims if d != embedder.dim)
+        if wrong:
+            report.problems.append(
+                f"index vectors are {', '.join(str(d) for d in wrong)}-d but the embedder is {embedder.describe()}"
+            )
+        return report
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            with contextlib.suppress(Exception):  # closing a broken connection must not hide the real error
+                await client.close()
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or not value:
+        return {}
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _bulk_error(answer: dict[str, Any]) -> str:
+    """The reason of the first failed item of a `_bulk` answer."""
+    for item in answer.get("items", []):
+        result: dict[str, Any] = next(iter(item.values()), {})
+        if result.get("error"):
+            return _reason(result["error"])
+    return "unknown error"
+
+
+def _mapping_dim(info: dict[str, Any]) -> int | None:
+    """The knn `embedding` dimension in an index's mapping (GET /{index} or /_mapping answer)."""
+    field = ((info.get("mappings") or {}).get("properties") or {}).get("embedding") or {}
+    if field.get("type") != "knn_vector":
+        return None
+    return int(field.get("dimension") or 0) or None
+
+
+def _reason(value: Any) -> str:
+    """The reason of an opensearch-py error (or error object), one line, short."""
+    info = getattr(value, "info", None)
+    if isinstance(value, dict):
+        info = {"error": value}
+    if isinstance(info, dict):
+        error = info.get("error")
+        if isinstance(error, dict):
+            return str(error.get("reason") or error.get("type") or error)[:200]
+        if error:
+            return str(error)[:200]
+    error = getattr(value, "error", None)
+    if error and not isinstance(error, Exception):
+        return str(error)[:200]
+    text = str(value).strip().splitlines()
+    return text[0][:200] if text else type(value).__name__

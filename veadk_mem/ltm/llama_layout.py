@@ -1,0 +1,107 @@
+"""The node documents llama-index writes for VeADK, shared by the redis and opensearch backends.
+
+VeADK saves through llama-index: each memory string is a `Document` split into `TextNode`s,
+and each node is stored with `_node_content` (the node as JSON, text removed), `_node_type`
+and the document id three times (`document_id`, `doc_id`, `ref_doc_id`). Writing the same
+shape lets llama-index's readers (VeADK's search) parse what vmem saved as its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from veadk_mem.embedding.base import Embedder
+    from veadk_mem.ltm.base import MemoryRecord
+
+
+def node_uuid(*parts: str) -> str:
+    """A uuid-shaped id derived from parts: the same memory always lands on the same ids."""
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+    return str(uuid.UUID(hex=digest[:32]))
+
+
+def vmem_meta(memory: MemoryRecord) -> dict[str, Any]:
+    """What vmem keeps of a memory's origin in the node's metadata (`vmem: 1` marks our nodes)."""
+    return {
+        "vmem": 1,
+        "content_hash": memory.content_hash,
+        "app_name": memory.app_name,
+        "session_id": memory.session_id,
+        "event_id": memory.event_id,
+        "author": memory.author,
+        "created_at": memory.created_at,
+    }
+
+
+def llama_node(node_id: str, doc_id: str, meta: dict[str, Any], start: int, length: int) -> dict[str, Any]:
+    """A llama-index TextNode as `node_to_metadata_dict(remove_text=True)` serialises it."""
+    return {
+        "id_": node_id,
+        "embedding": None,
+        "metadata": meta,
+        "excluded_embed_metadata_keys": list(meta),
+        "excluded_llm_metadata_keys": list(meta),
+        "relationships": {"1": {"node_id": doc_id, "node_type": "4", "metadata": {}, "hash": None}},
+        "metadata_template": "{key}: {value}",
+        "metadata_separator": "\n",
+        "text": "",
+        "mimetype": "text/plain",
+        "start_char_idx": start,
+        "end_char_idx": start + length,
+        "metadata_seperator": "\n",
+        "text_template": "{metadata_str}\n\n{content}",
+        "class_name": "TextNode",
+    }
+
+
+def node_metadata(node: dict[str, Any], doc_id: str) -> dict[str, Any]:
+    """The `metadata` object llama-index stores beside a node (flat metadata + the node JSON)."""
+    import json
+
+    return {
+        **node["metadata"],
+        "_node_content": json.dumps(node, ensure_ascii=False),
+        "_node_type": "TextNode",
+        "document_id": doc_id,
+        "doc_id": doc_id,
+        "ref_doc_id": doc_id,
+    }
+
+
+@dataclass
+class Doc:
+    """One memory (a llama-index document) as its nodes: (start, text) per chunk."""
+
+    doc_id: str
+    keys: list[str] = field(default_factory=list)
+    chunks: list[tuple[int | None, str]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """The memory string, rebuilt from its chunks by their character offsets."""
+        ordered = sorted(self.chunks, key=lambda c: (c[0] is None, c[0] or 0))
+        out = ""
+        for start, piece in ordered:
+            if start is not None and start <= len(out):
+                out = out[:start] + piece
+            else:
+                out += ("\n" if out else "") + piece
+        return out
+
+
+def split_memory(embedder: Embedder, text: str) -> list[tuple[int, str]]:
+    """The memory's chunks with their start offsets (one chunk when it fits the model)."""
+    if embedder.fits(text):
+        return [(0, text)]
+    out: list[tuple[int, str]] = []
+    position = 0
+    for piece in embedder.chunk(text):
+        found = text.find(piece, position)
+        start = found if found >= 0 else position
+        out.append((start, piece))
+        position = start + len(piece) if found >= 0 else position
+    return out
