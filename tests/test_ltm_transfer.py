@@ -350,3 +350,94 @@ def test_backend_options_complete_backend_names() -> None:
     for option in ("ltm copy --from-backend", "ltm copy --to-backend", "ltm import --backend", "ltm export -b"):
         line = next(x for x in bash.splitlines() if x.strip().startswith(f'" {option}")'))
         assert "redis" in line and "opensearch" in line and "local" in line
+
+
+# --- between real stores: Redis 8 + RediSearch, the OpenSearch contract server ----------------
+
+ROUND_FIELDS = ("text", "user_id", "app_name", "index", "session_id", "event_id", "author", "content_hash")
+
+
+def _cli(env: dict[str, str], *args: str) -> Any:
+    result = CliRunner().invoke(app, list(args), env={"MODEL_EMBEDDING_PROVIDER": "hash", **env})
+    assert result.exit_code == 0, result.stderr
+    return result
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+@pytest.mark.redis
+def test_local_to_redis_to_local_with_veadks_layout(
+    redis_stack: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """local -> file -> Redis (vectors reused) -> llama-index finds it -> file -> another local store."""
+    import uuid
+
+    import test_ltm_redis
+
+    pytest.importorskip("llama_index.vector_stores.redis", reason="*** llama-index-vector-stores-redis: .ci/test ***")
+    # VeADK's reader with the embedder the CLI uses here (the hash embedder at 384-d).
+    monkeypatch.setattr(test_ltm_redis, "DIM", 384)
+    monkeypatch.setattr(test_ltm_redis, "HASH", HashEmbedder(384))
+
+    index = f"vmemcopy{uuid.uuid4().hex[:8]}"
+    src = tmp_path / "src.db"
+    texts = ["I am allergic to peanuts", "my favourite city is Lisbon", "I run every morning"]
+    seed(facade(src), index, "u1", texts)
+    seed(facade(src), index, "u2", ["jazz on Sundays"])
+    local = {"LONG_TERM_MEMORY_LOCAL_PATH": str(src)}
+    redis = {"LONG_TERM_MEMORY_BACKEND": "redis", "DATABASE_REDIS_URL": redis_stack}
+    first = tmp_path / "local.jsonl"
+    _cli(local, "ltm", "export", "--all-users", "--index", index, "--vectors", "-o", str(first))
+    report = json.loads(_cli(redis, "--json", "ltm", "import", str(first)).stdout)
+    assert (report["saved"], report["reused_vectors"], report["reembedded"]) == (4, 4, 0)
+    again = json.loads(_cli(redis, "--json", "ltm", "import", str(first)).stdout)
+    assert (again["saved"], again["duplicates"]) == (0, 4)
+
+    # VeADK's own reader (llama-index's RedisVectorStore with VeADK's schema) finds them.
+    hits = test_ltm_redis._veadk_search(redis_stack, index, "u1", "peanuts allergy", 3)
+    assert any("allergic to peanuts" in h for h in hits)
+
+    back = tmp_path / "redis.jsonl"
+    _cli(redis, "ltm", "export", "--all-users", "--index", index, "-o", str(back))
+    dst = tmp_path / "dst.db"
+    _cli({"LONG_TERM_MEMORY_LOCAL_PATH": str(dst)}, "ltm", "import", str(back))
+    final = tmp_path / "final.jsonl"
+    _cli({"LONG_TERM_MEMORY_LOCAL_PATH": str(dst)}, "ltm", "export", "--all-users", "--index", index, "-o", str(final))
+
+    def key(line: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(line[f] for f in ROUND_FIELDS)
+
+    assert sorted(map(key, _lines(first)[1:])) == sorted(map(key, _lines(final)[1:]))
+
+
+@pytest.mark.contract
+def test_local_to_opensearch_contract_server_and_back(tmp_path: Path) -> None:
+    import opensearch_server
+
+    server = opensearch_server.start(auth=("admin", "Secret-pw-1"))
+    try:
+        src = tmp_path / "src.db"
+        seed(facade(src), "shop", "u1", ["I am allergic to peanuts", "send invoices by email"])
+        first = tmp_path / "local.jsonl"
+        _cli({"LONG_TERM_MEMORY_LOCAL_PATH": str(src)}, "ltm", "export", "-u", "u1", "--vectors", "-o", str(first))
+        target = {
+            "LONG_TERM_MEMORY_BACKEND": "opensearch",
+            "DATABASE_OPENSEARCH_HOST": "127.0.0.1",
+            "DATABASE_OPENSEARCH_PORT": str(server.port),
+            "DATABASE_OPENSEARCH_USERNAME": "admin",
+            "DATABASE_OPENSEARCH_PASSWORD": "Secret-pw-1",
+            "DATABASE_OPENSEARCH_USE_SSL": "false",
+        }
+        report = json.loads(_cli(target, "--json", "ltm", "import", str(first)).stdout)
+        assert report["saved"] == 2 and report["failed"] == 0
+        found = json.loads(_cli(target, "--json", "ltm", "search", "peanuts", "-u", "u1", "--app", "shop").stdout)
+        assert "allergic to peanuts" in json.dumps(found[0])
+        back = tmp_path / "os.jsonl"
+        _cli(target, "ltm", "export", "-u", "u1", "--index", "shop", "-o", str(back))
+        assert sorted(x["content_hash"] for x in _lines(back)[1:]) == sorted(
+            x["content_hash"] for x in _lines(first)[1:]
+        )
+    finally:
+        server.stop()

@@ -482,24 +482,46 @@ async def copy_memories(
 ) -> ImportSummary:
     """Export piped into import in one process, vectors carried when both sides use one model."""
 
+    async def lines(vectors: bool) -> AsyncIterator[dict[str, Any]]:
+        stream = export_lines(source, scope, vectors=vectors)
+        await stream.__anext__()  # the header
+        async for line in stream:
+            yield line
+
     async def records() -> AsyncIterator[tuple[str, MemoryRecord, str | None, int | None]]:
         pairs = await _pairs(source, scope)
         vectors = bool(pairs) and await source.backend_for(index=pairs[0][0]).embedding_model() is not None
-        lines = export_lines(source, scope, vectors=vectors)
-        await lines.__anext__()  # the header
-        async for line in lines:
-            record = MemoryRecord(
-                text=line["text"],
-                user_id=line["user_id"],
-                app_name=line["app_name"],
-                session_id=line["session_id"],
-                event_id=line["event_id"],
-                author=line["author"],
-                content_hash=line["content_hash"],
-                created_at=line["created_at"],
-                metadata=dict(line["metadata"] or {}),
-                vectors=line.get("vectors"),
-            )
-            yield line["index"], record, line.get("embedding_model"), line.get("dimension")
+        started = False
+        try:
+            async for line in lines(vectors):
+                started = True
+                yield _line_record(line)
+        except NotSupported:
+            if started or not vectors:
+                raise
+            # The source cannot hand out its vectors: copy the text and let the target embed.
+            async for line in lines(False):
+                yield _line_record(line)
 
     return await import_records(target, records(), index=to_index, dry_run=dry_run, progress=progress, notice=notice)
+
+
+def _line_record(line: dict[str, Any]) -> tuple[str, MemoryRecord, str | None, int | None]:
+    """An export line (from this process, so already valid) as (index, record, model, dimension)."""
+    record = MemoryRecord(
+        text=line["text"],
+        user_id=line["user_id"],
+        app_name=line["app_name"],
+        session_id=line["session_id"],
+        event_id=line["event_id"],
+        author=line["author"],
+        content_hash=line["content_hash"],
+        created_at=line["created_at"],
+        metadata=dict(line["metadata"] or {}),
+    )
+    if "vectors_b64" in line:
+        import numpy as np
+
+        raw = base64.b64decode(line["vectors_b64"])
+        record.vectors = np.frombuffer(raw, dtype="<f4").reshape(-1, line["dimension"])
+    return line["index"], record, line.get("embedding_model"), line.get("dimension")

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, StoreError, VmemError
+from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
 from veadk_mem.ltm.llama_layout import Doc, llama_node, node_uuid, split_memory, vmem_meta
 
@@ -316,10 +316,14 @@ class RedisBackend(LongTermMemoryBackend):
         for start in range(0, len(memories), BATCH):
             batch = memories[start : start + BATCH]
             pieces: list[tuple[MemoryRecord, int, int, str]] = []
+            given: dict[int, Any] = {}  # piece -> a vector an import carried over (same model)
             for memory in batch:
                 chunks = split_memory(embedder, memory.text)
+                if memory.vectors is not None and len(memory.vectors) == len(chunks):
+                    for n, vector in enumerate(memory.vectors):
+                        given[len(pieces) + n] = vector
                 pieces.extend((memory, n, offset, text) for n, (offset, text) in enumerate(chunks))
-            vectors = embedder.embed([p[3] for p in pieces], progress=None)
+            vectors = self._vectors(embedder, pieces, given)
             mappings = self._mappings(user_id, pieces, vectors)
             try:
                 async with self._guard(f"saving into {name}"):
@@ -336,6 +340,41 @@ class RedisBackend(LongTermMemoryBackend):
             if progress is not None:
                 progress(len(pieces))
         return done
+
+    @staticmethod
+    def _vectors(embedder: Embedder, pieces: list[Any], given: dict[int, Any]) -> npt.NDArray[np.float32]:
+        """The chunk vectors: those given, and the embedder's for the rest (in one batch)."""
+        import numpy as np
+
+        if not given:
+            return embedder.embed([p[3] for p in pieces], progress=None)
+        out = np.empty((len(pieces), embedder.dim), dtype=np.float32)
+        todo = [i for i in range(len(pieces)) if i not in given]
+        if todo:
+            out[todo] = embedder.embed([pieces[i][3] for i in todo], progress=None)
+        for i, vector in given.items():
+            out[i] = vector
+        return out
+
+    async def embedding_model(self) -> tuple[str, int] | None:
+        """The configured embedder's model: VeADK's indexes do not record theirs, only the dimension."""
+        return (self.embedder.name, self.embedder.dim)
+
+    async def scopes(self) -> list[tuple[str, str]]:
+        """Every (index, user) with a `veadk-ltm/{index}/{user}` search index (needs the search module)."""
+        if not await self.has_search():
+            raise NotSupported(
+                f"redis at {self.target} has no search module: its users cannot be listed", hint="name one with --user"
+            )
+        async with self._guard("listing search indexes"):
+            names = await self.client.execute_command("FT._LIST")
+        found = set()
+        for raw in names:
+            name = _text(raw) or ""
+            index, sep, user = name.removeprefix(PREFIX + "/").partition("/")
+            if name.startswith(PREFIX + "/") and sep and index and user:
+                found.add((index, user))
+        return sorted(found)
 
     async def _send_hsets(self, mappings: list[tuple[str, dict[str, Any]]]) -> None:
         """Every HSET of a batch in one write, then their replies: one round trip.
