@@ -271,9 +271,13 @@ def delete_cmd(
                     f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?",
                     yes=yes,
                 )
-            return await store.delete_sessions(chosen, purge_state=purge_state)
+            # Re-checked in the deleting transaction: a session resumed while the prompt waited stays.
+            recheck = flt is not None and flt.older_than is not None
+            return await store.delete_sessions(chosen, purge_state=purge_state, recheck=recheck)
 
     report = run(go())
+    for key in report.skipped:
+        state.render.warn(f"{key}: kept, it was updated after it was listed")
     if state.json_mode:
         state.render.json(report.to_json())
         return
@@ -375,42 +379,50 @@ def import_cmd(
     source: Annotated[
         str, typer.Argument(metavar="FILE|-", help="Export file (JSONL, JSON or a JSON list); - for stdin.")
     ],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Write sessions the database holds in a newer version than the file's."),
+    ] = False,
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Import sessions (upsert, one transaction per session); every line is checked before anything is written."""
-    import shutil
-    import tempfile
+    """Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written."""
+    import contextlib
 
-    from veadk_mem.sessions.store import iter_import_records, validate_import
+    from veadk_mem.sessions.importer import import_file, spooled_stdin
 
     state = _state(ctx, db_url, json_flag)
-    spool: Path | None = None
-    path: str = source
     name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file
-    if source == "-":  # stdin is read twice (check, then write): spool it to a file
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as handle:
-            shutil.copyfileobj(sys.stdin, handle)
-        spool = Path(handle.name)
-        path = str(spool)
-    try:
-        total = validate_import(path, name)
 
-        async def go() -> Any:
-            async with _store(state, create=True) as store:
-                with state.render.progress("importing", total) as advance:
-                    return await store.import_records(iter_import_records(path, name), progress=advance)
+    async def go(path: str) -> Any:
+        with contextlib.ExitStack() as stack:
+            bar: list[Any] = []
 
-        report = run(go())
-    finally:
-        if spool is not None:
-            spool.unlink(missing_ok=True)
+            def on_total(total: int) -> None:
+                bar.append(stack.enter_context(state.render.progress("importing", total)))
+
+            def advance(n: int) -> None:
+                if bar:
+                    bar[0](n)
+
+            store = _store(state, create=True)
+            return await import_file(store, path, name, force=force, progress=advance, on_total=on_total)
+
+    if source == "-":  # stdin is read twice (check, then write): spool it to a private file
+        with spooled_stdin() as spool:
+            report = run(go(str(spool)))
+    else:
+        report = run(go(source))
+    for key in report.skipped:
+        state.render.warn(f"{key}: not imported, the database holds a newer version (changed meanwhile; --force)")
     if state.json_mode:
         state.render.json(report.to_json())
-        return
-    created = " (created ADK v1 tables)" if report.created_tables else ""
-    replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
-    state.render.message(
-        f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
-        f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
-    )
+    else:
+        created = " (created ADK v1 tables)" if report.created_tables else ""
+        replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
+        state.render.message(
+            f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
+            f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
+        )
+    if report.skipped:
+        raise typer.Exit(1)

@@ -14,11 +14,9 @@ streamed, deletes are one transaction, imports are one transaction per session.
 from __future__ import annotations
 
 import os
-import re
 import time
-import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +28,13 @@ from veadk_mem.config import mask_url
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import camel_event, dumps, event_from_row, event_row
 from veadk_mem.sessions.driver import DriverPlan, skip_idle_rollback
+from veadk_mem.sessions.importer import (  # noqa: F401  (re-exported: the import API lived here)
+    FileKey,
+    ImportReport,
+    file_update_time,
+    iter_import_records,
+    validate_import,
+)
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
 
     from veadk_mem import events as ev
     from veadk_mem.config import VmemSettings
+    from veadk_mem.sessions.limits import Limits
 
 Progress = Callable[[int], None]
 APP_PREFIX, USER_PREFIX, TEMP_PREFIX = "app:", "user:", "temp:"
@@ -131,6 +137,7 @@ class DeleteReport:
     app_states: list[str] = field(default_factory=list)
     user_states: list[tuple[str, str]] = field(default_factory=list)
     dry_run: bool = False
+    skipped: list[SessionKey] = field(default_factory=list)  # changed since listed: kept
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,30 +147,7 @@ class DeleteReport:
             "eventCount": self.events,
             "appStates": self.app_states,
             "userStates": [{"appName": a, "userId": u} for a, u in self.user_states],
-        }
-
-
-@dataclass
-class ImportReport:
-    """What an import wrote."""
-
-    sessions: int = 0
-    events: int = 0
-    app_states: int = 0
-    user_states: int = 0
-    layout: str = ""
-    created_tables: bool = False
-    replaced: int = 0  # sessions that were already there and were written over, not duplicated
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "sessions": self.sessions,
-            "replaced": self.replaced,
-            "events": self.events,
-            "appStates": self.app_states,
-            "userStates": self.user_states,
-            "layout": self.layout,
-            "createdTables": self.created_tables,
+            "skipped": [{"appName": k.app_name, "userId": k.user_id, "id": k.id} for k in self.skipped],
         }
 
 
@@ -405,9 +389,9 @@ class SessionStore:
         if flt is not None:
             flt = flt.resolved()
             if flt.app is not None:
-                conds.append(s.app_name == flt.app)
+                conds.append(self.key_eq(s.app_name, flt.app))
             if flt.user is not None:
-                conds.append(s.user_id == flt.user)
+                conds.append(self.key_eq(s.user_id, flt.user))
             if flt.since is not None:
                 conds.append(s.update_time >= stored_time(self.tables, flt.since))
             if flt.until is not None:
@@ -510,7 +494,9 @@ class SessionStore:
             cached = self._stmts.get("one")
             if cached is None:
                 cached = self._stmts["one"] = stmt.where(
-                    s.app_name == bindparam("k_app"), s.user_id == bindparam("k_user"), s.id == bindparam("k_id")
+                    self.key_eq(s.app_name, bindparam("k_app")),
+                    self.key_eq(s.user_id, bindparam("k_user")),
+                    self.key_eq(s.id, bindparam("k_id")),
                 )
             stmt = cached
             params = {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
@@ -524,7 +510,9 @@ class SessionStore:
             ):
                 if key in params:
                     bound = bindparam(key, type_=column.type)
-                    conds.append(column == bound if op == "eq" else column >= bound if op == "ge" else column < bound)
+                    conds.append(
+                        self.key_eq(column, bound) if op == "eq" else column >= bound if op == "ge" else column < bound
+                    )
             stmt = stmt.where(*conds)
         else:
             stmt = stmt.where(*self._session_where(flt, keys))
@@ -877,6 +865,8 @@ class SessionStore:
                     found += await self._summaries(conn, None, keys[i : i + _BATCH])
         except Exception as exc:
             raise self._fail(exc) from None
+        wanted = set(keys)
+        found = [s for s in found if s.key in wanted]  # MySQL's collation matches more than the exact key
         missing = [str(k) for k in keys if k not in {s.key for s in found}]
         if missing:
             raise NotFound(f"session not found: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
@@ -888,14 +878,21 @@ class SessionStore:
         *,
         purge_state: bool = False,
         dry_run: bool = False,
+        recheck: bool | None = None,
     ) -> DeleteReport:
         """Delete sessions and their events in one transaction, never relying on ON DELETE CASCADE.
 
         `target` is a filter, session keys, or summaries already shown to the user (only
-        those are deleted). With purge_state, a user's user_state goes when that user has no
-        session left in the app, and an app's app_state when the app has none left.
+        those are deleted). With `recheck` (the default for a filter with a time bound), a
+        session whose update time changed since it was listed (an agent resumed it while the
+        prompt waited) is kept: the check runs inside the deleting transaction, on locked
+        rows, and the kept ones are in `report.skipped`. With purge_state, a user's
+        user_state goes when that user has no session left in the app, and an app's
+        app_state when the app has none left.
         """
         if isinstance(target, SessionFilter):
+            if recheck is None:
+                recheck = any(v is not None for v in (target.since, target.until, target.older_than))
             summaries = await self.list_sessions(target, oldest_first=True)
         elif target and isinstance(target[0], SessionSummary):
             summaries = list(target)  # type: ignore[arg-type]
@@ -907,14 +904,16 @@ class SessionStore:
         from sqlalchemy import delete
 
         t = self.tables
-        by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for summary in summaries:
-            by_pair[(summary.app_name, summary.user_id)].append(summary.id)
         try:
             async with self.engine.connect() as conn:
                 conn = await conn.execution_options(vmem_write=True)
                 async with conn.begin():
-                    if purge_state:
+                    if recheck and not dry_run:
+                        summaries = await self._unchanged(conn, summaries, report)
+                    by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
+                    for summary in summaries:
+                        by_pair[(summary.app_name, summary.user_id)].append(summary.id)
+                    if purge_state and by_pair:
                         report.app_states, report.user_states = await self._orphaned_states(conn, by_pair)
                     if dry_run:
                         await conn.rollback()
@@ -925,16 +924,16 @@ class SessionStore:
                             chunk = ids[i : i + _BATCH]
                             res = await conn.execute(
                                 delete(t.events).where(
-                                    t.events.c.app_name == app,
-                                    t.events.c.user_id == user,
+                                    self.key_eq(t.events.c.app_name, app),
+                                    self.key_eq(t.events.c.user_id, user),
                                     t.events.c.session_id.in_(chunk),
                                 )
                             )
                             events += max(res.rowcount or 0, 0)
                             await conn.execute(
                                 delete(t.sessions).where(
-                                    t.sessions.c.app_name == app,
-                                    t.sessions.c.user_id == user,
+                                    self.key_eq(t.sessions.c.app_name, app),
+                                    self.key_eq(t.sessions.c.user_id, user),
                                     t.sessions.c.id.in_(chunk),
                                 )
                             )
@@ -952,6 +951,40 @@ class SessionStore:
         except Exception as exc:
             raise self._fail(exc) from None
         return report
+
+    async def _unchanged(
+        self, conn: AsyncConnection, summaries: list[SessionSummary], report: DeleteReport
+    ) -> list[SessionSummary]:
+        """The summaries whose session still has the update time it was listed with (rows locked).
+
+        The others (resumed, or deleted meanwhile) go to report.skipped and out of report.sessions.
+        """
+        from sqlalchemy import select
+
+        s = self.tables.sessions.c
+        current: dict[tuple[str, str, str], float] = {}
+        by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for summary in summaries:
+            by_pair[(summary.app_name, summary.user_id)].append(summary.id)
+        for (app, user), ids in by_pair.items():
+            for i in range(0, len(ids), _BATCH):
+                stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
+                    s.app_name == app, s.user_id == user, s.id.in_(ids[i : i + _BATCH])
+                )
+                if self.dialect != "sqlite":  # sqlite: BEGIN IMMEDIATE already holds the write lock
+                    stmt = stmt.with_for_update()
+                for a, u, sid, stamp in await conn.execute(stmt):
+                    current[(a, u, sid)] = to_epoch(stamp)
+        kept: list[SessionSummary] = []
+        for summary in summaries:
+            now = current.get((summary.app_name, summary.user_id, summary.id))
+            if now is not None and abs(now - summary.update_time) <= 1e-6:
+                kept.append(summary)
+            else:
+                report.skipped.append(summary.key)
+        report.sessions = kept
+        report.events = sum(x.event_count for x in kept)
+        return kept
 
     async def _orphaned_states(
         self, conn: AsyncConnection, by_pair: dict[tuple[str, str], list[str]]
@@ -1007,38 +1040,202 @@ class SessionStore:
         self.layout = Layout.V1
         return True
 
+    def offline_limits(self) -> Limits | None:
+        """The limits of a sqlite file that does not exist yet (known without creating it), else None."""
+        from veadk_mem.sessions.limits import Limits
+
+        path = self._sqlite_path()
+        if self.dialect == "sqlite" and path is not None and not Path(path).exists():
+            return Limits("sqlite", Layout.V1)
+        return None
+
+    async def limits(self) -> Limits:
+        """What this database accepts (column sizes, time range, MariaDB's max_allowed_packet)."""
+        from veadk_mem.sessions.limits import Limits
+
+        packet = 0
+        if self.dialect == "mysql":
+            from sqlalchemy import text
+
+            try:
+                async with self.engine.connect() as conn:
+                    packet = int((await conn.execute(text("SELECT @@max_allowed_packet"))).scalar_one())
+            except Exception as exc:
+                raise self._fail(exc) from None
+        return Limits(self.dialect, Layout.V1 if self.layout is Layout.EMPTY else self.layout, packet)
+
+    async def key_collisions(self, keys: Sequence[FileKey]) -> list[str]:
+        """Distinct session keys the database's collation takes for one (MySQL/MariaDB only).
+
+        Under MariaDB's default utf8mb4_general_ci, "Order-1", "order-1" and "order-1 " are the
+        same primary key: writing them would merge sessions. The keys are compared by the
+        database itself, in a temporary table with the sessions table's own collations, with
+        each other and with the stored sessions. Returns one description per collision.
+        """
+        if self.dialect != "mysql" or not keys:
+            return []
+        from sqlalchemy import text
+
+        out: list[str] = []
+        try:
+            async with self.engine.connect() as conn:
+                if self.layout is Layout.EMPTY:  # the columns ADK will create get the database default
+                    await conn.execute(
+                        text(
+                            "CREATE TEMPORARY TABLE vmem_keys (app_name VARCHAR(128) NOT NULL, "
+                            "user_id VARCHAR(128) NOT NULL, id VARCHAR(128) NOT NULL, n INT NOT NULL)"
+                        )
+                    )
+                else:
+                    await conn.execute(
+                        text(
+                            "CREATE TEMPORARY TABLE vmem_keys "
+                            "SELECT app_name, user_id, id, 0 AS n FROM sessions LIMIT 0"
+                        )
+                    )
+                try:
+                    insert = text("INSERT INTO vmem_keys (app_name, user_id, id, n) VALUES (:a, :u, :i, :n)")
+                    for i in range(0, len(keys), _BATCH):
+                        chunk = keys[i : i + _BATCH]
+                        await conn.execute(
+                            insert,
+                            [{"a": k.app_name, "u": k.user_id, "i": k.id, "n": i + j} for j, k in enumerate(chunk)],
+                        )
+                    bin3 = "CAST(app_name AS BINARY), CAST(user_id AS BINARY), CAST(id AS BINARY)"
+                    rows = await conn.execute(
+                        text(
+                            f"SELECT GROUP_CONCAT(n ORDER BY n) FROM vmem_keys GROUP BY app_name, user_id, id "
+                            f"HAVING COUNT(DISTINCT {bin3}) > 1"
+                        )
+                    )
+                    for (group,) in rows:
+                        seen: dict[str, FileKey] = {}
+                        for n in str(group).split(","):
+                            key = keys[int(n)]
+                            seen.setdefault(repr(str(key)), key)
+                        out.append(" = ".join(f"{k} ({seen[k].where})" for k in seen))
+                    if self.layout is not Layout.EMPTY:
+                        rows = await conn.execute(
+                            text(
+                                "SELECT k.n, s.app_name, s.user_id, s.id FROM vmem_keys k JOIN sessions s "
+                                "ON s.app_name = k.app_name AND s.user_id = k.user_id AND s.id = k.id "
+                                "WHERE CAST(s.app_name AS BINARY) <> CAST(k.app_name AS BINARY) "
+                                "OR CAST(s.user_id AS BINARY) <> CAST(k.user_id AS BINARY) "
+                                "OR CAST(s.id AS BINARY) <> CAST(k.id AS BINARY)"
+                            )
+                        )
+                        for n, app, user, sid in rows:
+                            key = keys[int(n)]
+                            out.append(f"{str(key)!r} ({key.where}) = {f'{app}/{user}/{sid}'!r} in the database")
+                finally:
+                    await conn.execute(text("DROP TEMPORARY TABLE IF EXISTS vmem_keys"))
+        except Exception as exc:
+            raise self._fail(exc) from None
+        return out
+
+    async def newer_sessions(self, keys: Sequence[FileKey]) -> list[str]:
+        """The sessions of `keys` stored with an update time later than the file's."""
+        if self.layout is Layout.EMPTY or not keys:
+            return []
+        from sqlalchemy import select
+
+        s = self.tables.sessions.c
+        wanted = {(k.app_name, k.user_id, k.id): k for k in keys}
+        out: list[str] = []
+        try:
+            async with self.reader.connect() as conn:
+                groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+                for k in keys:
+                    groups[(k.app_name, k.user_id)].append(k.id)
+                for (a, u), ids in groups.items():
+                    for j in range(0, len(ids), _BATCH):
+                        rows = await conn.execute(
+                            select(s.app_name, s.user_id, s.id, s.update_time).where(
+                                s.app_name == a, s.user_id == u, s.id.in_(ids[j : j + _BATCH])
+                            )
+                        )
+                        for app, user, sid, stamp in rows:
+                            key = wanted.get((app, user, sid))
+                            if key is not None and _newer(to_epoch(stamp), key.update_time):
+                                out.append(f"{key} ({key.where})")
+        except Exception as exc:
+            raise self._fail(exc) from None
+        return out
+
     async def import_records(
-        self, records: Iterable[ev.Session | dict[str, Any]], *, progress: Progress = _noop
+        self,
+        records: Iterable[ev.Session | dict[str, Any]],
+        *,
+        force: bool = True,
+        progress: Progress | None = None,
+        batch_seconds: float = 0.5,
+        batch_rows: int = 20_000,
     ) -> ImportReport:
-        """Upsert sessions and state records, one transaction per record; validated input only."""
+        """Upsert sessions and state records (validated input), committing in batches.
+
+        Each session is written whole or not at all. A batch commits after `batch_seconds`
+        or `batch_rows` rows, so a failure loses at most the open batch; the error says how
+        many sessions were committed before it, and a re-run is idempotent. Without `force`,
+        a session stored with a newer update time than the record's is left alone and named
+        in `report.skipped`.
+        """
         from veadk_mem import events as ev
 
+        advance = progress or _noop
         report = ImportReport()
         report.created_tables = await self._ensure_tables()
         report.layout = self.layout.value
-        for record in records:
-            try:
+        pending = ImportReport()  # counts of the open batch, added to report at its commit
+        records_iter = iter(records)
+        done = False
+        try:
+            while not done:
                 async with self.engine.connect() as conn:
                     conn = await conn.execution_options(vmem_write=True)
                     async with conn.begin():
-                        if isinstance(record, ev.Session):
-                            events, existed = await self._write_session(conn, record)
-                            report.events += events
-                            report.sessions += 1
-                            report.replaced += existed
-                        elif record.get("kind") == "app_state":
-                            await self._put_state(conn, record["appName"], None, record["state"], replace=True)
-                            report.app_states += 1
-                        else:
-                            await self._put_state(
-                                conn, record["appName"], record["userId"], record["state"], replace=True
-                            )
-                            report.user_states += 1
-            except VmemError:
-                raise
-            except Exception as exc:
-                raise self._fail(exc) from None
-            progress(1)
+                        started, rows, ticks = time.monotonic(), 0, 0
+                        pending = ImportReport()
+                        while True:
+                            record = next(records_iter, None)
+                            if record is None:
+                                done = True
+                                break
+                            if isinstance(record, ev.Session):
+                                written = await self._write_session(conn, record, force=force)
+                                if written is None:
+                                    pending.skipped.append(str(SessionKey(record.app_name, record.user_id, record.id)))
+                                else:
+                                    events, existed = written
+                                    pending.events += events
+                                    pending.sessions += 1
+                                    pending.replaced += existed
+                                    rows += events + 1
+                            elif record.get("kind") == "app_state":
+                                await self._put_state(conn, record["appName"], None, record["state"], replace=False)
+                                pending.app_states += 1
+                                rows += 1
+                            else:
+                                await self._put_state(
+                                    conn, record["appName"], record["userId"], record["state"], replace=False
+                                )
+                                pending.user_states += 1
+                                rows += 1
+                            ticks += 1
+                            if rows >= batch_rows or time.monotonic() - started >= batch_seconds:
+                                break
+                _add(report, pending)
+                advance(ticks)
+        except Exception as exc:
+            error = exc if isinstance(exc, VmemError) else self._fail(exc)
+            if report.sessions or report.app_states or report.user_states:
+                error.message = (
+                    f"{error.message} -- {report.sessions:,} session(s) before it were written and committed; "
+                    "re-running the import is safe"
+                ).replace("; nothing was changed", "")
+            else:
+                error.message = error.message.replace("; nothing was changed", "") + " -- nothing was written"
+            error.args = (error.message,)
+            raise error from None
         return report
 
     async def _put_state(
@@ -1073,23 +1270,37 @@ class SessionStore:
         if new != current:
             await conn.execute(update(table).where(*where).values(state=new, update_time=now))
 
-    async def _write_session(self, conn: AsyncConnection, session: ev.Session) -> tuple[int, bool]:
-        """Write `session` over any stored one with its key: (events written, whether it existed)."""
-        from sqlalchemy import delete, insert
+    async def _write_session(
+        self, conn: AsyncConnection, session: ev.Session, *, force: bool = True
+    ) -> tuple[int, bool] | None:
+        """Write `session` over any stored one with its key: (events written, whether it existed).
+
+        None, with nothing written, when the stored session is newer than `session` and not `force`.
+        """
+        from sqlalchemy import delete, insert, select
 
         t = self.tables
         app, user, sid = session.app_name, session.user_id, session.id
+        stamps = [e.timestamp for e in session.events]
+        updated = session.last_update_time or (max(stamps) if stamps else time.time())
+        where = [self.key_eq(t.sessions.c.app_name, app), self.key_eq(t.sessions.c.user_id, user)]
+        where.append(self.key_eq(t.sessions.c.id, sid))
+        query = select(t.sessions.c.update_time).where(*where)
+        if self.dialect != "sqlite":
+            query = query.with_for_update()
+        stored = (await conn.execute(query)).first()
+        if stored is not None and not force and _newer(to_epoch(stored[0]), updated):
+            return None  # an agent wrote to it after the file was made: its newer events would go
         app_part, user_part, session_part = split_state(session.state)
         await self._put_state(conn, app, None, app_part, replace=False)
         await self._put_state(conn, app, user, user_part, replace=False)
-        await conn.execute(
-            delete(t.events).where(t.events.c.app_name == app, t.events.c.user_id == user, t.events.c.session_id == sid)
-        )
-        gone = await conn.execute(
-            delete(t.sessions).where(t.sessions.c.app_name == app, t.sessions.c.user_id == user, t.sessions.c.id == sid)
-        )
-        stamps = [e.timestamp for e in session.events]
-        updated = session.last_update_time or (max(stamps) if stamps else time.time())
+        if stored is not None:
+            await conn.execute(
+                delete(t.events).where(
+                    t.events.c.app_name == app, t.events.c.user_id == user, t.events.c.session_id == sid
+                )
+            )
+            await conn.execute(delete(t.sessions).where(*where))
         created = min([*stamps, updated])
         await conn.execute(
             insert(t.sessions).values(
@@ -1112,7 +1323,34 @@ class SessionStore:
                 row["actions_hex"] = row.pop("actions").hex()
         for i in range(0, len(rows), _BATCH):
             await conn.execute(stmt, rows[i : i + _BATCH])
-        return len(rows), gone.rowcount > 0
+        return len(rows), stored is not None
+
+    def key_eq(self, column: Any, value: Any) -> Any:
+        """column == value, exactly: on MySQL/MariaDB also byte for byte, not by the column's collation.
+
+        A case-insensitive, PAD SPACE collation (utf8mb4_general_ci, MariaDB's default) takes
+        "Order-1", "order-1" and "order-1 " for one id; get and delete by id must not.
+        """
+        from sqlalchemy import LargeBinary, String, and_, cast, literal
+
+        if self.dialect != "mysql":
+            return column == value
+        typed = literal(value, String()) if isinstance(value, str) else value
+        return and_(column == value, cast(column, LargeBinary) == cast(typed, LargeBinary))
+
+
+def _newer(stored: float, file_time: float) -> bool:
+    """True when a stored update time is later than the file's (beyond the columns' microseconds)."""
+    return stored > file_time + 1e-3
+
+
+def _add(report: ImportReport, batch: ImportReport) -> None:
+    report.sessions += batch.sessions
+    report.events += batch.events
+    report.app_states += batch.app_states
+    report.user_states += batch.user_states
+    report.replaced += batch.replaced
+    report.skipped += batch.skipped
 
 
 def _session_head(summary: SessionSummary) -> str:
@@ -1122,56 +1360,3 @@ def _session_head(summary: SessionSummary) -> str:
 
 def _session_tail(summary: SessionSummary) -> str:
     return '],"lastUpdateTime":' + dumps(summary.update_time) + "}"
-
-
-# --- import input -----------------------------------------------------------------------
-
-
-def _check_state_record(data: dict[str, Any], where: str) -> dict[str, Any]:
-    kind = data["kind"]
-    fields = ("appName", "state") if kind == "app_state" else ("appName", "userId", "state")
-    record: dict[str, Any] = {"kind": kind}
-    for name in fields:
-        snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
-        value = data.get(name, data.get(snake))
-        expected: type = dict if name == "state" else str
-        if not isinstance(value, expected):
-            raise BadInput(f"{where}: $.{name}: expected {'an object' if expected is dict else 'a string'}")
-        record[name] = value
-    return record
-
-
-def _fill_event_ids(session: ev.Session, where: str) -> None:
-    seen: set[str] = set()
-    for index, event in enumerate(session.events):
-        if not event.id:
-            event.id = str(
-                uuid.uuid5(uuid.NAMESPACE_URL, f"vmem:{session.app_name}/{session.user_id}/{session.id}/{index}")
-            )
-        if event.id in seen:
-            raise BadInput(f"{where}: $.events[{index}].id: duplicate event id {event.id!r}")
-        seen.add(event.id)
-
-
-def validate_import(source: str | Path, name: str | None = None) -> int:
-    """Check every record of an export file; BadInput naming the line of the first bad one. Returns the count."""
-    count = 0
-    for _ in iter_import_records(source, name):
-        count += 1
-    return count
-
-
-def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[ev.Session | dict[str, Any]]:
-    """Sessions and app_state / user_state records of a JSON, JSON list or JSONL file, validated."""
-    from veadk_mem.events import STATE_RECORD_KINDS, iter_documents, parse_session
-
-    for where, data in iter_documents(source, name):
-        if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
-            yield _check_state_record(data, where)
-            continue
-        session = parse_session(data, where)
-        for name, value in (("appName", session.app_name), ("userId", session.user_id), ("id", session.id)):
-            if not value:
-                raise BadInput(f"{where}: $.{name}: must not be empty")
-        _fill_event_ids(session, where)
-        yield session

@@ -1,0 +1,307 @@
+"""Issue 9: nothing lost, nothing leaked. Each test here failed on the code before the fix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sessions_helpers import APP, adk_service, build, sqlite_url
+from typer.testing import CliRunner
+
+from veadk_mem.cli.app import app
+from veadk_mem.sessions.store import SessionFilter, SessionStore
+
+
+def vmem(runner: CliRunner, *args: str, input: str | bytes | None = None) -> Any:
+    return runner.invoke(app, list(args), input=input)
+
+
+def _session(sid: str, *, user: str = "u", app_name: str = "a", n: int = 1, t: float = 1_790_000_000.0) -> dict:
+    events = [
+        {
+            "id": f"{sid.strip() or 'x'}-{i}",
+            "author": "user",
+            "invocationId": "inv",
+            "timestamp": t + i,
+            "content": {"role": "user", "parts": [{"text": f"hi {i}"}]},
+        }
+        for i in range(n)
+    ]
+    return {"id": sid, "appName": app_name, "userId": user, "state": {}, "events": events, "lastUpdateTime": t + n}
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _ids(url: str) -> list[str]:
+    async def go() -> list[str]:
+        async with SessionStore(url) as store:
+            return sorted(s.id for s in await store.list_sessions())
+
+    return asyncio.run(go())
+
+
+# --- 1. MariaDB's collation must never merge sessions --------------------------------------
+
+
+def test_ids_equal_under_mariadb_collation_are_refused_before_writing(
+    runner: CliRunner, mysql_url: str, tmp_path: Path
+) -> None:
+    dump = _write(tmp_path / "d.jsonl", [_session("Order-1"), _session("order-1"), _session("order-1 ")])
+    result = vmem(runner, "session", "import", str(dump), "--db-url", mysql_url)
+    assert result.exit_code == 2, result.output
+    assert "'a/u/Order-1' (" in result.stderr and "'a/u/order-1 '" in result.stderr and "line 3" in result.stderr
+    # and against what is stored: one imported, then a differently-cased one is refused
+    first = _write(tmp_path / "one.jsonl", [_session("Order-1", n=3)])
+    assert vmem(runner, "session", "import", str(first), "--db-url", mysql_url).exit_code == 0
+    other = _write(tmp_path / "two.jsonl", [_session("order-1")])
+    result = vmem(runner, "session", "import", str(other), "--db-url", mysql_url)
+    assert result.exit_code == 2 and "'a/u/Order-1' in the database" in result.stderr, result.output
+    assert _ids(mysql_url) == ["Order-1"]
+
+
+def test_get_and_delete_by_id_are_exact_on_mariadb(runner: CliRunner, mysql_url: str, tmp_path: Path) -> None:
+    dump = _write(tmp_path / "d.jsonl", [_session("Order-1", n=2)])
+    assert vmem(runner, "session", "import", str(dump), "--db-url", mysql_url).exit_code == 0
+    for sid in ("order-1", "Order-1 "):
+        assert vmem(runner, "session", "get", "a", "u", sid, "--db-url", mysql_url).exit_code == 3
+        result = vmem(runner, "session", "delete", "a", "u", sid, "--yes", "--db-url", mysql_url)
+        assert result.exit_code == 3, result.output
+    assert vmem(runner, "session", "list", "--user", "U", "--db-url", mysql_url, "--json").stdout.strip() == "[]"
+    assert _ids(mysql_url) == ["Order-1"]
+    assert vmem(runner, "session", "get", "a", "u", "Order-1", "--db-url", mysql_url).exit_code == 0
+
+
+# --- 2. delete --older-than re-checks inside the deleting transaction -----------------------
+
+
+def test_delete_skips_a_session_resumed_after_the_plan(tmp_path: Path) -> None:
+    from google.adk.events import Event
+
+    db = tmp_path / "veadk.db"
+    url = sqlite_url(db)
+    build(url, {("alice", "old"): 2, ("alice", "older"): 2})  # events of 2026-ish: old by now
+
+    async def go() -> Any:
+        async with SessionStore(str(db)) as store:
+            flt = SessionFilter(app=APP, older_than=3600)
+            plan = await store.list_sessions(flt, oldest_first=True)
+            assert {s.id for s in plan} == {"old", "older"}
+            # the agent resumes "old" while the confirmation prompt waits
+            service = adk_service(url)
+            try:
+                session = await service.get_session(app_name=APP, user_id="alice", session_id="old")
+                await service.append_event(session, Event(author="user", invocation_id="late"))
+            finally:
+                await service.close()
+            report = await store.delete_sessions(plan, recheck=True)
+            left = await store.list_sessions()
+            return report, left
+
+    report, left = asyncio.run(go())
+    assert [s.id for s in report.sessions] == ["older"]
+    assert [str(k) for k in report.skipped] == [f"{APP}/alice/old"]
+    assert [s.id for s in left] == ["old"] and left[0].event_count == 3
+
+
+def test_cli_delete_reports_what_it_skipped(runner: CliRunner, tmp_path: Path, monkeypatch: Any) -> None:
+    from google.adk.events import Event
+
+    db = tmp_path / "veadk.db"
+    url = sqlite_url(db)
+    build(url, {("alice", "old"): 2, ("alice", "older"): 2})
+    import veadk_mem.cli.session as cli
+
+    def resume_then_confirm(state: Any, question: str, *, yes: bool) -> None:
+        async def resume() -> None:
+            service = adk_service(url)
+            try:
+                session = await service.get_session(app_name=APP, user_id="alice", session_id="old")
+                await service.append_event(session, Event(author="user", invocation_id="late"))
+            finally:
+                await service.close()
+
+        import threading
+
+        thread = threading.Thread(target=lambda: asyncio.run(resume()))  # the agent, elsewhere
+        thread.start()
+        thread.join()
+
+    monkeypatch.setattr(cli, "confirm_deletion", resume_then_confirm)
+    result = vmem(runner, "session", "delete", "--app", APP, "--older-than", "1h", "--db-url", str(db))
+    assert result.exit_code == 0, result.output
+    assert "deleted 1 session" in result.stderr
+    assert f"{APP}/alice/old: kept, it was updated after it was listed" in result.stderr
+    assert _ids(str(db)) == ["old"]
+
+
+# --- 3. everything the target refuses is found before the first write ------------------------
+
+
+def _bad_cases(dialect: str) -> list[tuple[dict, str]]:
+    ok = _session("fine")
+    cases: list[tuple[dict, str]] = []
+    nan_ts = _session("s")
+    nan_ts["events"][0]["timestamp"] = float("nan")
+    cases.append((nan_ts, "$.events[0].timestamp"))
+    far = _session("s")
+    far["events"][0]["timestamp"] = 1e15
+    cases.append((far, "$.events[0].timestamp"))
+    nan_state = _session("s")
+    nan_state["state"] = {"deep": {"x": [1, float("inf")]}}
+    cases.append((nan_state, "$.state.deep.x[1]"))
+    surrogate = _session("s")
+    surrogate["events"][0]["content"]["parts"][0]["text"] = "a\ud800b"
+    cases.append((surrogate, "$.events[0].content.parts[0].text"))
+    if dialect != "sqlite":
+        long_id = _session("x" * 129)
+        cases.append((long_id, "$.id"))
+        long_inv = _session("s")
+        long_inv["events"][0]["invocationId"] = "i" * 257
+        cases.append((long_inv, "$.events[0].invocationId"))
+    if dialect == "postgresql":
+        nul = _session("s")
+        nul["events"][0]["content"]["parts"][0]["text"] = "a\x00b"
+        cases.append((nul, "$.events[0].content.parts[0].text"))
+    del ok
+    return cases
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql", "mysql"])
+def test_values_the_target_refuses_are_named_before_any_write(
+    runner: CliRunner, dialect: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = (
+        str(tmp_path / "t.db")
+        if dialect == "sqlite"
+        else str(request.getfixturevalue("pg_url" if dialect == "postgresql" else "mysql_url"))
+    )
+    good = _write(tmp_path / "good.jsonl", [_session("seed")])
+    assert vmem(runner, "session", "import", str(good), "--db-url", url).exit_code == 0
+    for bad, path in _bad_cases(dialect):
+        dump = tmp_path / "bad.jsonl"
+        text = json.dumps(_session("first")) + "\n" + json.dumps(bad) + "\n"
+        dump.write_text(text, encoding="utf-8", errors="surrogatepass")
+        result = vmem(runner, "session", "import", str(dump), "--db-url", url)
+        assert result.exit_code == 2, (path, result.output)
+        assert f"{dump}: line 2: {path}:" in result.stderr, (path, result.stderr)
+        assert _ids(url) == ["seed"], path  # nothing written: not even line 1
+
+
+def test_an_event_larger_than_max_allowed_packet_is_named(runner: CliRunner, mysql_url: str, tmp_path: Path) -> None:
+    import pymysql
+
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="")
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@max_allowed_packet")
+        packet = int(cur.fetchone()[0])
+    conn.close()
+    big = _session("big", n=2)
+    big["events"][1]["content"]["parts"][0]["text"] = "x" * (packet + 10)
+    dump = _write(tmp_path / "d.jsonl", [_session("first"), big])
+    result = vmem(runner, "session", "import", str(dump), "--db-url", mysql_url)
+    assert result.exit_code == 2, result.output
+    assert "line 2: $.events[1]:" in result.stderr and "max_allowed_packet" in result.stderr
+
+
+def test_a_failure_mid_way_says_how_many_sessions_were_written(tmp_path: Path) -> None:
+    """A write failing after some batches committed names the count, never 'nothing was changed'."""
+    from veadk_mem import events as ev
+    from veadk_mem.errors import StoreError
+
+    db = tmp_path / "t.db"
+    sessions = [ev.Session.model_validate(_session(f"s{i}", n=2)) for i in range(10)]
+
+    def records() -> Any:
+        yield from sessions[:7]
+        raise StoreError("disk on fire; nothing was changed")
+
+    async def go() -> None:
+        async with SessionStore(str(db), create=True) as store:
+            await store.import_records(records(), batch_rows=7)
+
+    with pytest.raises(StoreError) as info:
+        asyncio.run(go())
+    assert "6 session(s) before it were written" in info.value.message
+    assert "nothing was changed" not in info.value.message
+    assert len(_ids(str(db))) == 6  # 3 rows a session: a batch commits every 3 sessions; the 7th was in the open one
+
+
+# --- 4. import merges app and user state ------------------------------------------------------
+
+
+def test_import_merges_app_and_user_state(runner: CliRunner, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    now = [
+        {"kind": "app_state", "appName": "a", "state": {"old": 1, "kept": 1}},
+        {"kind": "user_state", "appName": "a", "userId": "u", "state": {"lang": "zh", "added": True}},
+        _session("s"),
+    ]
+    assert (
+        vmem(runner, "session", "import", str(_write(tmp_path / "now.jsonl", now)), "--db-url", str(db)).exit_code == 0
+    )
+    backup = [
+        {"kind": "app_state", "appName": "a", "state": {"old": 0}},
+        {"kind": "user_state", "appName": "a", "userId": "u", "state": {"lang": "en"}},
+    ]
+    result = vmem(runner, "session", "import", str(_write(tmp_path / "b.jsonl", backup)), "--db-url", str(db))
+    assert result.exit_code == 0, result.output
+    state = json.loads(vmem(runner, "session", "get", "a", "u", "s", "--json", "--db-url", str(db)).stdout)["state"]
+    assert state == {"app:old": 0, "app:kept": 1, "user:lang": "en", "user:added": True}
+
+
+# --- 6. an older export never drops newer events ----------------------------------------------
+
+
+def test_importing_an_older_export_over_a_live_session_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    from google.adk.events import Event
+
+    db = tmp_path / "veadk.db"
+    url = sqlite_url(db)
+    build(url, {("alice", "live"): 3, ("alice", "quiet"): 2})
+    backup = tmp_path / "backup.jsonl"
+    assert vmem(runner, "session", "export", "-o", str(backup), "--db-url", str(db)).exit_code == 0
+
+    async def resume() -> None:
+        service = adk_service(url)
+        try:
+            session = await service.get_session(app_name=APP, user_id="alice", session_id="live")
+            await service.append_event(session, Event(author="user", invocation_id="new"))
+        finally:
+            await service.close()
+
+    asyncio.run(resume())
+    result = vmem(runner, "session", "import", str(backup), "--db-url", str(db))
+    assert result.exit_code == 2, result.output
+    assert f"{APP}/alice/live" in result.stderr and "--force" in result.stderr
+    assert f"{APP}/alice/quiet" not in result.stderr
+
+    async def count() -> int:
+        async with SessionStore(str(db)) as store:
+            return (await store.get_summary(APP, "alice", "live")).event_count
+
+    assert asyncio.run(count()) == 4  # the new event is still there
+    result = vmem(runner, "session", "import", str(backup), "--force", "--db-url", str(db))
+    assert result.exit_code == 0, result.output
+    assert asyncio.run(count()) == 3
+
+
+def test_store_skips_a_session_that_changed_during_the_import(tmp_path: Path) -> None:
+    from veadk_mem import events as ev
+
+    db = tmp_path / "t.db"
+    newer = ev.Session.model_validate(_session("s", n=3, t=1_790_000_100.0))
+    older = ev.Session.model_validate(_session("s", n=1))
+
+    async def go() -> Any:
+        async with SessionStore(str(db), create=True) as store:
+            await store.import_records([newer])
+            return await store.import_records([older], force=False)
+
+    report = asyncio.run(go())
+    assert report.skipped == ["a/u/s"] and report.sessions == 0
