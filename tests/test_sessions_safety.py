@@ -305,3 +305,62 @@ def test_store_skips_a_session_that_changed_during_the_import(tmp_path: Path) ->
 
     report = asyncio.run(go())
     assert report.skipped == ["a/u/s"] and report.sessions == 0
+
+
+# --- 5. a stalled export never locks the agent out ---------------------------------------------
+
+
+def test_a_stalled_export_does_not_block_adks_append_event(tmp_path: Path) -> None:
+    """`vmem session export | less`: the reader stops mid-stream; ADK must still write."""
+    from google.adk.events import Event
+
+    from veadk_mem import events as ev
+
+    db = tmp_path / "veadk.db"
+    url = sqlite_url(db)
+    build(url, {("alice", "s39"): 2})  # ADK's own tables, then 1,200 events more (fast: vmem's import)
+    more = [ev.Session.model_validate(_session(f"s{i}", user="alice", app_name=APP, n=30)) for i in range(39)]
+
+    async def load() -> None:
+        async with SessionStore(str(db)) as store:
+            await store.import_records(more)
+
+    asyncio.run(load())
+
+    async def go() -> tuple[float, str]:
+        import time
+
+        async with SessionStore(str(db)) as store:
+            pieces = store.export_jsonl(batch_events=300)
+            async for piece in pieces:  # read up to the first session, then stall there
+                if '"events":[' in piece:
+                    break
+            service = adk_service(url + "?timeout=2")  # fail fast instead of waiting 5 s
+            try:
+                session = await service.get_session(app_name=APP, user_id="alice", session_id="s39")
+                started = time.monotonic()
+                await service.append_event(session, Event(author="user", invocation_id="while-exporting"))
+                waited = time.monotonic() - started
+            finally:
+                await service.close()
+            rest = "".join([piece async for piece in pieces])
+            return waited, rest
+
+    waited, rest = asyncio.run(go())
+    assert waited < 1.0
+    assert '"invocationId":"while-exporting"' in rest  # s39 is read after the write: in a later batch
+
+
+def test_export_batches_keep_every_session_whole(tmp_path: Path) -> None:
+    db = tmp_path / "veadk.db"
+    build(sqlite_url(db), {("alice", "big"): 50, ("bob", "a"): 3, ("bob", "b"): 0})
+
+    async def go(batch: int) -> list[dict]:
+        async with SessionStore(str(db)) as store:
+            text = "".join([p async for p in store.export_jsonl(batch_events=batch)])
+        return [json.loads(line) for line in text.splitlines()]
+
+    small, one = asyncio.run(go(5)), asyncio.run(go(100_000))
+    assert small == one
+    counts = {r["id"]: len(r["events"]) for r in small if "id" in r}
+    assert counts == {"big": 50, "a": 3, "b": 0}

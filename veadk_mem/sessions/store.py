@@ -765,27 +765,55 @@ class SessionStore:
                 raise self._fail(exc) from None
             yield session
 
-    def _grouped_events_stmt(self, flt: SessionFilter | None) -> Any:
-        """Every event of the matching sessions, ordered by session then time: one streamed query."""
-        from sqlalchemy import and_
+    def _batch_events_stmt(self, keys: Sequence[SessionKey]) -> Any:
+        """Every event of these sessions, ordered by session then time."""
+        from sqlalchemy import and_, or_
 
-        t = self.tables
-        e, s = t.events.c, t.sessions.c
-        flt = flt.resolved() if flt is not None else None
-        where: list[Any] = []
-        if flt is not None and flt.app is not None:
-            where.append(e.app_name == flt.app)
-        if flt is not None and flt.user is not None:
-            where.append(e.user_id == flt.user)
-        stmt = self._events_stmt(where, None, by_session=True)
-        if flt is not None and (flt.since is not None or flt.until is not None):
-            stmt = stmt.join_from(
-                t.events, t.sessions, and_(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
-            ).where(*self._session_where(SessionFilter(since=flt.since, until=flt.until)))
-        return stmt
+        e = self.tables.events.c
+        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for k in keys:
+            groups[(k.app_name, k.user_id)].append(k.id)
+        where = or_(*[and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in groups.items()])
+        return self._events_stmt([where], None, by_session=True)
 
-    async def export_jsonl(self, flt: SessionFilter | None = None, *, progress: Progress = _noop) -> AsyncIterator[str]:
-        """The export file in text pieces: app_state and user_state records, then one session per line."""
+    async def _export_batch(self, batch: Sequence[SessionSummary]) -> list[str]:
+        """The JSONL lines of these sessions, read in ONE short transaction, fully, before returning.
+
+        Rows and events come from the same snapshot (a session's events match its row), and
+        no lock is held while the caller writes them out: a slow reader (`export | less`)
+        never keeps the agent from writing for longer than one batch takes to read.
+        """
+        keys = [s.key for s in batch]
+        tables, warnings = self.tables, self.warnings
+        engine = self.engine
+        if self.dialect == "postgresql":
+            engine = engine.execution_options(isolation_level="REPEATABLE READ")
+        async with engine.connect() as conn, conn.begin():
+            if self.dialect == "sqlite":
+                await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
+            fresh = {x.key: x for x in await self._summaries(conn, None, keys)}
+            rows = (await conn.execute(self._batch_events_stmt(keys))).all()
+        events: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        for row in rows:
+            text = dumps(camel_event(event_from_row(tables, row, warnings)))
+            events[(row.app_name, row.user_id, row.session_id)].append(text)
+        out: list[str] = []
+        for key in keys:
+            summary = fresh.get(key)
+            if summary is None:
+                continue  # deleted since it was listed
+            body = ",".join(events.get((key.app_name, key.user_id, key.id), ()))
+            out.append(_session_head(summary) + body + _session_tail(summary) + "\n")
+        return out
+
+    async def export_jsonl(
+        self, flt: SessionFilter | None = None, *, progress: Progress = _noop, batch_events: int = 5000
+    ) -> AsyncIterator[str]:
+        """The export file in text pieces: app_state and user_state records, then one session per line.
+
+        Sessions are read in batches of about `batch_events` events, each in its own short
+        transaction (see `_export_batch`); a session larger than that is a batch of its own.
+        """
         summaries = await self.list_sessions(flt, oldest_first=True)
         apps = sorted({s.app_name for s in summaries})
         pairs = sorted({(s.app_name, s.user_id) for s in summaries})
@@ -801,47 +829,22 @@ class SessionStore:
             if (app, user) in user_states:
                 state = user_states[(app, user)]
                 yield dumps({"kind": "user_state", "appName": app, "userId": user, "state": state}) + "\n"
-        by_key = {(x.app_name, x.user_id, x.id): x for x in summaries}
-        seen: set[tuple[str, str, str]] = set()
-        tables, warnings = self.tables, self.warnings
-        try:
-            async with self.engine.connect() as conn:
-                result = await conn.stream(self._grouped_events_stmt(flt))
-                current: tuple[str, str, str] | None = None
-                open_summary: SessionSummary | None = None
-                first = True
-                async for partition in result.partitions(_BATCH):
-                    out: list[str] = []
-                    for row in partition:
-                        key = (row.app_name, row.user_id, row.session_id)
-                        if key != current:
-                            current = key
-                            if open_summary is not None:
-                                out.append(_session_tail(open_summary) + "\n")
-                                progress(1)
-                            open_summary = by_key.get(key) if key not in seen else None
-                            if open_summary is not None:
-                                seen.add(key)
-                                out.append(_session_head(open_summary))
-                                first = True
-                        if open_summary is None:
-                            continue  # a session outside the filter, or one added meanwhile
-                        text = dumps(camel_event(event_from_row(tables, row, warnings)))
-                        out.append(text if first else "," + text)
-                        first = False
-                    if out:
-                        yield "".join(out)
-                if open_summary is not None:
-                    yield _session_tail(open_summary) + "\n"
-                    progress(1)
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc) from None
-        for key, summary in by_key.items():
-            if key not in seen:  # sessions without events
-                yield _session_head(summary) + _session_tail(summary) + "\n"
-                progress(1)
+        batch: list[SessionSummary] = []
+        size = 0
+        for index, summary in enumerate(summaries):
+            batch.append(summary)
+            size += summary.event_count + 1
+            if size < batch_events and len(batch) < _BATCH and index + 1 < len(summaries):
+                continue
+            try:
+                lines = await self._export_batch(batch)
+            except VmemError:
+                raise
+            except Exception as exc:
+                raise self._fail(exc) from None
+            yield "".join(lines)
+            progress(len(batch))
+            batch, size = [], 0
 
     async def count_sessions(self, flt: SessionFilter | None = None) -> int:
         """How many sessions match."""
