@@ -364,3 +364,93 @@ def test_export_batches_keep_every_session_whole(tmp_path: Path) -> None:
     assert small == one
     counts = {r["id"]: len(r["events"]) for r in small if "id" in r}
     assert counts == {"big": 50, "a": 3, "b": 0}
+
+
+# --- 8. a hostile pickle costs one event its actions, never the command ------------------------
+
+
+def _laughs() -> bytes:
+    """A few hundred bytes that expand to 10**30 values: one list shared by memo references."""
+    import pickle
+
+    value: list = ["lol"]
+    for _ in range(30):
+        value = [value] * 10
+    data = pickle.dumps({"state_delta": {"x": value}}, protocol=2)
+    assert len(data) < 1000
+    return data
+
+
+def _deep(n: int = 100_000) -> bytes:
+    """{'state_delta': [[[...]]]} nested n lists deep, built opcode by opcode."""
+    key = b"state_delta"
+    return b"\x80\x02}X" + len(key).to_bytes(4, "little") + key + b"]" * n + b"a" * (n - 1) + b"s."
+
+
+def test_bounded_unpickler_refuses_bombs_with_unpickling_error() -> None:
+    import pickle
+
+    from veadk_mem.sessions.safepickle import decode_actions
+
+    for payload in (_laughs(), _deep(), b"\x80\x02" + b"X" + (1 << 25).to_bytes(4, "little") + b"x" * (1 << 25)):
+        with pytest.raises(pickle.UnpicklingError):
+            decode_actions(payload)
+
+
+def test_a_v0_event_with_a_pickle_bomb_is_shown_without_its_actions(runner: CliRunner, tmp_path: Path) -> None:
+    import sqlite3
+
+    from sessions_helpers import build_v0
+
+    db = tmp_path / "v0.db"
+    build_v0(sqlite_url(db), {("alice", "old"): 6})
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE events SET actions = ? WHERE rowid = 2", (_laughs(),))
+        conn.execute("UPDATE events SET actions = ? WHERE rowid = 3", (_deep(),))
+    result = vmem(runner, "session", "get", APP, "alice", "old", "--json", "--db-url", str(db))
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["events"]) == 6
+    assert result.stderr.count("actions not decoded") == 2
+    result = vmem(runner, "session", "export", "--db-url", str(db))
+    assert result.exit_code == 0 and '"stateDelta"' in result.stdout, result.output
+
+
+# --- 11. the allow-list keeps step with ADK's own ------------------------------------------------
+
+
+def test_unpickler_allows_what_adk_allows_and_names_its_extras() -> None:
+    from google.adk.sessions import _restricted_pickle as adk_pickle
+
+    from veadk_mem.sessions import safepickle
+
+    adk = set(adk_pickle._allowed_globals())
+    ours = set(safepickle._SAFE_GLOBALS)
+    stubbed = {g for g in adk if g[0].startswith(safepickle._MODEL_MODULE_PREFIXES)}
+    assert adk - stubbed - ours == set()  # everything ADK loads, we load
+    assert all(safepickle.RestrictedUnpickler(io_empty()).find_class(*g) for g in stubbed)
+    assert ours - adk == set(safepickle.EXTRA_GLOBALS)  # and what we load beyond it is named
+
+
+def io_empty() -> Any:
+    import io
+
+    return io.BytesIO(b"")
+
+
+def test_defaultdict_and_paths_in_state_delta_decode_as_adk_loads_them() -> None:
+    import collections
+    import pathlib
+    import pickle
+
+    from google.adk.events import EventActions
+    from google.adk.sessions import _restricted_pickle as adk_pickle
+
+    from veadk_mem.sessions.safepickle import decode_actions
+
+    counts = collections.defaultdict(int, {"a": 1})
+    actions = EventActions(state_delta={"counts": counts, "path": pathlib.PurePosixPath("/srv/x.txt")})
+    for protocol in (4, 5):  # ADK writes pickle.HIGHEST_PROTOCOL
+        data = pickle.dumps(actions, protocol=protocol)
+        assert adk_pickle.loads(data).state_delta["counts"] == {"a": 1}  # ADK loads it
+        decoded = decode_actions(data)
+        assert decoded["state_delta"] == {"counts": {"a": 1}, "path": "/srv/x.txt"}
