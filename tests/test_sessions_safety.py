@@ -454,3 +454,74 @@ def test_defaultdict_and_paths_in_state_delta_decode_as_adk_loads_them() -> None
         assert adk_pickle.loads(data).state_delta["counts"] == {"a": 1}  # ADK loads it
         decoded = decode_actions(data)
         assert decoded["state_delta"] == {"counts": {"a": 1}, "path": "/srv/x.txt"}
+
+
+# --- 9. no command prints a planted secret, with or without --verbose ----------------------------
+
+SECRET = "Sup3rS3cretPw"
+
+
+def _secret_places(tmp_path: Path, pg_url: str) -> list[tuple[str, list[str], dict[str, str]]]:
+    """(label, --db-url args, environment) for every place a session-store secret can be given."""
+    db = pg_url.rsplit("/", 1)[1]
+    live_q = f"postgresql://postgres@127.0.0.1:5432/{db}?password={SECRET}"  # trust auth: it connects
+    live_u = f"postgresql://postgres:{SECRET}@127.0.0.1:5432/{db}"
+    dead_pg = f"postgresql://postgres@127.0.0.1:1/{db}?password={SECRET}"
+    dead_my = f"mysql://root@127.0.0.1:1/x?password={SECRET}&charset=utf8mb4"
+    toml = tmp_path / "vmem.toml"
+    toml.write_text(
+        f'[short_term_memory]\nbackend = "postgresql"\n[database.postgresql]\nhost = "127.0.0.1"\nport = 1\n'
+        f'user = "postgres"\npassword = "{SECRET}"\ndatabase = "{db}"\n',
+        encoding="utf-8",
+    )
+    env_pg = {
+        "SHORT_TERM_MEMORY_BACKEND": "postgresql",
+        "DATABASE_POSTGRESQL_USER": "postgres",
+        "DATABASE_POSTGRESQL_PASSWORD": SECRET,
+        "DATABASE_POSTGRESQL_DATABASE": db,
+        "DATABASE_POSTGRESQL_PORT": "1",
+    }
+    env_my = {
+        "SHORT_TERM_MEMORY_BACKEND": "mysql",
+        "DATABASE_MYSQL_USER": "root",
+        "DATABASE_MYSQL_PASSWORD": SECRET,
+        "DATABASE_MYSQL_DATABASE": "x",
+        "DATABASE_MYSQL_PORT": "1",
+    }
+    return [
+        ("query, live", ["--db-url", live_q], {}),
+        ("userinfo, live", ["--db-url", live_u], {}),
+        ("query, unreachable pg", ["--db-url", dead_pg], {}),
+        ("query, unreachable mysql", ["--db-url", dead_my], {}),
+        ("env url", [], {"SHORT_TERM_MEMORY_DB_URL": dead_pg}),
+        ("env password pg", [], env_pg),
+        ("env password mysql", [], env_my),
+        ("config file", [], {"VMEM_CONFIG": str(toml)}),
+    ]
+
+
+def test_no_session_command_prints_a_planted_secret(runner: CliRunner, pg_url: str, tmp_path: Path) -> None:
+    seed = _write(tmp_path / "seed.jsonl", [_session("s1", app_name=APP, user="alice")])
+    assert vmem(runner, "session", "import", str(seed), "--db-url", pg_url).exit_code == 0
+    commands = [
+        ["session", "list"],
+        ["session", "get", APP, "alice", "s1"],
+        ["session", "get", APP, "alice", "nope"],
+        ["session", "delete", APP, "alice", "s1", "--dry-run"],
+        ["session", "export"],
+        ["session", "import", str(seed)],
+        ["config", "show"],
+        ["config", "show", "--json"],
+    ]
+    checked = 0
+    for label, url_args, env in _secret_places(tmp_path, pg_url):
+        for command in commands:
+            for verbose in ([], ["--verbose"]):
+                args = verbose + command + (url_args if command[0] == "session" else [])
+                if command[0] == "config" and url_args:
+                    env = {**env, "SHORT_TERM_MEMORY_DB_URL": url_args[1]}
+                result = runner.invoke(app, args, env=env)
+                out = result.stdout + result.stderr
+                assert SECRET not in out, (label, args, out)
+                checked += 1
+    assert checked == 128

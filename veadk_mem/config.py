@@ -462,6 +462,7 @@ def load_settings(
         settings = VmemSettings(**merged)
     except ValidationError as exc:
         raise BadInput(_explain(dict(exc.errors()[0]), labels, file)) from None
+    _remember_secrets(settings)
     return LoadedSettings(settings, labels, file)
 
 
@@ -469,11 +470,62 @@ def load_settings(
 
 
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z0-9+]+://[^:/@]*:)(?P<pw>[^@]*)(?P<at>@)", re.IGNORECASE)
+# Query parameters drivers take secrets from: ?password= (asyncpg, aiomysql, psycopg), tokens, keys.
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&;](?:password|passwd|pwd|sslpassword|secret|client_secret|token|access_token|auth_token"
+    r"|api[_-]?key|access[_-]?key|secret[_-]?key|sk|ak)=)(?P<value>[^&#\s'\"]*)",
+    re.IGNORECASE,
+)
+_KNOWN_SECRETS: set[str] = set()
+
+
+def remember_secret(value: str) -> None:
+    """Register a secret value so `redact` masks it wherever it turns up (error text, tracebacks)."""
+    if len(value) >= 4:
+        _KNOWN_SECRETS.add(value)
+        from urllib.parse import quote
+
+        _KNOWN_SECRETS.add(quote(value, safe=""))
 
 
 def mask_url(url: str) -> str:
-    """A database URL with its password replaced by ****."""
-    return _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", url)
+    """A URL (or text holding URLs) with the password in its user info and query replaced by ****."""
+    url = _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", url)
+    return _QUERY_SECRET.sub(lambda m: f"{m['head']}****" if m["value"] else m[0], url)
+
+
+def redact(text: str) -> str:
+    """Text with URL passwords and every registered secret masked: the last line of defence."""
+    text = mask_url(text)
+    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "****")
+    return text
+
+
+def _remember_secrets(settings: VmemSettings) -> None:
+    for key in KEYS:
+        value = get_value(settings, key)
+        if isinstance(value, SecretStr) and value.get_secret_value():
+            raw = value.get_secret_value()
+            if key.dotted == "short_term_memory.db_url":
+                _remember_url_secrets(raw)
+            else:
+                remember_secret(raw)
+
+
+def _remember_url_secrets(url: str) -> None:
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            remember_secret(unquote(parts.password))
+        for name, value in parse_qsl(parts.query):
+            if _QUERY_SECRET.match(f"?{name}={value}"):
+                remember_secret(value)
+    except ValueError:
+        return
 
 
 def get_value(settings: VmemSettings, key: Key) -> Any:
@@ -492,6 +544,8 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
         if isinstance(value, SecretStr):
             raw = value.get_secret_value()
             shown: Any = mask_url(raw) if key.dotted == "short_term_memory.db_url" and raw else ("****" if raw else "")
+        elif isinstance(value, str):
+            shown = mask_url(value)  # a URL setting may carry a password in its user info or query
         else:
             shown = value
         rows.append({"key": key.dotted, "value": shown, "env": key.env, "source": loaded.source_of(key.dotted)})

@@ -28,7 +28,9 @@ class VmemGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except VmemError as exc:
-            _report(ctx, exc.message, exc.hint)
+            from veadk_mem.config import redact
+
+            _report(ctx, redact(exc.message), exc.hint)
             raise typer.Exit(exc.exit_code) from None
         except (typer.TyperException, typer.Exit, typer.Abort):
             raise
@@ -37,11 +39,13 @@ class VmemGroup(TyperGroup):
             raise typer.Exit(130) from None
         except Exception as exc:  # the last line of defence
             state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
+            from veadk_mem.config import redact
+
             if state.verbose:
                 import traceback
 
-                traceback.print_exc(file=sys.stderr)
-            _report(ctx, f"unexpected {type(exc).__name__}: {exc}", "run again with --verbose for a traceback")
+                sys.stderr.write(redact(traceback.format_exc()))  # no secret, even in a traceback
+            _report(ctx, redact(f"unexpected {type(exc).__name__}: {exc}"), "run again with --verbose for a traceback")
             raise typer.Exit(1) from None
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import from_json
 
 from veadk_mem.bulk import bulk_objects
-from veadk_mem.config import mask_url
+from veadk_mem.config import mask_url, redact
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import camel_event, dumps, event_from_row, event_row
 from veadk_mem.sessions.driver import DriverPlan, skip_idle_rollback
@@ -203,7 +203,7 @@ def describe_db_error(exc: BaseException, url: str, password: str = "", busy_tim
     text = " ".join(str(orig).split()) or type(orig).__name__
     if password:
         text = text.replace(password, "****")
-    text = mask_url(text)[:300]
+    text = redact(text)[:300]
     where = mask_url(url)
     low = text.lower()
     if "database is locked" in low or "database table is locked" in low:
