@@ -525,3 +525,89 @@ def test_no_session_command_prints_a_planted_secret(runner: CliRunner, pg_url: s
                 assert SECRET not in out, (label, args, out)
                 checked += 1
     assert checked == 128
+
+
+# --- 10. files: no symlink followed, private modes, no escape sequences on the terminal ----------
+
+
+def test_export_never_follows_a_planted_part_symlink_and_is_private(runner: CliRunner, tmp_path: Path) -> None:
+    import os
+    import stat
+
+    db = tmp_path / "t.db"
+    _write(tmp_path / "seed.jsonl", [_session("s1")])
+    assert vmem(runner, "session", "import", str(tmp_path / "seed.jsonl"), "--db-url", str(db)).exit_code == 0
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600  # a created session database is private
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    (tmp_path / "out.jsonl.part").symlink_to(victim)
+    result = vmem(runner, "session", "export", "-o", str(out), "--db-url", str(db))
+    assert result.exit_code == 0, result.output
+    assert victim.read_text(encoding="utf-8") == "precious"
+    assert '"id":"s1"' in out.read_text(encoding="utf-8")
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    # a .part a killed export left an hour ago goes; a fresh one (a running export) stays
+    old, fresh = tmp_path / "out.jsonl.abc123.part", tmp_path / "out.jsonl.def456.part"
+    old.write_text("x", encoding="utf-8")
+    fresh.write_text("x", encoding="utf-8")
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    assert vmem(runner, "session", "export", "-o", str(out), "--db-url", str(db)).exit_code == 0
+    assert not old.exists() and fresh.exists()
+
+
+def test_stdin_spool_is_private_removed_and_stale_ones_cleaned(tmp_path: Path, monkeypatch: Any) -> None:
+    import io
+    import os
+    import stat
+    import sys
+
+    from veadk_mem.sessions.importer import SPOOL_PREFIX, spool_dir, spooled_stdin
+
+    directory = spool_dir()
+    stale = directory / f"{SPOOL_PREFIX}old.jsonl"
+    stale.write_text("{}", encoding="utf-8")
+    os.utime(stale, (1_000_000_000, 1_000_000_000))
+
+    class Stdin(io.TextIOWrapper):
+        pass
+
+    monkeypatch.setattr(sys, "stdin", Stdin(io.BytesIO(b'{"id": "\xff"}\n'), encoding="utf-8"))
+    with spooled_stdin() as path:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        assert path.read_bytes() == b'{"id": "\xff"}\n'  # bytes as given: no UnicodeEncodeError
+    assert not path.exists() and not stale.exists()
+
+
+def test_non_utf8_stdin_is_bad_input_and_leaves_no_spool(runner: CliRunner, tmp_path: Path) -> None:
+    from veadk_mem.sessions.importer import SPOOL_PREFIX, spool_dir
+
+    result = vmem(runner, "session", "import", "-", "--db-url", str(tmp_path / "t.db"), input=b'{"id": "\xff\xfe"}\n')
+    assert result.exit_code == 2, result.output
+    assert "<stdin>" in result.stderr and "UTF-8" in result.stderr
+    assert not list(spool_dir().glob(SPOOL_PREFIX + "*"))
+
+
+def test_escape_sequences_in_chat_text_and_ids_never_reach_the_terminal(runner: CliRunner, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    evil = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"
+    session = _session(f"s{evil}", user=f"u{evil}")
+    session["events"][0]["content"]["parts"][0]["text"] = f"hello {evil} world"
+    session["state"] = {f"k{evil}": f"v{evil}"}
+    session["events"][0]["actions"] = {"stateDelta": {"x": evil}}
+    assert (
+        vmem(runner, "session", "import", str(_write(tmp_path / "e.jsonl", [session])), "--db-url", str(db)).exit_code
+        == 0
+    )
+    outputs = [
+        vmem(runner, "session", "list", "--db-url", str(db)),
+        vmem(runner, "session", "get", "a", f"u{evil}", f"s{evil}", "--db-url", str(db)),
+    ]
+    for result in outputs:
+        assert result.exit_code == 0, result.output
+        for bad in ("\x1b", "\x07", "\x9b", "\u202e"):
+            assert bad not in result.stdout + result.stderr
+    assert "\\x1b]0;pwned" in outputs[1].stdout
+    as_json = vmem(runner, "session", "get", "a", f"u{evil}", f"s{evil}", "--json", "--db-url", str(db))
+    assert json.loads(as_json.stdout)["events"][0]["content"]["parts"][0]["text"] == f"hello {evil} world"

@@ -63,11 +63,18 @@ def _filter(app_name: str | None, user: str | None, since: str | None, until: st
     )
 
 
+def _safe(value: Any) -> Any:
+    """A table cell with terminal escape sequences neutralised (JSON output needs none of this)."""
+    from veadk_mem.sessions.timeline import terminal_safe
+
+    return terminal_safe(value)
+
+
 def _summary_row(s: SessionSummary) -> dict[str, Any]:
     return {
-        "app_name": s.app_name,
-        "user_id": s.user_id,
-        "id": s.id,
+        "app_name": _safe(s.app_name),
+        "user_id": _safe(s.user_id),
+        "id": _safe(s.id),
         "event_count": s.event_count,
         "state_keys": len(s.state),
         "create_time": s.create_time,
@@ -157,9 +164,9 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
         shown = summary.event_count if last is None else min(last, summary.event_count)
         state.render.fields(
             [
-                ("app", summary.app_name),
-                ("user", summary.user_id),
-                ("session", summary.id),
+                ("app", _safe(summary.app_name)),
+                ("user", _safe(summary.user_id)),
+                ("session", _safe(summary.id)),
                 ("created", local_time(summary.create_time)),
                 ("updated", local_time(summary.update_time)),
                 ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
@@ -167,7 +174,11 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
             ]
         )
         state_rows = [
-            {"key": k, "scope": k.split(":", 1)[0] if k.startswith(("app:", "user:")) else "session", "value": v}
+            {
+                "key": _safe(k),
+                "scope": k.split(":", 1)[0] if k.startswith(("app:", "user:")) else "session",
+                "value": _safe(v),
+            }
             for k, v in summary.state.items()
         ]
         state.render.table(
@@ -189,7 +200,7 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
         async for data in store.iter_event_data(app_name, user, session_id, last=last):
-            row = timeline_row(ev.Event.model_validate(data))
+            row = _safe(timeline_row(ev.Event.model_validate(data)))
             row["n"] = first + len(chunk)
             chunk.append(row)
             if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
@@ -209,7 +220,7 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
 def _json_preview(value: Any) -> str:
     import json
 
-    return preview(json.dumps(value, ensure_ascii=False, default=str), 60)
+    return _safe(preview(json.dumps(value, ensure_ascii=False, default=str), 60))
 
 
 @app.command("delete")
@@ -322,14 +333,12 @@ def export_cmd(
     db_url: DbUrlOption = None,
 ) -> None:
     """Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed."""
-    from veadk_mem.errors import BadInput, StoreError
+    from veadk_mem.sessions.files import atomic_output, check_output
 
     state = _state(ctx, db_url)
     flt = _filter(app_name, user, since, until)
-    if output is not None and not output.parent.is_dir():
-        raise BadInput(f"-o {output}: no such directory: {output.parent}")
-    if output is not None and output.is_dir():
-        raise BadInput(f"-o {output}: is a directory, expected a file name")
+    if output is not None:
+        check_output(output)
 
     async def go() -> int:
         async with _store(state) as store:
@@ -339,19 +348,8 @@ def export_cmd(
                 if output is None:
                     await _write(pieces, sys.stdout)
                 else:
-                    tmp = output.with_name(output.name + ".part")
-                    try:
-                        handle = tmp.open("w", encoding="utf-8")
-                    except OSError as exc:
-                        raise BadInput(f"-o {output}: cannot write: {exc.strerror}") from None
-                    try:
-                        with handle:
-                            await _write(pieces, handle)
-                        tmp.replace(output)
-                    except OSError as exc:  # a full disk, say: nothing half-written is left
-                        raise StoreError(f"-o {output}: write failed: {exc.strerror}") from None
-                    finally:
-                        tmp.unlink(missing_ok=True)
+                    with atomic_output(output) as handle:
+                        await _write(pieces, handle)
             _warn_all(state, store)
             return total
 

@@ -312,7 +312,9 @@ class SessionStore:
                         f"{path}: no such sqlite file",
                         hint="check short_term_memory.local_database_path or --db-url; VeADK creates it on first use",
                     )
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                from veadk_mem.sessions.files import create_private
+
+                create_private(Path(path))  # mode 0600, like the long-term store: sessions hold chat text
             kwargs["connect_args"] = {"timeout": self.busy_timeout}
             kwargs["pool_reset_on_return"] = None  # see driver.skip_idle_rollback
         elif self.dialect == "postgresql" and self.schema:
