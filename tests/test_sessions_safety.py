@@ -611,3 +611,154 @@ def test_escape_sequences_in_chat_text_and_ids_never_reach_the_terminal(runner: 
     assert "\\x1b]0;pwned" in outputs[1].stdout
     as_json = vmem(runner, "session", "get", "a", f"u{evil}", f"s{evil}", "--json", "--db-url", str(db))
     assert json.loads(as_json.stdout)["events"][0]["content"]["parts"][0]["text"] == f"hello {evil} world"
+
+
+# --- 12-14. crashes, exit codes, unclear errors -------------------------------------------------
+
+
+def test_a_directory_as_db_url_is_bad_input_without_a_traceback(runner: CliRunner, tmp_path: Path) -> None:
+    for _ in range(4):  # the aiosqlite thread traceback came in about half the runs
+        result = vmem(runner, "session", "list", "--db-url", str(tmp_path))
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"vmem: error: {tmp_path}: is a directory") and "Traceback" not in result.stderr
+
+
+def test_deeply_nested_json_is_bad_input(runner: CliRunner, tmp_path: Path) -> None:
+    dump = tmp_path / "deep.jsonl"
+    nested = '{"x":' * 100_000 + "1" + "}" * 100_000
+    dump.write_text(json.dumps(_session("ok")) + "\n" + nested + "\n", encoding="utf-8")
+    result = vmem(runner, "session", "import", str(dump), "--db-url", str(tmp_path / "t.db"))
+    assert result.exit_code == 2, result.output
+    assert "line 2" in result.stderr and "nested too deeply" in result.stderr
+    assert not (tmp_path / "t.db").exists()
+
+
+def _strict(text: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"invalid JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_nan_stored_by_an_agent_is_written_as_null(runner: CliRunner, tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "veadk.db"
+    build(sqlite_url(db), {("alice", "s1"): 2})
+    with sqlite3.connect(db) as conn:
+        conn.execute("""UPDATE sessions SET state = '{"score": NaN, "top": Infinity}'""")
+    result = vmem(runner, "session", "get", APP, "alice", "s1", "--json", "--db-url", str(db))
+    assert result.exit_code == 0, result.output
+    assert _strict(result.stdout)["state"]["score"] is None
+    result = vmem(runner, "session", "export", "--db-url", str(db))
+    assert result.exit_code == 0
+    for line in result.stdout.splitlines():
+        _strict(line)
+
+
+def test_empty_db_url_and_huge_durations_are_bad_input(runner: CliRunner, tmp_path: Path, monkeypatch: Any) -> None:
+    db = tmp_path / "configured.db"
+    build(sqlite_url(db), {("alice", "s1"): 1})
+    monkeypatch.setenv("SHORT_TERM_MEMORY_LOCAL_DATABASE_PATH", str(db))
+    result = vmem(runner, "session", "delete", "--app", APP, "--yes", "--db-url", "")
+    assert result.exit_code == 2 and "--db-url: empty" in result.stderr, result.output
+    assert _ids(str(db)) == ["s1"]  # the configured database was not touched
+    for args in (["list", "--since", "99999999d"], ["delete", "--app", APP, "--older-than", "99999999d", "--yes"]):
+        result = vmem(runner, "session", *args, "--db-url", str(db))
+        assert result.exit_code == 2, (args, result.output)
+        assert "1,000 years" in result.stderr
+    assert _ids(str(db)) == ["s1"]
+
+
+def test_packet_too_large_is_not_reported_as_cannot_connect(mysql_url: str) -> None:
+    """Past the import's own check (a library caller): the server drops the connection mid-statement."""
+    from veadk_mem import events as ev
+    from veadk_mem.errors import StoreError
+
+    big = _session("x")
+    big["events"][0]["content"]["parts"][0]["text"] = "x" * (17 << 20)  # over the default 16 MiB packet
+    session = ev.Session.model_validate(big)
+
+    async def go() -> None:
+        async with SessionStore(mysql_url, create=True) as store:
+            await store.import_records([session])
+
+    with pytest.raises(StoreError) as info:
+        asyncio.run(go())
+    assert "cannot connect" not in info.value.message
+    assert "during a statement" in info.value.message and "max_allowed_packet" in (info.value.hint or "")
+
+
+def test_a_corrupt_row_is_named_and_skipped_and_the_command_exits_1(runner: CliRunner, tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "veadk.db"
+    build(sqlite_url(db), {("alice", "s1"): 2, ("alice", "bad_state"): 2, ("bob", "bad_event"): 3})
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE sessions SET state = '[1, 2]' WHERE id = 'bad_state'")
+        event_id = conn.execute("SELECT id FROM events WHERE session_id = 'bad_event' LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE events SET event_data = '{not json' WHERE id = ?", (event_id,))
+    result = vmem(runner, "session", "list", "--json", "--db-url", str(db))
+    assert result.exit_code == 1, result.output
+    assert {r["id"] for r in json.loads(result.stdout)} == {"s1", "bad_event"}
+    assert f"session {APP}/alice/bad_state: stored state is not readable JSON" in result.stderr
+    result = vmem(runner, "session", "export", "--db-url", str(db))
+    assert result.exit_code == 1, result.output
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines() if '"kind"' not in line] == ["s1"]
+    assert f"session {APP}/bob/bad_event: event {event_id} is not readable" in result.stderr
+    result = vmem(runner, "session", "get", APP, "bob", "bad_event", "--json", "--db-url", str(db))
+    assert result.exit_code == 1 and f"event {event_id} is not readable" in result.stderr, result.output
+    result = vmem(runner, "session", "get", APP, "alice", "bad_state", "--db-url", str(db))
+    assert result.exit_code == 1 and "bad_state: stored state is not readable" in result.stderr, result.output
+
+
+def test_two_first_imports_into_an_empty_mariadb_at_once(tmp_path: Path) -> None:
+    import threading
+    import uuid
+
+    import pymysql
+    from conftest import MY_HOST, MY_PORT, _require
+
+    from veadk_mem.sessions.importer import import_file
+
+    _require(MY_HOST, MY_PORT, "MariaDB")
+
+    def admin(sql: str) -> None:
+        conn = pymysql.connect(host=MY_HOST, port=MY_PORT, user="root", password="")
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+            conn.commit()
+        finally:
+            conn.close()
+
+    for _ in range(3):
+        name = f"vmem_{uuid.uuid4().hex[:12]}"
+        admin(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        try:
+            url = f"mysql+aiomysql://root@{MY_HOST}:{MY_PORT}/{name}?charset=utf8mb4"
+            errors: list[BaseException] = []
+            barrier = threading.Barrier(2)
+
+            def one(i: int, url: str = url, errors: list[BaseException] = errors, barrier: Any = barrier) -> None:
+                dump = _write(tmp_path / f"{url.rsplit('/', 1)[1]}-{i}.jsonl", [_session(f"s{i}")])
+
+                async def go() -> None:
+                    store = SessionStore(url, create=True)
+                    barrier.wait()
+                    await import_file(store, str(dump))
+
+                try:
+                    asyncio.run(go())
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors, errors
+            assert _ids(url) == ["s0", "s1"]
+        finally:
+            admin(f"DROP DATABASE IF EXISTS `{name}`")

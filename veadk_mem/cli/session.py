@@ -40,6 +40,11 @@ SUMMARY_COLUMNS = [
 
 
 def _state(ctx: typer.Context, db_url: str | None, json_flag: bool = False) -> AppState:
+    if db_url is not None and not db_url.strip():
+        from veadk_mem.errors import BadInput
+
+        # an empty value would fall back to the configured database: never act on one not named
+        raise BadInput("--db-url: empty; give a database URL or sqlite path, or leave the option out")
     state = get_state(ctx, json_flag=json_flag)
     state.override("short_term_memory.db_url", db_url)
     return state
@@ -94,6 +99,12 @@ def _warn_all(state: AppState, store: SessionStore) -> None:
         state.render.warn(text)
 
 
+def _exit_if_damaged(store: SessionStore) -> None:
+    """Exit 1 after the output when sessions were skipped for unreadable rows (named in warnings)."""
+    if store.damaged:
+        raise typer.Exit(1)
+
+
 @app.command("list")
 def list_cmd(
     ctx: typer.Context,
@@ -110,11 +121,11 @@ def list_cmd(
     state = _state(ctx, db_url, json_flag)
     flt = _filter(app_name, user, since, until)
 
-    async def go() -> list[SessionSummary]:
+    async def go() -> tuple[list[SessionSummary], SessionStore]:
         async with _store(state) as store:
-            return await store.list_sessions(flt, limit=limit or None, offset=offset)
+            return await store.list_sessions(flt, limit=limit or None, offset=offset), store
 
-    found = run(go())
+    found, store = run(go())
     state.render.records(
         [_summary_row(s) for s in found],
         SUMMARY_COLUMNS,
@@ -125,6 +136,8 @@ def list_cmd(
         state.render.message(
             f"showing {counted(limit, 'session')}; more may exist: use --offset {offset + limit} or --limit 0"
         )
+    _warn_all(state, store)
+    _exit_if_damaged(store)
 
 
 @app.command("get")
@@ -340,7 +353,7 @@ def export_cmd(
     if output is not None:
         check_output(output)
 
-    async def go() -> int:
+    async def go() -> tuple[int, set[str]]:
         async with _store(state) as store:
             total = await store.count_sessions(flt)
             with state.render.progress("exporting", total) as advance:
@@ -351,10 +364,13 @@ def export_cmd(
                     with atomic_output(output) as handle:
                         await _write(pieces, handle)
             _warn_all(state, store)
-            return total
+            return total, set(store.damaged)
 
-    total = run(go())
-    state.render.message(f"exported {counted(total, 'session')}" + (f" to {output}" if output else ""))
+    total, damaged = run(go())
+    state.render.message(f"exported {counted(total - len(damaged), 'session')}" + (f" to {output}" if output else ""))
+    if damaged:
+        state.render.warn(f"{counted(len(damaged), 'session')} not exported: unreadable rows (named above)")
+        raise typer.Exit(1)
 
 
 async def _write(pieces: Any, stream: Any) -> None:

@@ -113,23 +113,31 @@ def iter_checked(
 
     With `limits`, also every value the target database would refuse at write time.
     """
-    from veadk_mem.events import STATE_RECORD_KINDS, iter_documents, parse_session
+    from veadk_mem.events import iter_documents
 
     for where, data in iter_documents(source, name):
-        if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
-            record = _check_state_record(data, where)
-            if limits is not None:
-                limits.check(where, data, None)
-            yield where, record
-            continue
-        session = parse_session(data, where)
-        for field_name, value in (("appName", session.app_name), ("userId", session.user_id), ("id", session.id)):
-            if not value:
-                raise BadInput(f"{where}: $.{field_name}: must not be empty")
-        _fill_event_ids(session, where)
+        try:
+            yield _checked(where, data, limits)
+        except RecursionError:
+            raise BadInput(f"{where}: JSON nested too deeply") from None
+
+
+def _checked(where: str, data: Any, limits: Limits | None) -> tuple[str, ev.Session | dict[str, Any]]:
+    from veadk_mem.events import STATE_RECORD_KINDS, parse_session
+
+    if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
+        record = _check_state_record(data, where)
         if limits is not None:
-            limits.check(where, data, session)
-        yield where, session
+            limits.check(where, data, None)
+        return where, record
+    session = parse_session(data, where)
+    for field_name, value in (("appName", session.app_name), ("userId", session.user_id), ("id", session.id)):
+        if not value:
+            raise BadInput(f"{where}: $.{field_name}: must not be empty")
+    _fill_event_ids(session, where)
+    if limits is not None:
+        limits.check(where, data, session)
+    return where, session
 
 
 def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[ev.Session | dict[str, Any]]:

@@ -229,7 +229,7 @@ def decode_actions(data: bytes | bytearray | memoryview | None) -> dict[str, Any
     try:
         value = RestrictedUnpickler(io.BytesIO(bytes(data))).load()
         result = plain(value)
-    except pickle.UnpicklingError:
+    except (Refused, TooLarge):
         raise
     except RecursionError:
         raise TooLarge("nested too deeply") from None

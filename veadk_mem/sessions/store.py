@@ -13,10 +13,11 @@ streamed, deletes are one transaction, imports are one transaction per session.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -166,13 +167,21 @@ def _decode_json(raw: Any, cache: dict[Any, Any] | None) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, (str, bytes)):
+        if not isinstance(raw, dict):
+            raise TypeError(f"a JSON {type(raw).__name__}, not an object")
         return dict(raw)
     if cache is not None:
         found = cache.get(raw)
         if found is None:
-            found = cache[raw] = from_json(raw)
+            found = cache[raw] = _object(from_json(raw))
         return found
-    return dict(from_json(raw))
+    return dict(_object(from_json(raw)))
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -210,6 +219,17 @@ def describe_db_error(exc: BaseException, url: str, password: str = "", busy_tim
         return StoreError(
             f"{where}: database is locked by another writer (waited {busy_timeout:g} s); nothing was changed",
             hint="an agent is writing to it: retry, or raise the wait with VMEM_SQLITE_BUSY_TIMEOUT (seconds)",
+        )
+    if "max_allowed_packet" in low or "packet bigger" in low or "packet too large" in low:
+        return StoreError(
+            f"{where}: the server refused a statement larger than its max_allowed_packet: {text}",
+            hint="raise max_allowed_packet on the MariaDB/MySQL server",
+        )
+    if "during query" in low or "server has gone away" in low:  # connected, then dropped mid-statement
+        return StoreError(
+            f"{where}: the server closed the connection during a statement: {text}",
+            hint="MariaDB/MySQL does this for a statement larger than its max_allowed_packet; "
+            "else check the server's log",
         )
     if any(h in low for h in _AUTH_HINTS) or type(orig).__name__ == "InvalidPasswordError":
         return StoreError(f"{where}: authentication failed: {text}", hint="check the user and password")
@@ -252,6 +272,7 @@ class SessionStore:
         self._state_rows: set[tuple[str, str | None]] = set()
         self.layout: Layout = Layout.EMPTY
         self.warnings: list[str] = []
+        self.damaged: list[str] = []  # sessions skipped because a stored row could not be read
 
     @classmethod
     def from_settings(cls, settings: VmemSettings, *, create: bool = False) -> SessionStore:
@@ -306,6 +327,8 @@ class SessionStore:
         kwargs: dict[str, Any] = {}
         path = self._sqlite_path()
         if self.dialect == "sqlite":
+            if path is not None and Path(path).is_dir():
+                raise BadInput(f"{path}: is a directory, expected a sqlite file", hint="check --db-url")
             if path is not None and not Path(path).exists():
                 if not self.create:
                     raise StoreError(
@@ -540,8 +563,16 @@ class SessionStore:
         rows = await self._fetch_all(conn, stmt, params, key)
         with bulk_objects():
             for r in rows:
-                session_state = _decode_json(r.state, None)
-                app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
+                try:
+                    session_state = _decode_json(r.state, None)
+                    app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
+                except (ValueError, TypeError) as exc:  # one corrupt row must not hide every other session
+                    self.damaged.append(f"{r.app_name}/{r.user_id}/{r.id}")
+                    self.warnings.append(
+                        f"session {r.app_name}/{r.user_id}/{r.id}: stored state is not readable JSON "
+                        f"({' '.join(str(exc).split())[:100]}); skipped"
+                    )
+                    continue
                 out.append(
                     SessionSummary(
                         app_name=r.app_name,
@@ -615,6 +646,8 @@ class SessionStore:
 
     async def _one_summary(self, conn: AsyncConnection, app: str, user: str, session_id: str) -> SessionSummary:
         found = await self._summaries(conn, None, None, one=(app, user, session_id))
+        if not found and f"{app}/{user}/{session_id}" in self.damaged:
+            raise StoreError(self.warnings[-1].removesuffix("; skipped"))
         if not found:
             raise NotFound(f"session {app}/{user}/{session_id}: not found in {self.display_url}")
         return found[0]
@@ -672,16 +705,26 @@ class SessionStore:
         if last is not None:
             params["k_last"] = last
         tables, warnings = self.tables, self.warnings
+
+        def decode(row: Any) -> dict[str, Any]:
+            try:
+                return event_from_row(tables, row, warnings)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise StoreError(
+                    f"session {app}/{user}/{session_id}: event {row.id} is not readable "
+                    f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]})"
+                ) from None
+
         if 0 <= expected <= _BATCH:  # small: one round trip beats a server-side cursor
             for row in await self._fetch_all(conn, stmt, params, name):
-                yield event_from_row(tables, row, warnings)
+                yield decode(row)
             return
         # Large: stream through a server-side cursor, which PostgreSQL only allows in a transaction.
         async with self.engine.connect() as streaming:
             result = await streaming.stream(stmt, params)
             async for partition in result.partitions(_BATCH):
                 for row in partition:
-                    yield event_from_row(tables, row, warnings)
+                    yield decode(row)
 
     async def iter_event_data(
         self, app: str, user: str, session_id: str, *, last: int | None = None
@@ -796,14 +839,26 @@ class SessionStore:
             fresh = {x.key: x for x in await self._summaries(conn, None, keys)}
             rows = (await conn.execute(self._batch_events_stmt(keys))).all()
         events: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        broken: set[tuple[str, str, str]] = set()
         for row in rows:
-            text = dumps(camel_event(event_from_row(tables, row, warnings)))
-            events[(row.app_name, row.user_id, row.session_id)].append(text)
+            where = (row.app_name, row.user_id, row.session_id)
+            try:
+                text = dumps(camel_event(event_from_row(tables, row, warnings)))
+            except (ValueError, TypeError, AttributeError) as exc:
+                if where not in broken:
+                    broken.add(where)
+                    self.damaged.append("/".join(where))
+                    warnings.append(
+                        f"session {'/'.join(where)}: event {row.id} is not readable "
+                        f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]}); session not exported"
+                    )
+                continue
+            events[where].append(text)
         out: list[str] = []
         for key in keys:
             summary = fresh.get(key)
-            if summary is None:
-                continue  # deleted since it was listed
+            if summary is None or (key.app_name, key.user_id, key.id) in broken:
+                continue  # deleted since it was listed, or damaged (named in a warning)
             body = ",".join(events.get((key.app_name, key.user_id, key.id), ()))
             out.append(_session_head(summary) + body + _session_tail(summary) + "\n")
         return out
@@ -1019,27 +1074,37 @@ class SessionStore:
     # import --------------------------------------------------------------------------
 
     async def _ensure_tables(self) -> bool:
-        """Create ADK's v1 tables exactly as ADK 2.x does when the database has none."""
+        """Create ADK's v1 tables exactly as ADK 2.x does when the database has none.
+
+        Another creator (a second import, the agent's first start) may be creating them at
+        the same moment: MySQL's DDL commits at once, so its CREATE TABLE can fail with
+        "already exists" half-way. Then the layout is read again and the missing tables
+        created, a few times, instead of failing.
+        """
         if self.layout is not Layout.EMPTY:
             return False
         from sqlalchemy import insert, select
 
         tables = build_tables(Layout.EMPTY)
-        try:
-            async with self.engine.connect() as conn:
-                conn = await conn.execution_options(vmem_write=True)
-                async with conn.begin():
-                    await conn.run_sync(tables.metadata.create_all)
-                    assert tables.internal is not None
-                    have = await conn.execute(
-                        select(tables.internal.c.value).where(tables.internal.c.key == SCHEMA_VERSION_KEY)
-                    )
-                    if have.first() is None:
-                        await conn.execute(
-                            insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
+        for attempt in range(5):
+            try:
+                async with self.engine.connect() as conn:
+                    conn = await conn.execution_options(vmem_write=True)
+                    async with conn.begin():
+                        await conn.run_sync(tables.metadata.create_all)
+                        assert tables.internal is not None
+                        have = await conn.execute(
+                            select(tables.internal.c.value).where(tables.internal.c.key == SCHEMA_VERSION_KEY)
                         )
-        except Exception as exc:
-            raise self._fail(exc) from None
+                        if have.first() is None:
+                            await conn.execute(
+                                insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
+                            )
+                break
+            except Exception as exc:
+                if attempt == 4 or not _concurrent_ddl(exc):
+                    raise self._fail(exc) from None
+                await asyncio.sleep(0.05 * (attempt + 1))
         self._tables = tables
         self._stmts.clear()
         self.layout = Layout.V1
@@ -1184,52 +1249,31 @@ class SessionStore:
         a session stored with a newer update time than the record's is left alone and named
         in `report.skipped`.
         """
-        from veadk_mem import events as ev
 
         advance = progress or _noop
         report = ImportReport()
         report.created_tables = await self._ensure_tables()
         report.layout = self.layout.value
-        pending = ImportReport()  # counts of the open batch, added to report at its commit
         records_iter = iter(records)
         done = False
         try:
             while not done:
-                async with self.engine.connect() as conn:
-                    conn = await conn.execution_options(vmem_write=True)
-                    async with conn.begin():
-                        started, rows, ticks = time.monotonic(), 0, 0
-                        pending = ImportReport()
-                        while True:
-                            record = next(records_iter, None)
-                            if record is None:
-                                done = True
-                                break
-                            if isinstance(record, ev.Session):
-                                written = await self._write_session(conn, record, force=force)
-                                if written is None:
-                                    pending.skipped.append(str(SessionKey(record.app_name, record.user_id, record.id)))
-                                else:
-                                    events, existed = written
-                                    pending.events += events
-                                    pending.sessions += 1
-                                    pending.replaced += existed
-                                    rows += events + 1
-                            elif record.get("kind") == "app_state":
-                                await self._put_state(conn, record["appName"], None, record["state"], replace=False)
-                                pending.app_states += 1
-                                rows += 1
-                            else:
-                                await self._put_state(
-                                    conn, record["appName"], record["userId"], record["state"], replace=False
-                                )
-                                pending.user_states += 1
-                                rows += 1
-                            ticks += 1
-                            if rows >= batch_rows or time.monotonic() - started >= batch_seconds:
-                                break
+                batch: list[ev.Session | dict[str, Any]] = []
+                for attempt in range(5):
+                    try:
+                        pending, done = await self._write_batch(
+                            records_iter, batch, force=force, batch_seconds=batch_seconds, batch_rows=batch_rows
+                        )
+                        break
+                    except Exception as exc:
+                        # Another writer (a second import, the agent) deadlocked with this batch:
+                        # the database rolled it back whole; write the same records again.
+                        if attempt == 4 or not _retryable(exc):
+                            raise
+                        self._state_rows.clear()
+                        await asyncio.sleep(0.05 * (attempt + 1))
                 _add(report, pending)
-                advance(ticks)
+                advance(len(batch))
         except Exception as exc:
             error = exc if isinstance(exc, VmemError) else self._fail(exc)
             if report.sessions or report.app_states or report.user_states:
@@ -1242,6 +1286,56 @@ class SessionStore:
             error.args = (error.message,)
             raise error from None
         return report
+
+    async def _write_batch(
+        self,
+        records: Iterator[ev.Session | dict[str, Any]],
+        batch: list[ev.Session | dict[str, Any]],
+        *,
+        force: bool,
+        batch_seconds: float,
+        batch_rows: int,
+    ) -> tuple[ImportReport, bool]:
+        """Write `batch` (a retry) or the next records into it, in ONE transaction: (counts, input ended)."""
+        from veadk_mem import events as ev
+
+        pending = ImportReport()
+        done = False
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                started, rows, index = time.monotonic(), 0, 0
+                while True:
+                    if index < len(batch):
+                        record: ev.Session | dict[str, Any] | None = batch[index]
+                    else:
+                        if index > 0 and (rows >= batch_rows or time.monotonic() - started >= batch_seconds):
+                            break
+                        record = next(records, None)
+                        if record is None:
+                            done = True
+                            break
+                        batch.append(record)
+                    index += 1
+                    if isinstance(record, ev.Session):
+                        written = await self._write_session(conn, record, force=force)
+                        if written is None:
+                            pending.skipped.append(str(SessionKey(record.app_name, record.user_id, record.id)))
+                        else:
+                            events, existed = written
+                            pending.events += events
+                            pending.sessions += 1
+                            pending.replaced += existed
+                            rows += events + 1
+                    elif record is not None and record.get("kind") == "app_state":
+                        await self._put_state(conn, record["appName"], None, record["state"], replace=False)
+                        pending.app_states += 1
+                        rows += 1
+                    elif record is not None:
+                        await self._put_state(conn, record["appName"], record["userId"], record["state"], replace=False)
+                        pending.user_states += 1
+                        rows += 1
+        return pending, done
 
     async def _put_state(
         self, conn: AsyncConnection, app: str, user: str | None, state: dict[str, Any], *, replace: bool
@@ -1342,6 +1436,23 @@ class SessionStore:
             return column == value
         typed = literal(value, String()) if isinstance(value, str) else value
         return and_(column == value, cast(column, LargeBinary) == cast(typed, LargeBinary))
+
+
+def _retryable(exc: BaseException) -> bool:
+    """True for a deadlock or serialization failure: the transaction was rolled back whole."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).lower()
+    code = str(getattr(orig, "sqlstate", "") or getattr(orig, "pgcode", "") or "")
+    return "deadlock" in text or "1213" in text or "could not serialize" in text or code in ("40001", "40P01")
+
+
+def _concurrent_ddl(exc: BaseException) -> bool:
+    """True for the errors of a table, index or metadata row another creator just made."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return any(
+        hint in text
+        for hint in ("already exists", "duplicate key", "duplicate entry", "unique constraint", "1050", "1061")
+    )
 
 
 def _newer(stored: float, file_time: float) -> bool:
