@@ -167,6 +167,7 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
 
 async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
     from veadk_mem import events as ev
+    from veadk_mem.sessions.state import state_scope
     from veadk_mem.sessions.timeline import timeline_row
 
     async with _store(state) as store:
@@ -189,7 +190,7 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
         state_rows = [
             {
                 "key": _safe(k),
-                "scope": k.split(":", 1)[0] if k.startswith(("app:", "user:")) else "session",
+                "scope": state_scope(k),
                 "value": _safe(v),
             }
             for k, v in summary.state.items()
