@@ -22,7 +22,7 @@ from veadk_mem.sessions.layout import (
     to_epoch,
 )
 from veadk_mem.sessions.reads import Reads
-from veadk_mem.sessions.records import _BATCH, Progress, SessionKey, _noop
+from veadk_mem.sessions.records import _BATCH, Progress, _noop
 from veadk_mem.sessions.state import split_state
 
 if TYPE_CHECKING:
@@ -233,7 +233,6 @@ class Writes(Reads):
                         # the database rolled it back whole; write the same records again.
                         if attempt == 4 or not _retryable(exc):
                             raise
-                        self._state_rows.clear()
                         await asyncio.sleep(0.05 * (attempt + 1))
                 _add(report, pending)
                 advance(len(batch))
@@ -259,133 +258,219 @@ class Writes(Reads):
         batch_seconds: float,
         batch_rows: int,
     ) -> tuple[ImportReport, bool]:
-        """Write `batch` (a retry) or the next records into it, in ONE transaction: (counts, input ended)."""
+        """Write `batch` (a retry) or the next records into it, in ONE transaction: (counts, input ended).
+
+        A handful of statements per batch, not per session: one SELECT of the stored keys,
+        one read and one write of the state rows touched, DELETEs of the sessions written
+        over, and multi-row INSERTs of sessions and events.
+        """
         from veadk_mem import events as ev
 
-        pending = ImportReport()
         done = False
+        if not batch:
+            started, rows = time.monotonic(), 0
+            while rows < batch_rows and len(batch) < 5000 and time.monotonic() - started < batch_seconds:
+                record = next(records, None)
+                if record is None:
+                    done = True
+                    break
+                batch.append(record)
+                rows += 1 + (len(record.events) if isinstance(record, ev.Session) else 0)
+        pending = ImportReport()
+        if not batch:
+            return pending, done
         async with self.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
-                started, rows, index = time.monotonic(), 0, 0
-                while True:
-                    if index < len(batch):
-                        record: ev.Session | dict[str, Any] | None = batch[index]
-                    else:
-                        if index > 0 and (rows >= batch_rows or time.monotonic() - started >= batch_seconds):
-                            break
-                        record = next(records, None)
-                        if record is None:
-                            done = True
-                            break
-                        batch.append(record)
-                    index += 1
-                    if isinstance(record, ev.Session):
-                        written = await self._write_session(conn, record, force=force)
-                        if written is None:
-                            pending.skipped.append(str(SessionKey(record.app_name, record.user_id, record.id)))
-                        else:
-                            events, existed = written
-                            pending.events += events
-                            pending.sessions += 1
-                            pending.replaced += existed
-                            rows += events + 1
-                    elif record is not None and record.get("kind") == "app_state":
-                        await self._put_state(conn, record["appName"], None, record["state"], replace=False)
-                        pending.app_states += 1
-                        rows += 1
-                    elif record is not None:
-                        await self._put_state(conn, record["appName"], record["userId"], record["state"], replace=False)
-                        pending.user_states += 1
-                        rows += 1
+                await self._write_records(conn, batch, pending, force=force)
         return pending, done
 
-    async def _put_state(
-        self, conn: AsyncConnection, app: str, user: str | None, state: dict[str, Any], *, replace: bool
+    async def _write_records(
+        self, conn: AsyncConnection, batch: list[ev.Session | dict[str, Any]], pending: ImportReport, *, force: bool
     ) -> None:
-        """Create the app or user state row, or merge (replace=False) / set (replace=True) its state.
+        from sqlalchemy import and_, delete, insert, or_
 
-        A row whose state would not change is not touched, so a second import changes nothing.
-        """
-        from sqlalchemy import insert, select, update
-
-        marker = (app, user)
-        if not replace and not state and marker in self._state_rows:
-            return  # the row exists (seen in this run) and there is nothing to merge: skip two round trips
-        t = self.tables
-        table = t.app_states if user is None else t.user_states
-        where = [table.c.app_name == app] + ([table.c.user_id == user] if user is not None else [])
-        stmt = select(table.c.state).where(*where)
-        if self.dialect != "sqlite":
-            stmt = stmt.with_for_update()
-        row = (await conn.execute(stmt)).first()
-        self._state_rows.add(marker)
-        now = stored_time(t, time.time())
-        if row is None:
-            values: dict[str, Any] = {"app_name": app, "state": dict(state), "update_time": now}
-            if user is not None:
-                values["user_id"] = user
-            await conn.execute(insert(table).values(**values))
-            return
-        current = dict(row.state or {})
-        new = dict(state) if replace else {**current, **state}
-        if new != current:
-            await conn.execute(update(table).where(*where).values(state=new, update_time=now))
-
-    async def _write_session(
-        self, conn: AsyncConnection, session: ev.Session, *, force: bool = True
-    ) -> tuple[int, bool] | None:
-        """Write `session` over any stored one with its key: (events written, whether it existed).
-
-        None, with nothing written, when the stored session is newer than `session` and not `force`.
-        """
-        from sqlalchemy import delete, insert, select
+        from veadk_mem import events as ev
 
         t = self.tables
-        app, user, sid = session.app_name, session.user_id, session.id
-        stamps = [e.timestamp for e in session.events]
-        updated = session.last_update_time or (max(stamps) if stamps else time.time())
-        where = [self.key_eq(t.sessions.c.app_name, app), self.key_eq(t.sessions.c.user_id, user)]
-        where.append(self.key_eq(t.sessions.c.id, sid))
-        query = select(t.sessions.c.update_time).where(*where)
-        if self.dialect != "sqlite":
-            query = query.with_for_update()
-        stored = (await conn.execute(query)).first()
-        if stored is not None and not force and _newer(to_epoch(stored[0]), updated):
-            return None  # an agent wrote to it after the file was made: its newer events would go
-        app_part, user_part, session_part = split_state(session.state)
-        await self._put_state(conn, app, None, app_part, replace=False)
-        await self._put_state(conn, app, user, user_part, replace=False)
-        if stored is not None:
+        # the last record of a key wins, as when they were written one after the other
+        sessions: dict[tuple[str, str, str], ev.Session] = {}
+        for record in batch:
+            if isinstance(record, ev.Session):
+                sessions[(record.app_name, record.user_id, record.id)] = record
+        stored = await self._stored_times(conn, list(sessions))
+        if not force:
+            for key, session in list(sessions.items()):
+                if key in stored and _newer(stored[key], _update_time(session)):
+                    pending.skipped.append("/".join(key))
+                    del sessions[key]  # an agent wrote to it after the file was made: keep its events
+        app_parts: dict[str, dict[str, Any]] = defaultdict(dict)
+        user_parts: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+        for record in batch:  # merged in file order, as when records were written one by one
+            if isinstance(record, ev.Session):
+                if sessions.get((record.app_name, record.user_id, record.id)) is not record:
+                    continue  # skipped, or an earlier copy of a key written again later in the batch
+                app_part, user_part, _ = split_state(record.state)
+                app_parts[record.app_name].update(app_part)
+                user_parts[(record.app_name, record.user_id)].update(user_part)
+            elif record.get("kind") == "app_state":
+                app_parts[record["appName"]].update(record["state"])
+                pending.app_states += 1
+            else:
+                user_parts[(record["appName"], record["userId"])].update(record["state"])
+                pending.user_states += 1
+        await self._merge_states(conn, app_parts, user_parts)
+        existing = [k for k in sessions if k in stored]
+        s, e = t.sessions.c, t.events.c
+        for i in range(0, len(existing), _BATCH):
+            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+            for app, user, sid in existing[i : i + _BATCH]:
+                groups[(app, user)].append(sid)
             await conn.execute(
                 delete(t.events).where(
-                    t.events.c.app_name == app, t.events.c.user_id == user, t.events.c.session_id == sid
+                    or_(
+                        *[
+                            and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids))
+                            for (a, u), ids in groups.items()
+                        ]
+                    )
                 )
             )
-            await conn.execute(delete(t.sessions).where(*where))
-        created = min([*stamps, updated])
-        await conn.execute(
-            insert(t.sessions).values(
-                app_name=app,
-                user_id=user,
-                id=sid,
-                state=session_part,
-                create_time=stored_time(t, created),
-                update_time=stored_time(t, updated),
+            await conn.execute(
+                delete(t.sessions).where(
+                    or_(
+                        *[
+                            and_(self.key_eq(s.app_name, a), self.key_eq(s.user_id, u), s.id.in_(ids))
+                            for (a, u), ids in groups.items()
+                        ]
+                    )
+                )
             )
-        )
-        rows = [event_row(t, app, user, sid, event) for event in session.events]
+        session_rows: list[dict[str, Any]] = []
+        event_rows: list[dict[str, Any]] = []
+        now = time.time()
+        for (app, user, sid), session in sessions.items():
+            stamps = [x.timestamp for x in session.events]
+            updated = session.last_update_time or (max(stamps) if stamps else now)
+            session_rows.append(
+                {
+                    "app_name": app,
+                    "user_id": user,
+                    "id": sid,
+                    "state": split_state(session.state)[2],
+                    "create_time": stored_time(t, min([*stamps, updated])),
+                    "update_time": stored_time(t, updated),
+                }
+            )
+            event_rows.extend(event_row(t, app, user, sid, event) for event in session.events)
+            pending.sessions += 1
+            pending.events += len(session.events)
+            pending.replaced += (app, user, sid) in stored
+        for i in range(0, len(session_rows), _BATCH):
+            await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
         stmt = insert(t.events)
         if t.layout is Layout.V0 and self.dialect == "mysql":
             # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
             from sqlalchemy import bindparam, func
 
             stmt = stmt.values(actions=func.unhex(bindparam("actions_hex")))
-            for row in rows:
+            for row in event_rows:
                 row["actions_hex"] = row.pop("actions").hex()
-        for i in range(0, len(rows), _BATCH):
-            await conn.execute(stmt, rows[i : i + _BATCH])
-        return len(rows), stored is not None
+        for i in range(0, len(event_rows), _BATCH * 2):
+            await conn.execute(stmt, event_rows[i : i + _BATCH * 2])
+
+    async def _stored_times(self, conn: AsyncConnection, keys: list[tuple[str, str, str]]) -> dict[Any, float]:
+        """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL)."""
+        from sqlalchemy import and_, or_, select
+
+        s = self.tables.sessions.c
+        wanted = set(keys)
+        found: dict[Any, float] = {}
+        for i in range(0, len(keys), _BATCH):
+            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+            for app, user, sid in keys[i : i + _BATCH]:
+                groups[(app, user)].append(sid)
+            stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
+                or_(*[and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in groups.items()])
+            )
+            if self.dialect != "sqlite":
+                stmt = stmt.with_for_update()
+            for app, user, sid, stamp in await conn.execute(stmt):
+                if (app, user, sid) in wanted:  # exact: MySQL's collation matches more
+                    found[(app, user, sid)] = to_epoch(stamp)
+        return found
+
+    async def _merge_states(
+        self,
+        conn: AsyncConnection,
+        app_parts: dict[str, dict[str, Any]],
+        user_parts: dict[tuple[str, str], dict[str, Any]],
+    ) -> None:
+        """Merge app and user state into their rows: create missing rows, update changed ones, skip the rest."""
+        from sqlalchemy import bindparam, insert, select, update
+
+        t = self.tables
+        stamp = stored_time(t, time.time())
+        a, u = t.app_states, t.user_states
+        apps = sorted(app_parts)
+        current_app: dict[str, dict[str, Any]] = {}
+        current_user: dict[tuple[str, str], dict[str, Any]] = {}
+        for i in range(0, len(apps), _BATCH):
+            stmt = select(a.c.app_name, a.c.state).where(a.c.app_name.in_(apps[i : i + _BATCH]))
+            if self.dialect != "sqlite":
+                stmt = stmt.with_for_update()
+            for name, state in await conn.execute(stmt):
+                if name in app_parts:
+                    current_app[name] = dict(state or {})
+        pairs = sorted(user_parts)
+        for i in range(0, len(pairs), _BATCH):
+            chunk = pairs[i : i + _BATCH]
+            by_user = select(u.c.app_name, u.c.user_id, u.c.state).where(
+                u.c.app_name.in_(sorted({p[0] for p in chunk})), u.c.user_id.in_(sorted({p[1] for p in chunk}))
+            )
+            if self.dialect != "sqlite":
+                by_user = by_user.with_for_update()
+            for row in await conn.execute(by_user):
+                if (row.app_name, row.user_id) in user_parts:
+                    current_user[(row.app_name, row.user_id)] = dict(row.state or {})
+        new_apps = [
+            {"app_name": name, "state": dict(part), "update_time": stamp}
+            for name, part in app_parts.items()
+            if name not in current_app
+        ]
+        changed_apps = [
+            {"b_app": name, "state": {**current_app[name], **part}, "update_time": stamp}
+            for name, part in app_parts.items()
+            if name in current_app and {**current_app[name], **part} != current_app[name]
+        ]
+        new_users = [
+            {"app_name": app, "user_id": user, "state": dict(part), "update_time": stamp}
+            for (app, user), part in user_parts.items()
+            if (app, user) not in current_user
+        ]
+        changed_users = [
+            {"b_app": app, "b_user": user, "state": {**current_user[(app, user)], **part}, "update_time": stamp}
+            for (app, user), part in user_parts.items()
+            if (app, user) in current_user and {**current_user[(app, user)], **part} != current_user[(app, user)]
+        ]
+        if new_apps:
+            await conn.execute(insert(a), new_apps)
+        if changed_apps:
+            await conn.execute(update(a).where(self.key_eq(a.c.app_name, bindparam("b_app"))), changed_apps)
+        if new_users:
+            await conn.execute(insert(u), new_users)
+        if changed_users:
+            await conn.execute(
+                update(u).where(
+                    self.key_eq(u.c.app_name, bindparam("b_app")), self.key_eq(u.c.user_id, bindparam("b_user"))
+                ),
+                changed_users,
+            )
+
+
+def _update_time(session: ev.Session) -> float:
+    stamps = [x.timestamp for x in session.events]
+    return session.last_update_time or (max(stamps) if stamps else time.time())
 
 
 def _newer(stored: float, file_time: float) -> bool:
