@@ -18,7 +18,7 @@ _vmem() {
     " session get") opts='--events --db-url --json'; cmds='' ;;
     " session delete") opts='--app --user --older-than --purge-state --dry-run --yes -y --db-url --json'; cmds='' ;;
     " session export") opts='--app --user --since --until --output -o --db-url'; cmds='' ;;
-    " session import") opts='--db-url --json'; cmds='' ;;
+    " session import") opts='--force --db-url --json'; cmds='' ;;
     " ltm") opts=''; cmds='save search list profile delete' ;;
     " ltm save") opts='--from-store --app -a --user -u --since --db-url --policy -p --include-assistant --dry-run --json'; cmds='' ;;
     " ltm search") opts='--user -u --app -a --top-k -k --min-score --json'; cmds='' ;;

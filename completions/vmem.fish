@@ -83,7 +83,7 @@ complete -c vmem -n "__vmem_at 'session'" -a 'list' -d 'List sessions, most rece
 complete -c vmem -n "__vmem_at 'session'" -a 'get' -d 'Show a session: merged state and its event timeline; --json prints ADK\'s session JSON.'
 complete -c vmem -n "__vmem_at 'session'" -a 'delete' -d 'Delete sessions with their events, by id or by filter, in one transaction.'
 complete -c vmem -n "__vmem_at 'session'" -a 'export' -d 'Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed.'
-complete -c vmem -n "__vmem_at 'session'" -a 'import' -d 'Import sessions (upsert, one transaction per session); every line is checked before anything is written.'
+complete -c vmem -n "__vmem_at 'session'" -a 'import' -d 'Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'app' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'user' -d 'Only this user.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'since' -d 'Updated at or after: ISO date/time (UTC) or a duration ago (7d).'
@@ -113,6 +113,7 @@ complete -c vmem -n "__vmem_at 'session export'" -l 'until' -d 'Updated before: 
 complete -c vmem -n "__vmem_at 'session export'" -l 'output' -d 'Write to FILE instead of stdout.'
 complete -c vmem -n "__vmem_at 'session export'" -s 'o' -d 'Write to FILE instead of stdout.'
 complete -c vmem -n "__vmem_at 'session export'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session import'" -l 'force' -d 'Write sessions the database holds in a newer version than the file\'s.'
 complete -c vmem -n "__vmem_at 'session import'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
 complete -c vmem -n "__vmem_at 'session import'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'session import'" -F
