@@ -481,7 +481,7 @@ _KNOWN_SECRETS: set[str] = set()
 
 def remember_secret(value: str) -> None:
     """Register a secret value so `redact` masks it wherever it turns up (error text, tracebacks)."""
-    if len(value) >= 4:
+    if len(value) >= 6:  # shorter ones would mask ordinary words; URL patterns still mask them
         _KNOWN_SECRETS.add(value)
         from urllib.parse import quote
 
