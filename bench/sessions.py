@@ -328,11 +328,62 @@ async def _pg_admin(sql: str) -> None:
         await conn.close()
 
 
-def run_backend(name: str, url: str, quick: bool, runs: int) -> None:
+async def import_rates(url: str, fresh_url: str) -> tuple[float, float, int]:
+    """(ADK append_event events/s on 1,000 events, vmem import_file events/s, events) on `fresh_url`.
+
+    vmem's side is the whole `vmem session import FILE` path: an export of `url` read twice
+    (every line checked against the target's limits, keys checked), then written in batches.
+    """
+    from google.adk.sessions import DatabaseSessionService
+
+    from veadk_mem.sessions.importer import import_file
+    from veadk_mem.sessions.store import SessionStore
+
+    workdir = Path(tempfile.mkdtemp(prefix="vmem-bench-import-"))
+    try:
+        dump = workdir / "export.jsonl"
+        async with SessionStore(url) as store:
+            with dump.open("w", encoding="utf-8") as handle:
+                async for piece in store.export_jsonl():
+                    handle.write(piece)
+        t0 = time.perf_counter()
+        report = await import_file(SessionStore(fresh_url, create=True), dump)
+        vmem_rate = report.events / (time.perf_counter() - t0)
+        service = DatabaseSessionService(fresh_url)
+        try:
+            t0 = time.perf_counter()
+            for i in range(50):
+                session = await service.create_session(app_name="adk_ref", user_id="u", session_id=f"r{i}")
+                for event in _events(f"r{i}", 20, 1_790_000_000.0 + i * 30):
+                    from google.adk.events import Event
+
+                    await service.append_event(session, Event.model_validate(event.model_dump()))
+            adk_rate = 1000 / (time.perf_counter() - t0)
+        finally:
+            await service.close()
+        return adk_rate, vmem_rate, report.events
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def print_import(url: str, fresh_url: str) -> None:
+    adk_rate, vmem_rate, n = asyncio.run(import_rates(url, fresh_url))
+    print(
+        f"| `vmem session import` of an export ({n:,} events; ADK: create_session + append_event) | "
+        f"{adk_rate:,.0f} events/s | {vmem_rate:,.0f} events/s | {vmem_rate / adk_rate:,.1f}x |"
+    )
+
+
+def run_backend(name: str, url: str, quick: bool, runs: int, fresh_url: str = "", only_import: bool = False) -> None:
     fill_s, n_events = asyncio.run(populate(url, quick))
     print(f"\n### {name}\n")
     rate = n_events / fill_s
-    print(f"populated {n_events:,} events with `vmem session import` in {fill_s:.1f} s ({rate:,.0f} events/s)\n")
+    print(f"populated {n_events:,} events with vmem's import_records in {fill_s:.1f} s ({rate:,.0f} events/s)\n")
+    if only_import:
+        print("| measure | ADK DatabaseSessionService | vmem | speed-up |")
+        print("|---|---:|---:|---:|")
+        print_import(url, fresh_url)
+        return
     print("| measure | ADK DatabaseSessionService | vmem | speed-up |")
     print("|---|---:|---:|---:|")
     for measure, adk_s, vmem_s in asyncio.run(in_process(url, runs)):
@@ -357,6 +408,8 @@ def run_backend(name: str, url: str, quick: bool, runs: int) -> None:
         f"{vmem_rate:,.0f} events/s | {vmem_rate / adk_rate:,.1f}x |"
     )
     print(f"| export everything ({n_all:,} events) | | {all_rate:,.0f} events/s | |")
+    if fresh_url:
+        print_import(url, fresh_url)
     adk_proc, vmem_proc, floor = whole_process(url, 5)
     print(
         f"| whole process: list one user's sessions (`vmem session list` vs a script through ADK) | "
@@ -373,6 +426,7 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgres", help="comma list: sqlite, postgres")
     parser.add_argument("--quick", action="store_true", help="a tenth of the data, for a smoke run")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per in-process measure")
+    parser.add_argument("--only-import", action="store_true", help="only the import rates (issue 9's figure)")
     parser.add_argument("--measure-get", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -388,7 +442,14 @@ def main() -> None:
         if backend == "sqlite":
             workdir = Path(tempfile.mkdtemp(prefix="vmem-bench-"))
             try:
-                run_backend("sqlite", f"sqlite+aiosqlite:///{workdir / 'bench.db'}", args.quick, args.runs)
+                run_backend(
+                    "sqlite",
+                    f"sqlite+aiosqlite:///{workdir / 'bench.db'}",
+                    args.quick,
+                    args.runs,
+                    f"sqlite+aiosqlite:///{workdir / 'fresh.db'}",
+                    args.only_import,
+                )
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
         elif backend == "postgres":
@@ -397,10 +458,13 @@ def main() -> None:
                 continue
             name = f"vmem_bench_{uuid.uuid4().hex[:8]}"
             asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+            asyncio.run(_pg_admin(f'CREATE DATABASE "{name}_fresh"'))
+            base = "postgresql+asyncpg://postgres@127.0.0.1:5432/"
             try:
-                run_backend("PostgreSQL", f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}", args.quick, args.runs)
+                run_backend("PostgreSQL", base + name, args.quick, args.runs, base + name + "_fresh", args.only_import)
             finally:
                 asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}_fresh" WITH (FORCE)'))
 
 
 if __name__ == "__main__":

@@ -486,6 +486,7 @@ def load_settings(
         settings = VmemSettings(**merged)
     except ValidationError as exc:
         raise BadInput(_explain(dict(exc.errors()[0]), labels, file)) from None
+    _remember_secrets(settings)
     return LoadedSettings(settings, labels, file)
 
 
@@ -494,17 +495,66 @@ def load_settings(
 
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z0-9+]+://[^:/@]*:)(?P<pw>[^@]*)(?P<at>@)", re.IGNORECASE)
 _URL_USER_INFO = re.compile(r"(?P<head>https?://)(?P<user>[^/@?#\s]+)(?P<at>@)", re.IGNORECASE)
-_URL_SECRET_PARAM = re.compile(
-    r"(?P<head>[?&](?:password|passwd|pwd|api[_-]?key|key|token|secret|access[_-]?token)=)(?P<value>[^&#\s]*)",
+# Query parameters drivers take secrets from: ?password= (asyncpg, aiomysql, psycopg), tokens, keys.
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&;](?:password|passwd|pwd|sslpassword|secret|client_secret|token|access_token|auth_token"
+    r"|api[_-]?key|access[_-]?key|secret[_-]?key|sk|ak)=)(?P<value>[^&#\s'\"]*)",
     re.IGNORECASE,
 )
+_KNOWN_SECRETS: set[str] = set()
+
+
+def remember_secret(value: str) -> None:
+    """Register a secret value so `redact` masks it wherever it turns up (error text, tracebacks)."""
+    if len(value) >= 6:  # shorter ones would mask ordinary words; URL patterns still mask them
+        _KNOWN_SECRETS.add(value)
+        from urllib.parse import quote
+
+        _KNOWN_SECRETS.add(quote(value, safe=""))
 
 
 def mask_url(url: str) -> str:
-    """A URL with its password, secret query values and an http(s) endpoint's whole user info as ****."""
-    masked = _URL_USER_INFO.sub(lambda m: f"{m['head']}****{m['at']}", url)  # an endpoint's user may be a token
-    masked = _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", masked)
-    return _URL_SECRET_PARAM.sub(lambda m: f"{m['head']}****", masked)
+    """A URL (or text holding URLs) with the password in its user info and query replaced by ****.
+
+    An http(s) endpoint's whole user info is masked: it may be a token (MODEL_EMBEDDING_API_BASE).
+    """
+    url = _URL_USER_INFO.sub(lambda m: f"{m['head']}****{m['at']}", url)
+    url = _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", url)
+    return _QUERY_SECRET.sub(lambda m: f"{m['head']}****" if m["value"] else m[0], url)
+
+
+def redact(text: str) -> str:
+    """Text with URL passwords and every registered secret masked: the last line of defence."""
+    text = mask_url(text)
+    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "****")
+    return text
+
+
+def _remember_secrets(settings: VmemSettings) -> None:
+    for key in KEYS:
+        value = get_value(settings, key)
+        if isinstance(value, SecretStr) and value.get_secret_value():
+            raw = value.get_secret_value()
+            if key.dotted == "short_term_memory.db_url":
+                _remember_url_secrets(raw)
+            else:
+                remember_secret(raw)
+
+
+def _remember_url_secrets(url: str) -> None:
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            remember_secret(unquote(parts.password))
+        for name, value in parse_qsl(parts.query):
+            if _QUERY_SECRET.match(f"?{name}={value}"):
+                remember_secret(value)
+    except ValueError:
+        return
 
 
 def get_value(settings: VmemSettings, key: Key) -> Any:
@@ -523,8 +573,8 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
         if isinstance(value, SecretStr):
             raw = value.get_secret_value()
             shown: Any = mask_url(raw) if key.dotted.endswith("url") and raw else ("****" if raw else "")
-        elif isinstance(value, str) and "://" in value:
-            shown = mask_url(value)  # user info in an endpoint URL (MODEL_EMBEDDING_API_BASE) is a secret too
+        elif isinstance(value, str):
+            shown = mask_url(value)  # a URL setting may carry a password or token in its user info or query
         else:
             shown = value
         rows.append({"key": key.dotted, "value": shown, "env": key.env, "source": loaded.source_of(key.dotted)})

@@ -209,6 +209,9 @@ def _decode(text: str, name: str, line_offset: int = 0) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise invalid_json(name, exc, line_offset) from None
+    except RecursionError:
+        where = f"{name}: line {line_offset + 1}" if line_offset else name
+        raise BadInput(f"{where}: JSON nested too deeply") from None
     except UnicodeDecodeError as exc:
         raise BadInput(f"{name}: not UTF-8 text ({exc.reason})") from None
 

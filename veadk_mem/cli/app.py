@@ -54,7 +54,9 @@ class VmemGroup(TyperGroup):
             usage_error(exc, ctx.obj if isinstance(ctx.obj, AppState) else AppState())
             raise typer.Exit(2) from None
         except VmemError as exc:
-            _report(ctx, exc.message, exc.hint)
+            from veadk_mem.config import redact
+
+            _report(ctx, redact(exc.message), exc.hint)
             raise typer.Exit(exc.exit_code) from None
         except (typer.TyperException, typer.Exit, typer.Abort):
             raise
@@ -66,11 +68,13 @@ class VmemGroup(TyperGroup):
             raise typer.Exit(141) from None
         except Exception as exc:  # the last line of defence
             state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
+            from veadk_mem.config import redact
+
             if state.verbose:
                 import traceback
 
-                traceback.print_exc(file=sys.stderr)
-            _report(ctx, f"unexpected {type(exc).__name__}: {exc}", "run again with --verbose for a traceback")
+                sys.stderr.write(redact(traceback.format_exc()))  # no secret, even in a traceback
+            _report(ctx, redact(f"unexpected {type(exc).__name__}: {exc}"), "run again with --verbose for a traceback")
             raise typer.Exit(1) from None
 
 

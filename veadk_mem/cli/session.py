@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -41,6 +40,11 @@ SUMMARY_COLUMNS = [
 
 
 def _state(ctx: typer.Context, db_url: str | None, json_flag: bool = False) -> AppState:
+    if db_url is not None and not db_url.strip():
+        from veadk_mem.errors import BadInput
+
+        # an empty value would fall back to the configured database: never act on one not named
+        raise BadInput("--db-url: empty; give a database URL or sqlite path, or leave the option out")
     state = get_state(ctx, json_flag=json_flag)
     state.override("short_term_memory.db_url", db_url)
     return state
@@ -64,11 +68,18 @@ def _filter(app_name: str | None, user: str | None, since: str | None, until: st
     )
 
 
+def _safe(value: Any) -> Any:
+    """A table cell with terminal escape sequences neutralised (JSON output needs none of this)."""
+    from veadk_mem.sessions.timeline import terminal_safe
+
+    return terminal_safe(value)
+
+
 def _summary_row(s: SessionSummary) -> dict[str, Any]:
     return {
-        "app_name": s.app_name,
-        "user_id": s.user_id,
-        "id": s.id,
+        "app_name": _safe(s.app_name),
+        "user_id": _safe(s.user_id),
+        "id": _safe(s.id),
         "event_count": s.event_count,
         "state_keys": len(s.state),
         "create_time": s.create_time,
@@ -97,6 +108,12 @@ def _warn_all(state: AppState, store: SessionStore) -> None:
         state.render.warn(text)
 
 
+def _exit_if_damaged(store: SessionStore) -> None:
+    """Exit 1 after the output when sessions were skipped for unreadable rows (named in warnings)."""
+    if store.damaged:
+        raise typer.Exit(1)
+
+
 @app.command("list")
 @table_shaped
 def list_cmd(
@@ -114,11 +131,11 @@ def list_cmd(
     state = _state(ctx, db_url, json_flag)
     flt = _filter(app_name, user, since, until)
 
-    async def go() -> list[SessionSummary]:
+    async def go() -> tuple[list[SessionSummary], SessionStore]:
         async with _store(state) as store:
-            return await store.list_sessions(flt, limit=limit or None, offset=offset)
+            return await store.list_sessions(flt, limit=limit or None, offset=offset), store
 
-    found = run(go())
+    found, store = run(go())
     state.render.records(
         [_summary_row(s) for s in found],
         SUMMARY_COLUMNS,
@@ -129,6 +146,8 @@ def list_cmd(
         state.render.message(
             f"showing {counted(limit, 'session')}; more may exist: use --offset {offset + limit} or --limit 0"
         )
+    _warn_all(state, store)
+    _exit_if_damaged(store)
 
 
 @app.command("get")
@@ -184,7 +203,7 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
         async for data in store.iter_event_data(app_name, user, session_id, last=last):
-            chunk.append(timeline.row(ev.Event.model_validate(data)))
+            chunk.append(_safe(timeline.row(ev.Event.model_validate(data))))
             if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
                 render.table(chunk, EVENT_COLUMNS, title=title, continued=title is None)
                 chunk, title = [], None
@@ -211,21 +230,20 @@ EVENT_COLUMNS = [
 
 def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, shown: int, last: int | None) -> None:
     """The session's fields and its state, before the timeline."""
+    from veadk_mem.sessions.state import state_scope
+
     state.render.fields(
         [
-            ("app", summary.app_name),
-            ("user", summary.user_id),
-            ("session", summary.id),
+            ("app", _safe(summary.app_name)),
+            ("user", _safe(summary.user_id)),
+            ("session", _safe(summary.id)),
             ("created", local_time(summary.create_time)),
             ("updated", local_time(summary.update_time)),
             ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
             ("store", f"{store.display_url} [{store.layout.label}]"),
         ]
     )
-    state_rows = [
-        {"key": k, "scope": k.split(":", 1)[0] if k.startswith(("app:", "user:")) else "session", "value": v}
-        for k, v in summary.state.items()
-    ]
+    state_rows = [{"key": _safe(k), "scope": state_scope(k), "value": _safe(v)} for k, v in summary.state.items()]
     state.render.table(
         state_rows,
         [Column("state key", "key", no_wrap=True), Column("scope", "scope"), Column("value", "value", _json_text)],
@@ -238,7 +256,7 @@ def _json_text(value: Any) -> str:
     """A state value or delta as compact JSON, whole: the table wraps it."""
     import json
 
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return str(_safe(json.dumps(value, ensure_ascii=False, default=str)))
 
 
 @app.command("delete")
@@ -306,9 +324,13 @@ def delete_cmd(
                     f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?",
                     yes=yes,
                 )
-            return await store.delete_sessions(chosen, purge_state=purge_state)
+            # Re-checked in the deleting transaction: a session resumed while the prompt waited stays.
+            recheck = flt is not None and flt.older_than is not None
+            return await store.delete_sessions(chosen, purge_state=purge_state, recheck=recheck)
 
     report = run(go())
+    for key in report.skipped:
+        state.render.warn(f"{key}: kept, it was updated after it was listed")
     if state.json_mode:
         state.render.json(snake_keys(report.to_json()))
         return
@@ -353,16 +375,14 @@ def export_cmd(
     db_url: DbUrlOption = None,
 ) -> None:
     """Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed."""
-    from veadk_mem.errors import BadInput, StoreError
+    from veadk_mem.sessions.files import atomic_output, check_output
 
     state = _state(ctx, db_url)
     flt = _filter(app_name, user, since, until)
-    if output is not None and not output.parent.is_dir():
-        raise BadInput(f"-o {output}: no such directory: {output.parent}")
-    if output is not None and output.is_dir():
-        raise BadInput(f"-o {output}: is a directory, expected a file name")
+    if output is not None:
+        check_output(output)
 
-    async def go() -> int:
+    async def go() -> tuple[int, set[str]]:
         async with _store(state) as store:
             total = await store.count_sessions(flt)
             with state.render.progress("exporting", total) as advance:
@@ -370,24 +390,16 @@ def export_cmd(
                 if output is None:
                     await state.render.stream(pieces)
                 else:
-                    tmp = output.with_name(output.name + ".part")
-                    try:
-                        handle = tmp.open("w", encoding="utf-8")
-                    except OSError as exc:
-                        raise BadInput(f"-o {output}: cannot write: {exc.strerror}") from None
-                    try:
-                        with handle:
-                            await state.render.stream(pieces, handle)
-                        tmp.replace(output)
-                    except OSError as exc:  # a full disk, say: nothing half-written is left
-                        raise StoreError(f"-o {output}: write failed: {exc.strerror}") from None
-                    finally:
-                        tmp.unlink(missing_ok=True)
+                    with atomic_output(output) as handle:
+                        await state.render.stream(pieces, handle)
             _warn_all(state, store)
-            return total
+            return total, set(store.damaged)
 
-    total = run(go())
-    state.render.message(f"exported {counted(total, 'session')}" + (f" to {output}" if output else ""))
+    total, damaged = run(go())
+    state.render.message(f"exported {counted(total - len(damaged), 'session')}" + (f" to {output}" if output else ""))
+    if damaged:
+        state.render.warn(f"{counted(len(damaged), 'session')} not exported: unreadable rows (named above)")
+        raise typer.Exit(1)
 
 
 @app.command("import")
@@ -396,101 +408,64 @@ def import_cmd(
     source: Annotated[
         str, typer.Argument(metavar="FILE|-", help="Export file (JSONL, JSON or a JSON list); - for stdin.")
     ],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Write sessions the database holds in a newer version than the file's."),
+    ] = False,
     db_url: DbUrlOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check every record and count; write nothing.")] = False,
     json_flag: JsonOption = False,
 ) -> None:
-    """Import sessions (upsert, one transaction per session); every line is checked before anything is written."""
-    import shutil
-    import tempfile
+    """Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written."""
+    import contextlib
+    import os
 
-    from veadk_mem.sessions.store import iter_import_records
+    from veadk_mem.sessions.importer import import_file, spooled_stdin
 
     state = _state(ctx, db_url, json_flag)
-    spool: Path | None = None
-    path: str = source
     name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file
-    if source == "-":  # stdin is read twice (check, then write): spool it to a file
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as handle:
-            shutil.copyfileobj(sys.stdin, handle)
-        spool = Path(handle.name)
-        path = str(spool)
-    try:
-        counts = _check_import(state, path, name)
-        if dry_run:
-            if state.json_mode:
-                state.render.json({"dry_run": True, **counts})
-            else:
-                state.render.message(
-                    f"dry run: would import {counted(counts['sessions'], 'session')}, "
-                    f"{counted(counts['events'], 'event')}, {counted(counts['app_states'], 'app state')}, "
-                    f"{counted(counts['user_states'], 'user state')}; nothing written"
-                )
-            return
 
-        async def go() -> Any:
-            async with _store(state, create=True) as store:
-                with state.render.progress("importing sessions", counts["sessions"]) as advance:
-                    records, done = _counting_sessions(iter_import_records(path, name), advance)
-                    return await store.import_records(records, progress=done)
+    async def go(path: str) -> Any:
+        with contextlib.ExitStack() as stack:
+            bar: list[Any] = []
 
-        report = run(go())
-    finally:
-        if spool is not None:
-            spool.unlink(missing_ok=True)
+            def on_total(total: int) -> None:
+                bar.append(stack.enter_context(state.render.progress("importing sessions", total)))
+
+            def advance(n: int) -> None:
+                if bar:
+                    bar[0](n)
+
+            big = os.path.getsize(path) > CHECK_PROGRESS_BYTES
+            checking = stack.enter_context(state.render.progress("checking sessions")) if big else None
+            store = _store(state, create=True)
+            return await import_file(
+                store, path, name, force=force, progress=advance, on_total=on_total, checking=checking, dry_run=dry_run
+            )
+
+    if source == "-":  # stdin is read twice (check, then write): spool it to a private file
+        with spooled_stdin() as spool:
+            report = run(go(str(spool)))
+    else:
+        report = run(go(source))
+    for key in report.skipped:
+        state.render.warn(f"{key}: not imported, the database holds a newer version (changed meanwhile; --force)")
     if state.json_mode:
-        state.render.json({"dry_run": False, **snake_keys(report.to_json())})
-        return
-    created = " (created ADK v1 tables)" if report.created_tables else ""
-    replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
-    state.render.message(
-        f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
-        f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
-    )
+        state.render.json(snake_keys(report.to_json()))
+    elif dry_run:
+        state.render.message(
+            f"dry run: would import {counted(report.sessions, 'session')}, {counted(report.events, 'event')}, "
+            f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}; nothing written"
+        )
+    else:
+        created = " (created ADK v1 tables)" if report.created_tables else ""
+        replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
+        state.render.message(
+            f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
+            f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
+        )
+    if report.skipped:
+        raise typer.Exit(1)
 
 
 CHECK_PROGRESS_BYTES = 1 << 20  # files above this show a progress bar while they are checked
-
-
-def _check_import(state: AppState, path: str, name: str | None) -> dict[str, int]:
-    """Validate every record before anything is written (BadInput names the line); count them.
-    A large file shows a progress bar counting sessions, as the import after it does."""
-    import os
-    from contextlib import nullcontext
-
-    from veadk_mem import events as ev
-    from veadk_mem.sessions.store import iter_import_records
-
-    counts = {"sessions": 0, "events": 0, "app_states": 0, "user_states": 0}
-    big = os.path.getsize(path) > CHECK_PROGRESS_BYTES
-    bar = state.render.progress("checking sessions") if big else nullcontext(lambda n=1: None)
-    with bar as advance:
-        for record in iter_import_records(path, name):
-            if isinstance(record, ev.Session):
-                counts["sessions"] += 1
-                counts["events"] += len(record.events)
-                advance(1)
-            elif record.get("kind") == "app_state":
-                counts["app_states"] += 1
-            else:
-                counts["user_states"] += 1
-    return counts
-
-
-def _counting_sessions(records: Any, advance: Any) -> tuple[Any, Any]:
-    """The records, and a per-record progress callback that advances only for sessions, so the
-    bar counts what the summary counts (state records are not sessions)."""
-    from veadk_mem import events as ev
-
-    last: list[Any] = [None]
-
-    def tracked() -> Any:
-        for record in records:
-            last[0] = record
-            yield record
-
-    def done(n: int = 1) -> None:
-        if isinstance(last[0], ev.Session):
-            advance(n)
-
-    return tracked(), done

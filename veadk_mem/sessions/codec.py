@@ -155,9 +155,24 @@ def camel_event(data: dict[str, Any]) -> dict[str, Any]:
     return _camel(shape, data)
 
 
+def _json_options() -> dict[str, Any]:
+    try:
+        to_json(0.0, inf_nan_mode="null")
+    except TypeError:  # pydantic-core before inf_nan_mode: its default already writes null
+        return {}
+    return {"inf_nan_mode": "null"}
+
+
+_JSON_OPTIONS = _json_options()
+
+
 def dumps(data: Any) -> str:
-    """Compact JSON, non-ASCII kept, as Session.to_json writes it (pydantic-core's fast encoder)."""
-    return to_json(data).decode("utf-8")
+    """Compact JSON, non-ASCII kept, as Session.to_json writes it (pydantic-core's fast encoder).
+
+    NaN and infinities (stored by an agent in state, say) are written as null, as ADK's own
+    `model_dump_json` does: bare NaN is not JSON.
+    """
+    return to_json(data, **_JSON_OPTIONS).decode("utf-8")
 
 
 # --- rows -> event data -----------------------------------------------------------------

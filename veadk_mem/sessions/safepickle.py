@@ -17,9 +17,10 @@ import base64
 import datetime as _dt
 import decimal
 import io
+import pathlib
 import pickle
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 # Modules whose classes are pydantic models or enums ADK pickles inside EventActions.
@@ -27,6 +28,10 @@ from typing import Any
 _MODEL_MODULE_PREFIXES = ("google.adk.", "google.genai.", "fastapi.openapi.", "pydantic.")
 
 _MAX_BYTES_ARG = 1 << 20
+# Bounds on one payload, so a hostile row costs that event its actions, never the command:
+MAX_PICKLE_BYTES = 16 << 20  # the payload itself
+MAX_DEPTH = 100  # nesting of the decoded value (deeper raised RecursionError)
+MAX_NODES = 200_000  # values visited while flattening ("billion laughs" by memo references)
 
 
 class Refused(pickle.UnpicklingError):
@@ -87,7 +92,26 @@ _SAFE_GLOBALS: dict[tuple[str, str], Any] = {
     ("datetime", "timezone"): _dt.timezone,
     ("decimal", "Decimal"): decimal.Decimal,
     ("uuid", "UUID"): uuid.UUID,
+    # As ADK 2.13's own allow-list (google/adk/sessions/_restricted_pickle.py): a defaultdict's
+    # factory is stored, never called; paths are built from their parts and touch no file.
+    ("collections", "defaultdict"): defaultdict,
+    **{
+        (module, name): getattr(pathlib, "Pure" + name.removeprefix("Pure"))
+        for module in ("pathlib", "pathlib._local")
+        for name in ("PurePosixPath", "PureWindowsPath", "PosixPath", "WindowsPath")
+    },
 }
+
+# Globals we resolve that ADK's list does not name, and why they are safe: protocol 0-2
+# internals (bytes, old-style object reconstruction) and two inert builtins.
+EXTRA_GLOBALS = frozenset(
+    {
+        ("builtins", "frozenset"),
+        ("builtins", "object"),
+        ("_codecs", "encode"),
+        ("copyreg", "_reconstructor"),
+    }
+)
 
 
 class _Stub:
@@ -142,46 +166,77 @@ class RestrictedUnpickler(pickle.Unpickler):
         raise Refused("refusing persistent ids")
 
 
+class TooLarge(pickle.UnpicklingError):
+    """A payload beyond the bounds (size, depth, number of values) this module decodes."""
+
+
 def plain(value: Any) -> Any:
-    """Turn an unpickled value into JSON-ready data: stand-ins become dicts or enum values."""
+    """Turn an unpickled value into JSON-ready data: stand-ins become dicts or enum values.
+
+    Bounded: TooLarge past MAX_DEPTH levels or MAX_NODES values, so neither a deeply
+    nested payload nor one sharing a list a billion times (memo references) gets far.
+    """
+    budget = [MAX_NODES]
+    return _plain(value, 0, budget)
+
+
+def _plain(value: Any, depth: int, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise TooLarge(f"more than {MAX_NODES:,} values")
+    if depth > MAX_DEPTH:
+        raise TooLarge(f"nested deeper than {MAX_DEPTH} levels")
+    d = depth + 1
     if isinstance(value, _Stub):
         state = value._stub_state
         if state is None:
             args = value._stub_args
-            return plain(args[0]) if len(args) == 1 else [plain(a) for a in args]
+            return _plain(args[0], d, budget) if len(args) == 1 else [_plain(a, d, budget) for a in args]
         if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict):
             state = {**state[0], **(state[1] or {})}  # (dict, slots) form
         if isinstance(state, dict) and "__dict__" in state:
             fields = dict(state.get("__dict__") or {})
             fields.update(state.get("__pydantic_extra__") or {})
             state = fields
-        return plain(state)
+        return _plain(state, d, budget)
     if isinstance(value, dict):
-        return {str(plain(k)) if not isinstance(k, str) else k: plain(v) for k, v in value.items()}
+        return {
+            (k if isinstance(k, str) else str(_plain(k, d, budget))): _plain(v, d, budget) for k, v in value.items()
+        }
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [plain(v) for v in value]
+        return [_plain(v, d, budget) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
         return value.isoformat()
     if isinstance(value, _dt.timedelta):
         return value.total_seconds()
-    if isinstance(value, (decimal.Decimal, uuid.UUID, _dt.timezone)):
+    if isinstance(value, (decimal.Decimal, uuid.UUID, _dt.timezone, pathlib.PurePath)):
         return str(value)
     return value
 
 
 def decode_actions(data: bytes | bytearray | memoryview | None) -> dict[str, Any]:
-    """The plain-data EventActions in a v0 `actions` value; raises pickle.UnpicklingError if refused."""
+    """The plain-data EventActions in a v0 `actions` value; raises pickle.UnpicklingError if refused.
+
+    Whatever the payload (crafted, corrupt, too large, too deep), the only exception is
+    UnpicklingError, so the caller shows that one event without its actions.
+    """
     if data is None:
         return {}
+    if len(data) > MAX_PICKLE_BYTES:
+        raise TooLarge(f"{len(data):,} bytes, more than {MAX_PICKLE_BYTES:,}")
     try:
         value = RestrictedUnpickler(io.BytesIO(bytes(data))).load()
-    except Refused:
+        result = plain(value)
+    except (Refused, TooLarge):
         raise
+    except RecursionError:
+        raise TooLarge("nested too deeply") from None
+    except MemoryError:
+        raise TooLarge("too large to decode") from None
     except Exception as exc:  # truncated or corrupt payloads
         raise pickle.UnpicklingError(f"undecodable pickle ({type(exc).__name__}: {exc})") from None
-    result = plain(value)
     if not isinstance(result, dict):
         raise pickle.UnpicklingError(f"expected EventActions, found {type(result).__name__}")
     return result

@@ -12,12 +12,18 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 
 
+_MAX_SECONDS = 1000 * 365.25 * 86400  # further back than any time column holds (MySQL: year 1000)
+
+
 def parse_duration(text: str, option: str = "--older-than") -> float:
     """`30d`, `12h`, `90m`, `2w`, `45s` -> seconds."""
     match = _DURATION.match(text)
     if not match:
         raise BadInput(f"{option}: expected a duration such as 30d, 12h, 90m or 2w, got {text!r}")
-    return float(match[1]) * _UNITS[match[2].lower()]
+    seconds = float(match[1]) * _UNITS[match[2].lower()]
+    if seconds > _MAX_SECONDS:
+        raise BadInput(f"{option}: {text} is more than 1,000 years")
+    return seconds
 
 
 def parse_time(text: str, option: str = "--since", now: float | None = None) -> float:

@@ -1,0 +1,65 @@
+"""Driver and connection failures as one-line, secret-free VmemErrors; which ones a retry fixes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from veadk_mem.config import mask_url, redact
+from veadk_mem.errors import StoreError, VmemError
+
+if TYPE_CHECKING:
+    pass
+
+
+_AUTH_HINTS = ("password authentication failed", "access denied", "invalidpassword", "authentication failed")
+
+
+def describe_db_error(exc: BaseException, url: str, password: str = "", busy_timeout: float = 0) -> VmemError:
+    """A one-line, secret-free VmemError for a driver or connection failure."""
+    if isinstance(exc, VmemError):
+        return exc
+    orig = getattr(exc, "orig", None) or exc
+    text = " ".join(str(orig).split()) or type(orig).__name__
+    if password:
+        text = text.replace(password, "****")
+    text = redact(text)[:300]
+    where = mask_url(url)
+    low = text.lower()
+    if "database is locked" in low or "database table is locked" in low:
+        return StoreError(
+            f"{where}: database is locked by another writer (waited {busy_timeout:g} s); nothing was changed",
+            hint="an agent is writing to it: retry, or raise the wait with VMEM_SQLITE_BUSY_TIMEOUT (seconds)",
+        )
+    if "max_allowed_packet" in low or "packet bigger" in low or "packet too large" in low:
+        return StoreError(
+            f"{where}: the server refused a statement larger than its max_allowed_packet: {text}",
+            hint="raise max_allowed_packet on the MariaDB/MySQL server",
+        )
+    if "during query" in low or "server has gone away" in low:  # connected, then dropped mid-statement
+        return StoreError(
+            f"{where}: the server closed the connection during a statement: {text}",
+            hint="MariaDB/MySQL does this for a statement larger than its max_allowed_packet; "
+            "else check the server's log",
+        )
+    if any(h in low for h in _AUTH_HINTS) or type(orig).__name__ == "InvalidPasswordError":
+        return StoreError(f"{where}: authentication failed: {text}", hint="check the user and password")
+    if isinstance(orig, OSError) or "connect" in low or "refused" in low or "name or service" in low:
+        return StoreError(f"{where}: cannot connect: {text}", hint="is the database server running and reachable?")
+    return StoreError(f"{where}: {type(orig).__name__}: {text}")
+
+
+def _retryable(exc: BaseException) -> bool:
+    """True for a deadlock or serialization failure: the transaction was rolled back whole."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).lower()
+    code = str(getattr(orig, "sqlstate", "") or getattr(orig, "pgcode", "") or "")
+    return "deadlock" in text or "1213" in text or "could not serialize" in text or code in ("40001", "40P01")
+
+
+def _concurrent_ddl(exc: BaseException) -> bool:
+    """True for the errors of a table, index or metadata row another creator just made."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return any(
+        hint in text
+        for hint in ("already exists", "duplicate key", "duplicate entry", "unique constraint", "1050", "1061")
+    )

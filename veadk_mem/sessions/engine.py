@@ -1,0 +1,213 @@
+"""Engine setup and locking: the connection, sqlite's transaction discipline, the layout.
+
+`StoreBase` owns the engine; the read, export, delete and import mixins build on it and
+`SessionStore` (store.py) puts them together."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from veadk_mem.config import mask_url
+from veadk_mem.errors import BadInput, StoreError, VmemError
+from veadk_mem.sessions.dberrors import describe_db_error
+from veadk_mem.sessions.driver import DriverPlan, skip_idle_rollback
+from veadk_mem.sessions.layout import (
+    Layout,
+    Tables,
+    build_tables,
+    detect_layout,
+)
+from veadk_mem.sessions.url import sqlite_file
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from veadk_mem.config import VmemSettings
+
+
+class StoreBase:
+    """ADK session tables in one database: the engine and what every job needs."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = False,
+        busy_timeout: float | None = None,
+        schema: str = "",
+        password: str = "",
+    ) -> None:
+        from veadk_mem.sessions.url import to_async_url
+
+        self.url = to_async_url(url)
+        self.create = create
+        env_timeout = os.environ.get("VMEM_SQLITE_BUSY_TIMEOUT", "") or "10"
+        try:
+            self.busy_timeout = busy_timeout if busy_timeout is not None else float(env_timeout)
+        except ValueError:
+            raise BadInput(f"VMEM_SQLITE_BUSY_TIMEOUT: expected seconds, got {env_timeout!r}") from None
+        self.schema = schema
+        self._password = password
+        self._engine: AsyncEngine | None = None
+        self._reader: AsyncEngine | None = None
+        self._tables: Tables | None = None
+        self._stmts: dict[Any, Any] = {}
+        self._plans: dict[Any, DriverPlan | None] = {}
+        self._state_rows: set[tuple[str, str | None]] = set()
+        self.layout: Layout = Layout.EMPTY
+        self.warnings: list[str] = []
+        self.damaged: list[str] = []  # sessions skipped because a stored row could not be read
+
+    @classmethod
+    def from_settings(cls, settings: VmemSettings, *, create: bool = False) -> Self:
+        """The store VeADK's ShortTermMemory would use under these settings (NotSupported for 'local')."""
+        from veadk_mem.sessions.url import session_db_url
+
+        url = session_db_url(settings)
+        password = ""
+        schema = ""
+        if not settings.short_term_memory.db_url.get_secret_value():
+            backend = settings.short_term_memory.backend
+            if backend == "postgresql":
+                password = settings.database.postgresql.password.get_secret_value()
+                schema = settings.database.postgresql.schema_
+            elif backend == "mysql":
+                password = settings.database.mysql.password.get_secret_value()
+        else:
+            from sqlalchemy.engine import make_url
+
+            try:
+                password = str(make_url(url).password or "")
+            except Exception:
+                password = ""
+        return cls(url, create=create, schema=schema, password=password)
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def dialect(self) -> str:
+        return self.url.split("+", 1)[0].split(":", 1)[0]
+
+    @property
+    def display_url(self) -> str:
+        """The database URL with its password masked."""
+        return mask_url(self.url)
+
+    def _sqlite_path(self) -> str | None:
+        return sqlite_file(self.url)
+
+    async def open(self) -> None:
+        """Connect, and detect the layout; a database with no ADK tables is an error unless create=True."""
+        from sqlalchemy import event
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        kwargs: dict[str, Any] = {}
+        path = self._sqlite_path()
+        if self.dialect == "sqlite":
+            if path is not None and Path(path).is_dir():
+                raise BadInput(f"{path}: is a directory, expected a sqlite file", hint="check --db-url")
+            if path is not None and not Path(path).exists():
+                if not self.create:
+                    raise StoreError(
+                        f"{path}: no such sqlite file",
+                        hint="check short_term_memory.local_database_path or --db-url; VeADK creates it on first use",
+                    )
+                from veadk_mem.sessions.files import create_private
+
+                create_private(Path(path))  # mode 0600, like the long-term store: sessions hold chat text
+            kwargs["connect_args"] = {"timeout": self.busy_timeout}
+            kwargs["pool_reset_on_return"] = None  # see driver.skip_idle_rollback
+        elif self.dialect == "postgresql" and self.schema:
+            kwargs["connect_args"] = {"server_settings": {"search_path": self.schema}}
+        try:
+            engine = create_async_engine(self.url, **kwargs)
+        except Exception as exc:
+            raise BadInput(
+                f"{self.display_url}: invalid database URL ({type(exc).__name__})",
+                hint="URL-encode special characters in the user and password: p@ss:word -> p%40ss%3Aword",
+            ) from None
+        if self.dialect == "sqlite":
+            # Own the transactions: BEGIN (IMMEDIATE for writers) so a write waits on the
+            # busy timeout up front instead of failing half-way through.
+            @event.listens_for(engine.sync_engine, "connect")
+            def _connect(dbapi_conn: Any, record: Any) -> None:
+                dbapi_conn.isolation_level = None
+
+            @event.listens_for(engine.sync_engine, "begin")
+            def _begin(conn: Any) -> None:
+                # Readers run each statement on its own (autocommit); writers take the write
+                # lock first, so a busy database makes them wait or fail before any change.
+                if conn.get_execution_options().get("vmem_write"):
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+            event.listen(engine.sync_engine, "reset", skip_idle_rollback)
+
+        self._engine = engine
+        try:
+            async with engine.connect() as conn:
+                self.layout = await conn.run_sync(detect_layout)
+        except ValueError as exc:
+            await self.close()
+            raise StoreError(f"{self.display_url}: {exc}") from None
+        except Exception as exc:
+            await self.close()
+            raise describe_db_error(exc, self.url, self._password, self.busy_timeout) from None
+        if self.layout is Layout.EMPTY and not self.create:
+            await self.close()
+            raise StoreError(
+                f"{self.display_url}: no ADK session tables (sessions, events) in this database",
+                hint="is this the database your agent uses? ADK creates the tables on first use",
+            )
+        self._tables = build_tables(self.layout)
+
+    async def close(self) -> None:
+        self._reader = None
+        if self._engine is not None:
+            await self._engine.dispose()
+            self._engine = None
+
+    @property
+    def tables(self) -> Tables:
+        if self._tables is None:
+            raise RuntimeError("SessionStore is not open")
+        return self._tables
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError("SessionStore is not open")
+        return self._engine
+
+    def _fail(self, exc: BaseException) -> VmemError:
+        return describe_db_error(exc, self.url, self._password, self.busy_timeout)
+
+    @property
+    def reader(self) -> AsyncEngine:
+        """The engine for reads: autocommit on PostgreSQL (no BEGIN/ROLLBACK round trips), else the engine."""
+        if self._reader is None:
+            self._reader = (
+                self.engine.execution_options(isolation_level="AUTOCOMMIT")
+                if self.dialect == "postgresql"
+                else self.engine
+            )
+        return self._reader
+
+    def key_eq(self, column: Any, value: Any) -> Any:
+        """column == value, exactly: on MySQL/MariaDB also byte for byte, not by the column's collation.
+
+        A case-insensitive, PAD SPACE collation (utf8mb4_general_ci, MariaDB's default) takes
+        "Order-1", "order-1" and "order-1 " for one id; get and delete by id must not.
+        """
+        from sqlalchemy import LargeBinary, String, and_, cast, literal
+
+        if self.dialect != "mysql":
+            return column == value
+        typed = literal(value, String()) if isinstance(value, str) else value
+        return and_(column == value, cast(column, LargeBinary) == cast(typed, LargeBinary))

@@ -1,0 +1,282 @@
+"""Session import: read and check an export file, then write it in batched transactions.
+
+The file is read twice: first every record is parsed and checked against the target's
+limits (`limits.py`), the session keys are checked for collisions under the target's
+collation and for stored sessions newer than the file; only then is anything written.
+Stdin is spooled to a private temporary file for the two passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.errors import BadInput
+
+if TYPE_CHECKING:
+    from veadk_mem import events as ev
+    from veadk_mem.sessions.limits import Limits
+    from veadk_mem.sessions.store import Progress, SessionStore
+
+SPOOL_PREFIX = "vmem-stdin-"
+_STALE_AGE = 24 * 3600  # a spool or .part file older than this belongs to no running vmem
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote (sessions counts only committed ones)."""
+
+    sessions: int = 0
+    events: int = 0
+    app_states: int = 0
+    user_states: int = 0
+    layout: str = ""
+    created_tables: bool = False
+    replaced: int = 0  # sessions that were already there and were written over, not duplicated
+    skipped: list[str] = field(default_factory=list)  # sessions newer in the database (see --force)
+    dry_run: bool = False  # checked and counted; nothing written
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "sessions": self.sessions,
+            "replaced": self.replaced,
+            "events": self.events,
+            "appStates": self.app_states,
+            "userStates": self.user_states,
+            "layout": self.layout,
+            "createdTables": self.created_tables,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True)
+class FileKey:
+    """One session of an import file: its key, its lastUpdateTime, and where it is."""
+
+    app_name: str
+    user_id: str
+    id: str
+    update_time: float
+    where: str
+
+    def __str__(self) -> str:
+        return f"{self.app_name}/{self.user_id}/{self.id}"
+
+
+def file_update_time(session: ev.Session) -> float:
+    """The update time an import stores for `session`: lastUpdateTime, else its newest event."""
+    stamps = [e.timestamp for e in session.events]
+    return session.last_update_time or (max(stamps) if stamps else 0.0)
+
+
+# --- records ------------------------------------------------------------------------------
+
+
+def _check_state_record(data: dict[str, Any], where: str) -> dict[str, Any]:
+    kind = data["kind"]
+    fields = ("appName", "state") if kind == "app_state" else ("appName", "userId", "state")
+    record: dict[str, Any] = {"kind": kind}
+    for name in fields:
+        snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+        value = data.get(name, data.get(snake))
+        expected: type = dict if name == "state" else str
+        if not isinstance(value, expected):
+            raise BadInput(f"{where}: $.{name}: expected {'an object' if expected is dict else 'a string'}")
+        record[name] = value
+    return record
+
+
+def _fill_event_ids(session: ev.Session, where: str) -> None:
+    seen: set[str] = set()
+    for index, event in enumerate(session.events):
+        if not event.id:
+            event.id = str(
+                uuid.uuid5(uuid.NAMESPACE_URL, f"vmem:{session.app_name}/{session.user_id}/{session.id}/{index}")
+            )
+        if event.id in seen:
+            raise BadInput(f"{where}: $.events[{index}].id: duplicate event id {event.id!r}")
+        seen.add(event.id)
+
+
+def iter_checked(
+    source: str | Path, name: str | None = None, limits: Limits | None = None
+) -> Iterator[tuple[str, ev.Session | dict[str, Any]]]:
+    """(where, record) for each session and app_state / user_state record, validated.
+
+    With `limits`, also every value the target database would refuse at write time.
+    """
+    from veadk_mem.events import iter_documents
+
+    for where, data in iter_documents(source, name):
+        try:
+            yield _checked(where, data, limits)
+        except RecursionError:
+            raise BadInput(f"{where}: JSON nested too deeply") from None
+
+
+def _checked(where: str, data: Any, limits: Limits | None) -> tuple[str, ev.Session | dict[str, Any]]:
+    from veadk_mem.events import STATE_RECORD_KINDS, parse_session
+
+    if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
+        record = _check_state_record(data, where)
+        if limits is not None:
+            limits.check(where, data, None)
+        return where, record
+    session = parse_session(data, where)
+    for field_name, value in (("appName", session.app_name), ("userId", session.user_id), ("id", session.id)):
+        if not value:
+            raise BadInput(f"{where}: $.{field_name}: must not be empty")
+    _fill_event_ids(session, where)
+    if limits is not None:
+        limits.check(where, data, session)
+    return where, session
+
+
+def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[ev.Session | dict[str, Any]]:
+    """Sessions and app_state / user_state records of a JSON, JSON list or JSONL file, validated."""
+    for _, record in iter_checked(source, name):
+        yield record
+
+
+def validate_import(source: str | Path, name: str | None = None) -> int:
+    """Check every record of an export file; BadInput naming the line of the first bad one. Returns the count."""
+    return sum(1 for _ in iter_checked(source, name))
+
+
+# --- the whole import ---------------------------------------------------------------------
+
+
+async def import_file(
+    store: SessionStore,
+    source: str | Path,
+    name: str | None = None,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    on_total: Any = None,
+    checking: Progress | None = None,
+    dry_run: bool = False,
+) -> ImportReport:
+    """Open `store`, check the whole file against it, then write it; see the module docstring.
+
+    `on_total(n)` is called with the number of sessions once they are counted, `checking(1)`
+    for each session checked (progress bars). A session stored with a newer update time than
+    the file's is refused (BadInput naming it) unless `force`. A sqlite file that does not
+    exist yet is only created once the file has passed every check. `dry_run` checks and
+    counts everything and writes nothing.
+    """
+    keys: list[FileKey] = []
+    counts = ImportReport(dry_run=dry_run)
+
+    def first_pass(limits: Limits) -> None:
+        for where, record in iter_checked(source, name, limits):
+            if isinstance(record, dict):
+                if record.get("kind") == "app_state":
+                    counts.app_states += 1
+                else:
+                    counts.user_states += 1
+                continue
+            counts.sessions += 1
+            counts.events += len(record.events)
+            keys.append(FileKey(record.app_name, record.user_id, record.id, file_update_time(record), where))
+            if checking is not None:
+                checking(1)
+
+    offline = store.offline_limits()
+    if offline is not None:
+        first_pass(offline)
+        if dry_run:  # a sqlite file that does not exist yet: nothing in it to clash with
+            return counts
+    async with store:
+        if offline is None:
+            first_pass(await store.limits())
+        clashes = await store.key_collisions(keys)
+        if clashes:
+            shown = "; ".join(clashes[:5]) + (" ..." if len(clashes) > 5 else "")
+            raise BadInput(
+                f"session ids that differ only in case, accents or trailing spaces are one session under "
+                f"{store.display_url}'s collation, and would overwrite each other: {shown}",
+                hint="rename them in the file, or give the tables a binary (…_bin) collation",
+            )
+        if not force:
+            newer = await store.newer_sessions(keys)
+            if newer:
+                shown = ", ".join(newer[:5]) + (" ..." if len(newer) > 5 else "")
+                raise BadInput(
+                    f"{len(newer)} session(s) in the database have changed since this file was written, "
+                    f"importing would drop their newer events: {shown}",
+                    hint="export them first, or use --force to write the file's version over them",
+                )
+        if dry_run:
+            counts.layout = store.layout.value
+            return counts
+        if on_total is not None:
+            on_total(counts.sessions)
+        records = (record for _, record in iter_checked(source, name))
+        return await store.import_records(records, force=force, progress=progress)
+
+
+# --- stdin spool and stale temporary files --------------------------------------------------
+
+
+def spool_dir() -> Path:
+    """Where stdin spools go: a private directory under the user's cache."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vmem"
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        base.chmod(0o700)
+    return base
+
+
+def remove_stale(directory: Path, pattern: str, *, max_age: float = _STALE_AGE) -> int:
+    """Delete files matching `pattern` in `directory` untouched for `max_age` seconds (left by kill -9)."""
+    removed = 0
+    cutoff = time.time() - max_age
+    try:
+        candidates = list(directory.glob(pattern))
+    except OSError:
+        return 0
+    for path in candidates:
+        try:
+            info = path.lstat()
+            if info.st_mtime < cutoff and (path.is_symlink() or path.is_file()):
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+@contextlib.contextmanager
+def spooled_stdin() -> Iterator[Path]:
+    """Stdin copied as bytes to a file only this user can read, removed afterwards.
+
+    Spools older than a day (a vmem killed with -9) are removed first. Bytes are copied
+    unchanged, so non-UTF-8 input is reported by the reader naming <stdin>, not as a crash.
+    """
+    directory = spool_dir()
+    remove_stale(directory, SPOOL_PREFIX + "*")
+    fd, name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".jsonl", dir=directory)  # mode 0600, O_EXCL
+    path = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            stream = getattr(sys.stdin, "buffer", None)
+            if stream is None:  # a text-only stdin (tests): encode what it gives
+                for chunk in iter(lambda: sys.stdin.read(1 << 16), ""):
+                    handle.write(chunk.encode("utf-8", "surrogateescape"))
+            else:
+                for block in iter(lambda: stream.read(1 << 16), b""):
+                    handle.write(block)
+        yield path
+    finally:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,244 @@
+"""Read queries: lists, summaries, one session and its events, streamed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.bulk import bulk_objects
+from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.sessions.codec import camel_event, dumps, event_from_row
+from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.statements import Statements
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from veadk_mem import events as ev
+
+
+class Reads(Statements):
+    """Sessions, summaries and events, read in short autocommit statements."""
+
+    async def _states(
+        self, conn: AsyncConnection, apps: Iterable[str], pairs: Iterable[tuple[str, str]]
+    ) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
+        from sqlalchemy import select
+
+        t = self.tables
+        app_list = sorted(set(apps))
+        pair_set = set(pairs)
+        app_states: dict[str, dict[str, Any]] = {}
+        user_states: dict[tuple[str, str], dict[str, Any]] = {}
+        for i in range(0, len(app_list), _BATCH):
+            chunk = app_list[i : i + _BATCH]
+            rows = await conn.execute(
+                select(t.app_states.c.app_name, t.app_states.c.state).where(t.app_states.c.app_name.in_(chunk))
+            )
+            for row in rows:
+                app_states[row.app_name] = dict(row.state or {})
+            users = sorted({u for a, u in pair_set if a in chunk})
+            for j in range(0, len(users), _BATCH):
+                rows = await conn.execute(
+                    select(t.user_states.c.app_name, t.user_states.c.user_id, t.user_states.c.state).where(
+                        t.user_states.c.app_name.in_(chunk), t.user_states.c.user_id.in_(users[j : j + _BATCH])
+                    )
+                )
+                for row in rows:
+                    if (row.app_name, row.user_id) in pair_set:
+                        user_states[(row.app_name, row.user_id)] = dict(row.state or {})
+        return app_states, user_states
+
+    async def list_sessions(
+        self, flt: SessionFilter | None = None, *, limit: int | None = None, offset: int = 0, oldest_first: bool = False
+    ) -> list[SessionSummary]:
+        """Sessions matching `flt`, newest update first, without loading any event."""
+        try:
+            async with self.reader.connect() as conn:
+                return await self._summaries(conn, flt, limit=limit, offset=offset, oldest_first=oldest_first)
+        except Exception as exc:
+            raise self._fail(exc) from None
+
+    async def count_sessions(self, flt: SessionFilter | None = None) -> int:
+        """How many sessions match."""
+        from sqlalchemy import func, select
+
+        try:
+            async with self.reader.connect() as conn:
+                stmt = select(func.count()).select_from(self.tables.sessions).where(*self._session_where(flt))
+                return int((await conn.execute(stmt)).scalar_one())
+        except Exception as exc:
+            raise self._fail(exc) from None
+
+    async def get_summary(self, app: str, user: str, session_id: str) -> SessionSummary:
+        """One session's summary; NotFound (exit 3) when it does not exist."""
+        try:
+            async with self.reader.connect() as conn:
+                return await self._one_summary(conn, app, user, session_id)
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc) from None
+
+    async def _one_summary(self, conn: AsyncConnection, app: str, user: str, session_id: str) -> SessionSummary:
+        found = await self._summaries(conn, None, None, one=(app, user, session_id))
+        if not found and f"{app}/{user}/{session_id}" in self.damaged:
+            raise StoreError(self.warnings[-1].removesuffix("; skipped"))
+        if not found:
+            raise NotFound(f"session {app}/{user}/{session_id}: not found in {self.display_url}")
+        return found[0]
+
+    async def find_sessions(self, keys: Sequence[SessionKey]) -> list[SessionSummary]:
+        """Summaries of the named sessions; NotFound naming every one that does not exist."""
+        found: list[SessionSummary] = []
+        try:
+            async with self.reader.connect() as conn:
+                for i in range(0, len(keys), _BATCH):
+                    found += await self._summaries(conn, None, keys[i : i + _BATCH])
+        except Exception as exc:
+            raise self._fail(exc) from None
+        wanted = set(keys)
+        found = [s for s in found if s.key in wanted]  # MySQL's collation matches more than the exact key
+        missing = [str(k) for k in keys if k not in {s.key for s in found}]
+        if missing:
+            raise NotFound(f"session not found: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+        return found
+
+    async def _stream_event_rows(self, conn: AsyncConnection, stmt: Any) -> AsyncIterator[Any]:
+        result = await conn.stream(stmt)
+        async for partition in result.partitions(_BATCH):
+            for row in partition:
+                yield row
+
+    async def _event_data(
+        self, conn: AsyncConnection, app: str, user: str, session_id: str, last: int | None, expected: int = -1
+    ) -> AsyncIterator[dict[str, Any]]:
+        from sqlalchemy import bindparam
+
+        name = "events" if last is None else "events_last"
+        stmt = self._stmts.get(name)
+        if stmt is None:
+            e = self.tables.events.c
+            where = [
+                e.app_name == bindparam("k_app"),
+                e.user_id == bindparam("k_user"),
+                e.session_id == bindparam("k_id"),
+            ]
+            stmt = self._stmts[name] = self._events_stmt(where, None if last is None else -1)
+        params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
+        if last is not None:
+            params["k_last"] = last
+        tables, warnings = self.tables, self.warnings
+
+        def decode(row: Any) -> dict[str, Any]:
+            try:
+                return event_from_row(tables, row, warnings)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise StoreError(
+                    f"session {app}/{user}/{session_id}: event {row.id} is not readable "
+                    f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]})"
+                ) from None
+
+        if 0 <= expected <= _BATCH:  # small: one round trip beats a server-side cursor
+            for row in await self._fetch_all(conn, stmt, params, name):
+                yield decode(row)
+            return
+        # Large: stream through a server-side cursor, which PostgreSQL only allows in a transaction.
+        async with self.engine.connect() as streaming:
+            result = await streaming.stream(stmt, params)
+            async for partition in result.partitions(_BATCH):
+                for row in partition:
+                    yield decode(row)
+
+    async def iter_event_data(
+        self, app: str, user: str, session_id: str, *, last: int | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A session's events as ADK stored them (snake_case data), oldest first, streamed."""
+        try:
+            async with self.engine.connect() as conn:
+                async for data in self._event_data(conn, app, user, session_id, last):
+                    yield data
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc) from None
+
+    async def iter_events(
+        self, app: str, user: str, session_id: str, *, last: int | None = None
+    ) -> AsyncIterator[ev.Event]:
+        """A session's events as `events.Event` models, oldest first, streamed."""
+        from veadk_mem import events as ev
+
+        async for data in self.iter_event_data(app, user, session_id, last=last):
+            yield ev.Event.model_validate(data)
+
+    async def get_session(self, app: str, user: str, session_id: str, *, last: int | None = None) -> ev.Session:
+        """The whole session (merged state, events oldest first); NotFound (exit 3) when missing."""
+        try:
+            async with self.reader.connect() as conn:
+                summary = await self._one_summary(conn, app, user, session_id)
+                return await self._load_session(conn, summary, last)
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc) from None
+
+    async def _load_session(self, conn: AsyncConnection, summary: SessionSummary, last: int | None) -> ev.Session:
+        """A session model from its summary and its (last) events, read on `conn`."""
+        from veadk_mem import events as ev
+
+        rows = self._event_data(conn, summary.app_name, summary.user_id, summary.id, last, summary.event_count)
+        validate = ev.Event.model_validate
+        with bulk_objects():
+            events = [validate(d) async for d in rows]
+        return ev.Session(
+            id=summary.id,
+            app_name=summary.app_name,
+            user_id=summary.user_id,
+            state=summary.state,
+            events=events,
+            last_update_time=summary.update_time,
+        )
+
+    async def session_json(
+        self, app: str, user: str, session_id: str, *, last: int | None = None
+    ) -> AsyncIterator[str]:
+        """The ADK session JSON of one session in text pieces, events streamed one per piece."""
+        try:
+            async with self.reader.connect() as conn:
+                summary = await self._one_summary(conn, app, user, session_id)
+                yield _session_head(summary)
+                sep = "\n"
+                async for data in self._event_data(conn, app, user, session_id, last, summary.event_count):
+                    yield sep + dumps(camel_event(data))
+                    sep = ",\n"
+                yield "\n" + _session_tail(summary) + "\n"
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc) from None
+
+    async def iter_sessions(self, flt: SessionFilter | None = None) -> AsyncIterator[ev.Session]:
+        """Every matching session with its events, oldest update first, one at a time.
+
+        Each session is read by its own short query, so a slow consumer (embedding, an LTM
+        backend) never holds a read lock that would keep the agent from writing.
+        """
+        for summary in await self.list_sessions(flt, oldest_first=True):
+            try:
+                async with self.reader.connect() as conn:
+                    session = await self._load_session(conn, summary, None)
+            except VmemError:
+                raise
+            except Exception as exc:
+                raise self._fail(exc) from None
+            yield session
+
+
+def _session_head(summary: SessionSummary) -> str:
+    head = dumps({"id": summary.id, "appName": summary.app_name, "userId": summary.user_id, "state": summary.state})
+    return head[:-1] + ',"events":['
+
+
+def _session_tail(summary: SessionSummary) -> str:
+    return '],"lastUpdateTime":' + dumps(summary.update_time) + "}"

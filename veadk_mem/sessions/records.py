@@ -1,0 +1,107 @@
+"""What the session store hands out: keys, filters, summaries, delete reports."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+
+Progress = Callable[[int], None]
+_BATCH = 500  # rows per IN list, statement batch and partition
+
+
+def _noop(n: int = 1) -> None:
+    """A progress callback that does nothing."""
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """What identifies a session in ADK: app, user and session id."""
+
+    app_name: str
+    user_id: str
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.app_name}/{self.user_id}/{self.id}"
+
+
+@dataclass
+class SessionFilter:
+    """Which sessions: by app, user, and update time.
+
+    since / until are epoch seconds (since inclusive, until exclusive); older_than is a
+    number of seconds, meaning "not updated since that long ago", resolved when used.
+    """
+
+    app: str | None = None
+    user: str | None = None
+    since: float | None = None
+    until: float | None = None
+    older_than: float | None = None
+
+    def resolved(self) -> SessionFilter:
+        """The same filter with older_than folded into until, against the clock now."""
+        if self.older_than is None:
+            return self
+        cutoff = time.time() - self.older_than
+        until = cutoff if self.until is None else min(self.until, cutoff)
+        return SessionFilter(app=self.app, user=self.user, since=self.since, until=until)
+
+
+@dataclass
+class SessionSummary:
+    """One session without its events: merged state, event count and times (epoch seconds)."""
+
+    app_name: str
+    user_id: str
+    id: str
+    state: dict[str, Any]
+    event_count: int
+    create_time: float
+    update_time: float
+    session_state_keys: int = 0
+
+    @property
+    def key(self) -> SessionKey:
+        return SessionKey(self.app_name, self.user_id, self.id)
+
+    def to_json(self) -> dict[str, Any]:
+        """ADK's list_sessions item (no events) plus eventCount and createTime (epoch seconds)."""
+        return {
+            "id": self.id,
+            "appName": self.app_name,
+            "userId": self.user_id,
+            "state": self.state,
+            "lastUpdateTime": self.update_time,
+            "eventCount": self.event_count,
+            "createTime": self.create_time,
+        }
+
+
+@dataclass
+class DeleteReport:
+    """What a delete removed (or, with dry_run, would remove)."""
+
+    sessions: list[SessionSummary]
+    events: int
+    app_states: list[str] = field(default_factory=list)
+    user_states: list[tuple[str, str]] = field(default_factory=list)
+    dry_run: bool = False
+    skipped: list[SessionKey] = field(default_factory=list)  # changed since listed: kept
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "sessions": [{"appName": s.app_name, "userId": s.user_id, "id": s.id} for s in self.sessions],
+            "sessionCount": len(self.sessions),
+            "eventCount": self.events,
+            "appStates": self.app_states,
+            "userStates": [{"appName": a, "userId": u} for a, u in self.user_states],
+            "skipped": [{"appName": k.app_name, "userId": k.user_id, "id": k.id} for k in self.skipped],
+        }

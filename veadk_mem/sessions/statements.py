@@ -1,0 +1,245 @@
+"""Statement building and caching: one prepared statement per query shape.
+
+Small reads run in one driver call where the types allow (driver.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.bulk import bulk_objects
+from veadk_mem.sessions.driver import DriverPlan
+from veadk_mem.sessions.engine import StoreBase
+from veadk_mem.sessions.layout import (
+    Layout,
+    stored_time,
+    to_epoch,
+)
+from veadk_mem.sessions.records import SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.state import _decode_json, merge_state
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+
+class Statements(StoreBase):
+    """The SQL of the read queries, built once per shape and cached."""
+
+    def _session_where(self, flt: SessionFilter | None, keys: Sequence[SessionKey] | None = None) -> list[Any]:
+        from sqlalchemy import and_, or_
+
+        s = self.tables.sessions.c
+        conds: list[Any] = []
+        if flt is not None:
+            flt = flt.resolved()
+            if flt.app is not None:
+                conds.append(self.key_eq(s.app_name, flt.app))
+            if flt.user is not None:
+                conds.append(self.key_eq(s.user_id, flt.user))
+            if flt.since is not None:
+                conds.append(s.update_time >= stored_time(self.tables, flt.since))
+            if flt.until is not None:
+                conds.append(s.update_time < stored_time(self.tables, flt.until))
+        if keys is not None:
+            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+            for k in keys:
+                groups[(k.app_name, k.user_id)].append(k.id)
+            conds.append(or_(*[and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in groups.items()]))
+        return conds
+
+    async def _summaries(
+        self,
+        conn: AsyncConnection,
+        flt: SessionFilter | None,
+        keys: Sequence[SessionKey] | None = None,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        oldest_first: bool = False,
+        one: tuple[str, str, str] | None = None,
+    ) -> list[SessionSummary]:
+        """Summaries with merged state and event counts, from ONE query (no event is loaded)."""
+        from sqlalchemy import and_, bindparam, func, select
+
+        t = self.tables
+        s, e = t.sessions.c, t.events.c
+        a, u = t.app_states.c, t.user_states.c
+        if one is not None and "one" in self._stmts:
+            return await self._rows_to_summaries(
+                conn, self._stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}, "one"
+            )
+        shape: tuple[Any, ...] | None = None
+        params: dict[str, Any] = {}
+        if keys is None and one is None:  # filters: one prepared statement per shape, reused
+            f = (flt or SessionFilter()).resolved()
+            values = {"f_app": f.app, "f_user": f.user, "f_since": f.since, "f_until": f.until}
+            params = {k: v for k, v in values.items() if v is not None}
+            for k in ("f_since", "f_until"):
+                if k in params:
+                    params[k] = stored_time(t, params[k])
+            if limit:
+                params["f_limit"] = limit
+            if offset:
+                params["f_offset"] = offset
+            shape = ("filter", *sorted(params), oldest_first)
+            if shape in self._stmts:
+                return await self._rows_to_summaries(conn, self._stmts[shape], params, shape)
+        count = (
+            select(func.count())
+            .where(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
+            .scalar_subquery()
+            .label("event_count")
+        )
+        stmt = select(
+            s.app_name,
+            s.user_id,
+            s.id,
+            self._raw_json(s.state, "state"),
+            self._raw_time(s.create_time, "create_time"),
+            self._raw_time(s.update_time, "update_time"),
+            count,
+            self._raw_json(a.state, "app_state"),
+            self._raw_json(u.state, "user_state"),
+        ).select_from(
+            t.sessions.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
+                t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id)
+            )
+        )
+        if one is not None:  # the hot path of get: one prepared statement, reused
+            cached = self._stmts.get("one")
+            if cached is None:
+                cached = self._stmts["one"] = stmt.where(
+                    self.key_eq(s.app_name, bindparam("k_app")),
+                    self.key_eq(s.user_id, bindparam("k_user")),
+                    self.key_eq(s.id, bindparam("k_id")),
+                )
+            stmt = cached
+            params = {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
+        elif shape is not None:
+            conds = []
+            for key, column, op in (
+                ("f_app", s.app_name, "eq"),
+                ("f_user", s.user_id, "eq"),
+                ("f_since", s.update_time, "ge"),
+                ("f_until", s.update_time, "lt"),
+            ):
+                if key in params:
+                    bound = bindparam(key, type_=column.type)
+                    conds.append(
+                        self.key_eq(column, bound) if op == "eq" else column >= bound if op == "ge" else column < bound
+                    )
+            stmt = stmt.where(*conds)
+        else:
+            stmt = stmt.where(*self._session_where(flt, keys))
+        if oldest_first:
+            stmt = stmt.order_by(s.update_time.asc(), s.app_name, s.user_id, s.id)
+        else:
+            stmt = stmt.order_by(s.update_time.desc(), s.app_name, s.user_id, s.id)
+        if limit:
+            stmt = stmt.limit(bindparam("f_limit") if shape is not None else limit)
+        if offset:
+            stmt = stmt.offset(bindparam("f_offset") if shape is not None else offset)
+            if not limit and self.dialect in ("sqlite", "mysql"):
+                stmt = stmt.limit(-1 if self.dialect == "sqlite" else 2**63 - 1)
+        if shape is not None:
+            self._stmts[shape] = stmt
+        return await self._rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
+
+    async def _rows_to_summaries(
+        self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any = None
+    ) -> list[SessionSummary]:
+        out = []
+        shared: dict[Any, Any] = {}  # app and user state repeat on many rows: decode each once
+        rows = await self._fetch_all(conn, stmt, params, key)
+        with bulk_objects():
+            for r in rows:
+                try:
+                    session_state = _decode_json(r.state, None)
+                    app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
+                except (ValueError, TypeError) as exc:  # one corrupt row must not hide every other session
+                    self.damaged.append(f"{r.app_name}/{r.user_id}/{r.id}")
+                    self.warnings.append(
+                        f"session {r.app_name}/{r.user_id}/{r.id}: stored state is not readable JSON "
+                        f"({' '.join(str(exc).split())[:100]}); skipped"
+                    )
+                    continue
+                out.append(
+                    SessionSummary(
+                        app_name=r.app_name,
+                        user_id=r.user_id,
+                        id=r.id,
+                        state=merge_state(app_state, user_state, session_state),
+                        event_count=int(r.event_count or 0),
+                        create_time=to_epoch(r.create_time),
+                        update_time=to_epoch(r.update_time),
+                        session_state_keys=len(session_state),
+                    )
+                )
+        return out
+
+    async def _fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
+        """Every row of the cached statement `key`, in one driver call where the types allow (driver.py)."""
+        if key is not None:
+            if key not in self._plans:
+                self._plans[key] = DriverPlan.make(stmt, self.engine.dialect)
+            plan = self._plans[key]
+            if plan is not None:
+                return await plan.fetch_all(conn, params)
+        return (await conn.execute(stmt, params)).all()
+
+    def _raw_json(self, column: Any, name: str) -> Any:
+        """A JSON state column selected as text, decoded by `_decode_json` (with a cache) instead of per row."""
+        from sqlalchemy import Text, cast, type_coerce
+
+        if self.dialect == "postgresql":
+            return cast(column, Text).label(name)
+        return type_coerce(column, Text).label(name)
+
+    def _raw_time(self, column: Any, name: str) -> Any:
+        """On sqlite, DATETIME text parsed by datetime.fromisoformat: much faster than the generic processor."""
+        from sqlalchemy import Text, type_coerce
+
+        if self.dialect == "sqlite" and not self.tables.epoch_times:
+            return type_coerce(column, Text).label(name)
+        return column.label(name)
+
+    def _events_stmt(self, keys_where: list[Any], last: int | None, by_session: bool = False) -> Any:
+        from sqlalchemy import literal_column, select
+
+        e = self.tables.events
+        sqlite_service = self.tables.layout is Layout.SQLITE
+        tie: Any = literal_column("events.rowid").label("_tie") if sqlite_service else None
+        cols: list[Any] = []
+        for col in e.c:
+            if col.name == "event_data" and not sqlite_service:
+                cols.append(self._raw_json(col, "event_data"))  # decoded by pydantic-core in codec
+            elif col.name == "timestamp":
+                cols.append(self._raw_time(col, "timestamp"))
+            else:
+                cols.append(col)
+        if tie is not None:
+            cols.append(tie)
+        stmt = select(*cols).where(*keys_where)
+        tie_col = literal_column("_tie") if sqlite_service else e.c.id
+        if last is not None:
+            from sqlalchemy import Integer, bindparam
+
+            limit: Any = bindparam("k_last", type_=Integer) if last < 0 else last
+            inner = stmt.order_by(e.c.timestamp.desc(), tie_col.desc()).limit(limit).subquery()
+            inner_tie = inner.c._tie if sqlite_service else inner.c.id
+            return select(inner).order_by(inner.c.timestamp.asc(), inner_tie.asc())
+        lead = [e.c.app_name, e.c.user_id, e.c.session_id] if by_session else []
+        return stmt.order_by(*lead, e.c.timestamp.asc(), tie_col.asc())
+
+    def _batch_events_stmt(self, keys: Sequence[SessionKey]) -> Any:
+        """Every event of these sessions, ordered by session then time."""
+        from sqlalchemy import and_, or_
+
+        e = self.tables.events.c
+        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for k in keys:
+            groups[(k.app_name, k.user_id)].append(k.id)
+        where = or_(*[and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in groups.items()])
+        return self._events_stmt([where], None, by_session=True)

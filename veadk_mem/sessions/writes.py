@@ -1,0 +1,487 @@
+"""Import writes: table creation, the target's limits, collisions, batched upserts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.errors import VmemError
+from veadk_mem.sessions.codec import event_row
+from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
+from veadk_mem.sessions.importer import ImportReport
+from veadk_mem.sessions.layout import (
+    LATEST_SCHEMA_VERSION,
+    SCHEMA_VERSION_KEY,
+    Layout,
+    build_tables,
+    stored_time,
+    to_epoch,
+)
+from veadk_mem.sessions.reads import Reads
+from veadk_mem.sessions.records import _BATCH, Progress, _noop
+from veadk_mem.sessions.state import split_state
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from veadk_mem import events as ev
+    from veadk_mem.sessions.importer import FileKey, ImportReport
+    from veadk_mem.sessions.limits import Limits
+
+
+class Writes(Reads):
+    """`import_records` and the checks `importer.import_file` runs before it."""
+
+    async def _ensure_tables(self) -> bool:
+        """Create ADK's v1 tables exactly as ADK 2.x does when the database has none.
+
+        Another creator (a second import, the agent's first start) may be creating them at
+        the same moment: MySQL's DDL commits at once, so its CREATE TABLE can fail with
+        "already exists" half-way. Then the layout is read again and the missing tables
+        created, a few times, instead of failing.
+        """
+        if self.layout is not Layout.EMPTY:
+            return False
+        from sqlalchemy import insert, select
+
+        tables = build_tables(Layout.EMPTY)
+        for attempt in range(5):
+            try:
+                async with self.engine.connect() as conn:
+                    conn = await conn.execution_options(vmem_write=True)
+                    async with conn.begin():
+                        await conn.run_sync(tables.metadata.create_all)
+                        assert tables.internal is not None
+                        have = await conn.execute(
+                            select(tables.internal.c.value).where(tables.internal.c.key == SCHEMA_VERSION_KEY)
+                        )
+                        if have.first() is None:
+                            await conn.execute(
+                                insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
+                            )
+                break
+            except Exception as exc:
+                if attempt == 4 or not _concurrent_ddl(exc):
+                    raise self._fail(exc) from None
+                await asyncio.sleep(0.05 * (attempt + 1))
+        self._tables = tables
+        self._stmts.clear()
+        self.layout = Layout.V1
+        return True
+
+    def offline_limits(self) -> Limits | None:
+        """The limits of a sqlite file that does not exist yet (known without creating it), else None."""
+        from veadk_mem.sessions.limits import Limits
+
+        path = self._sqlite_path()
+        if self.dialect == "sqlite" and path is not None and not Path(path).exists():
+            return Limits("sqlite", Layout.V1)
+        return None
+
+    async def limits(self) -> Limits:
+        """What this database accepts (column sizes, time range, MariaDB's max_allowed_packet)."""
+        from veadk_mem.sessions.limits import Limits
+
+        packet = 0
+        if self.dialect == "mysql":
+            from sqlalchemy import text
+
+            try:
+                async with self.engine.connect() as conn:
+                    packet = int((await conn.execute(text("SELECT @@max_allowed_packet"))).scalar_one())
+            except Exception as exc:
+                raise self._fail(exc) from None
+        return Limits(self.dialect, Layout.V1 if self.layout is Layout.EMPTY else self.layout, packet)
+
+    async def key_collisions(self, keys: Sequence[FileKey]) -> list[str]:
+        """Distinct session keys the database's collation takes for one (MySQL/MariaDB only).
+
+        Under MariaDB's default utf8mb4_general_ci, "Order-1", "order-1" and "order-1 " are the
+        same primary key: writing them would merge sessions. The keys are compared by the
+        database itself, in a temporary table with the sessions table's own collations, with
+        each other and with the stored sessions. Returns one description per collision.
+        """
+        if self.dialect != "mysql" or not keys:
+            return []
+        from sqlalchemy import text
+
+        out: list[str] = []
+        try:
+            async with self.engine.connect() as conn:
+                if self.layout is Layout.EMPTY:  # the columns ADK will create get the database default
+                    await conn.execute(
+                        text(
+                            "CREATE TEMPORARY TABLE vmem_keys (app_name VARCHAR(128) NOT NULL, "
+                            "user_id VARCHAR(128) NOT NULL, id VARCHAR(128) NOT NULL, n INT NOT NULL)"
+                        )
+                    )
+                else:
+                    await conn.execute(
+                        text(
+                            "CREATE TEMPORARY TABLE vmem_keys "
+                            "SELECT app_name, user_id, id, 0 AS n FROM sessions LIMIT 0"
+                        )
+                    )
+                try:
+                    insert = text("INSERT INTO vmem_keys (app_name, user_id, id, n) VALUES (:a, :u, :i, :n)")
+                    for i in range(0, len(keys), _BATCH):
+                        chunk = keys[i : i + _BATCH]
+                        await conn.execute(
+                            insert,
+                            [{"a": k.app_name, "u": k.user_id, "i": k.id, "n": i + j} for j, k in enumerate(chunk)],
+                        )
+                    bin3 = "CAST(app_name AS BINARY), CAST(user_id AS BINARY), CAST(id AS BINARY)"
+                    rows = await conn.execute(
+                        text(
+                            f"SELECT GROUP_CONCAT(n ORDER BY n) FROM vmem_keys GROUP BY app_name, user_id, id "
+                            f"HAVING COUNT(DISTINCT {bin3}) > 1"
+                        )
+                    )
+                    for (group,) in rows:
+                        seen: dict[str, FileKey] = {}
+                        for n in str(group).split(","):
+                            key = keys[int(n)]
+                            seen.setdefault(repr(str(key)), key)
+                        out.append(" = ".join(f"{k} ({seen[k].where})" for k in seen))
+                    if self.layout is not Layout.EMPTY:
+                        rows = await conn.execute(
+                            text(
+                                "SELECT k.n, s.app_name, s.user_id, s.id FROM vmem_keys k JOIN sessions s "
+                                "ON s.app_name = k.app_name AND s.user_id = k.user_id AND s.id = k.id "
+                                "WHERE CAST(s.app_name AS BINARY) <> CAST(k.app_name AS BINARY) "
+                                "OR CAST(s.user_id AS BINARY) <> CAST(k.user_id AS BINARY) "
+                                "OR CAST(s.id AS BINARY) <> CAST(k.id AS BINARY)"
+                            )
+                        )
+                        for n, app, user, sid in rows:
+                            key = keys[int(n)]
+                            out.append(f"{str(key)!r} ({key.where}) = {f'{app}/{user}/{sid}'!r} in the database")
+                finally:
+                    await conn.execute(text("DROP TEMPORARY TABLE IF EXISTS vmem_keys"))
+        except Exception as exc:
+            raise self._fail(exc) from None
+        return out
+
+    async def newer_sessions(self, keys: Sequence[FileKey]) -> list[str]:
+        """The sessions of `keys` stored with an update time later than the file's."""
+        if self.layout is Layout.EMPTY or not keys:
+            return []
+        from sqlalchemy import select
+
+        s = self.tables.sessions.c
+        wanted = {(k.app_name, k.user_id, k.id): k for k in keys}
+        out: list[str] = []
+        try:
+            async with self.reader.connect() as conn:
+                groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+                for k in keys:
+                    groups[(k.app_name, k.user_id)].append(k.id)
+                for (a, u), ids in groups.items():
+                    for j in range(0, len(ids), _BATCH):
+                        rows = await conn.execute(
+                            select(s.app_name, s.user_id, s.id, s.update_time).where(
+                                s.app_name == a, s.user_id == u, s.id.in_(ids[j : j + _BATCH])
+                            )
+                        )
+                        for app, user, sid, stamp in rows:
+                            key = wanted.get((app, user, sid))
+                            if key is not None and _newer(to_epoch(stamp), key.update_time):
+                                out.append(f"{key} ({key.where})")
+        except Exception as exc:
+            raise self._fail(exc) from None
+        return out
+
+    async def import_records(
+        self,
+        records: Iterable[ev.Session | dict[str, Any]],
+        *,
+        force: bool = True,
+        progress: Progress | None = None,
+        batch_seconds: float = 0.5,
+        batch_rows: int = 20_000,
+    ) -> ImportReport:
+        """Upsert sessions and state records (validated input), committing in batches.
+
+        Each session is written whole or not at all. A batch commits after `batch_seconds`
+        or `batch_rows` rows, so a failure loses at most the open batch; the error says how
+        many sessions were committed before it, and a re-run is idempotent. Without `force`,
+        a session stored with a newer update time than the record's is left alone and named
+        in `report.skipped`.
+        """
+
+        advance = progress or _noop
+        report = ImportReport()
+        report.created_tables = await self._ensure_tables()
+        report.layout = self.layout.value
+        records_iter = iter(records)
+        done = False
+        try:
+            while not done:
+                batch: list[ev.Session | dict[str, Any]] = []
+                for attempt in range(5):
+                    try:
+                        pending, done = await self._write_batch(
+                            records_iter, batch, force=force, batch_seconds=batch_seconds, batch_rows=batch_rows
+                        )
+                        break
+                    except Exception as exc:
+                        # Another writer (a second import, the agent) deadlocked with this batch:
+                        # the database rolled it back whole; write the same records again.
+                        if attempt == 4 or not _retryable(exc):
+                            raise
+                        await asyncio.sleep(0.05 * (attempt + 1))
+                _add(report, pending)
+                advance(sum(1 for r in batch if not isinstance(r, dict)))  # sessions, as the summary
+        except Exception as exc:
+            error = exc if isinstance(exc, VmemError) else self._fail(exc)
+            if report.sessions or report.app_states or report.user_states:
+                error.message = (
+                    f"{error.message} -- {report.sessions:,} session(s) before it were written and committed; "
+                    "re-running the import is safe"
+                ).replace("; nothing was changed", "")
+            else:
+                error.message = error.message.replace("; nothing was changed", "") + " -- nothing was written"
+            error.args = (error.message,)
+            raise error from None
+        return report
+
+    async def _write_batch(
+        self,
+        records: Iterator[ev.Session | dict[str, Any]],
+        batch: list[ev.Session | dict[str, Any]],
+        *,
+        force: bool,
+        batch_seconds: float,
+        batch_rows: int,
+    ) -> tuple[ImportReport, bool]:
+        """Write `batch` (a retry) or the next records into it, in ONE transaction: (counts, input ended).
+
+        A handful of statements per batch, not per session: one SELECT of the stored keys,
+        one read and one write of the state rows touched, DELETEs of the sessions written
+        over, and multi-row INSERTs of sessions and events.
+        """
+        from veadk_mem import events as ev
+
+        done = False
+        if not batch:
+            started, rows = time.monotonic(), 0
+            while rows < batch_rows and len(batch) < 5000 and time.monotonic() - started < batch_seconds:
+                record = next(records, None)
+                if record is None:
+                    done = True
+                    break
+                batch.append(record)
+                rows += 1 + (len(record.events) if isinstance(record, ev.Session) else 0)
+        pending = ImportReport()
+        if not batch:
+            return pending, done
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                await self._write_records(conn, batch, pending, force=force)
+        return pending, done
+
+    async def _write_records(
+        self, conn: AsyncConnection, batch: list[ev.Session | dict[str, Any]], pending: ImportReport, *, force: bool
+    ) -> None:
+        from sqlalchemy import and_, delete, insert, or_
+
+        from veadk_mem import events as ev
+
+        t = self.tables
+        # the last record of a key wins, as when they were written one after the other
+        sessions: dict[tuple[str, str, str], ev.Session] = {}
+        for record in batch:
+            if isinstance(record, ev.Session):
+                sessions[(record.app_name, record.user_id, record.id)] = record
+        stored = await self._stored_times(conn, list(sessions))
+        if not force:
+            for key, session in list(sessions.items()):
+                if key in stored and _newer(stored[key], _update_time(session)):
+                    pending.skipped.append("/".join(key))
+                    del sessions[key]  # an agent wrote to it after the file was made: keep its events
+        app_parts: dict[str, dict[str, Any]] = defaultdict(dict)
+        user_parts: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+        for record in batch:  # merged in file order, as when records were written one by one
+            if isinstance(record, ev.Session):
+                if sessions.get((record.app_name, record.user_id, record.id)) is not record:
+                    continue  # skipped, or an earlier copy of a key written again later in the batch
+                app_part, user_part, _ = split_state(record.state)
+                app_parts[record.app_name].update(app_part)
+                user_parts[(record.app_name, record.user_id)].update(user_part)
+            elif record.get("kind") == "app_state":
+                app_parts[record["appName"]].update(record["state"])
+                pending.app_states += 1
+            else:
+                user_parts[(record["appName"], record["userId"])].update(record["state"])
+                pending.user_states += 1
+        await self._merge_states(conn, app_parts, user_parts)
+        existing = [k for k in sessions if k in stored]
+        s, e = t.sessions.c, t.events.c
+        for i in range(0, len(existing), _BATCH):
+            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+            for app, user, sid in existing[i : i + _BATCH]:
+                groups[(app, user)].append(sid)
+            await conn.execute(
+                delete(t.events).where(
+                    or_(
+                        *[
+                            and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids))
+                            for (a, u), ids in groups.items()
+                        ]
+                    )
+                )
+            )
+            await conn.execute(
+                delete(t.sessions).where(
+                    or_(
+                        *[
+                            and_(self.key_eq(s.app_name, a), self.key_eq(s.user_id, u), s.id.in_(ids))
+                            for (a, u), ids in groups.items()
+                        ]
+                    )
+                )
+            )
+        session_rows: list[dict[str, Any]] = []
+        event_rows: list[dict[str, Any]] = []
+        now = time.time()
+        for (app, user, sid), session in sessions.items():
+            stamps = [x.timestamp for x in session.events]
+            updated = session.last_update_time or (max(stamps) if stamps else now)
+            session_rows.append(
+                {
+                    "app_name": app,
+                    "user_id": user,
+                    "id": sid,
+                    "state": split_state(session.state)[2],
+                    "create_time": stored_time(t, min([*stamps, updated])),
+                    "update_time": stored_time(t, updated),
+                }
+            )
+            event_rows.extend(event_row(t, app, user, sid, event) for event in session.events)
+            pending.sessions += 1
+            pending.events += len(session.events)
+            pending.replaced += (app, user, sid) in stored
+        for i in range(0, len(session_rows), _BATCH):
+            await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
+        stmt = insert(t.events)
+        if t.layout is Layout.V0 and self.dialect == "mysql":
+            # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
+            from sqlalchemy import bindparam, func
+
+            stmt = stmt.values(actions=func.unhex(bindparam("actions_hex")))
+            for row in event_rows:
+                row["actions_hex"] = row.pop("actions").hex()
+        for i in range(0, len(event_rows), _BATCH * 2):
+            await conn.execute(stmt, event_rows[i : i + _BATCH * 2])
+
+    async def _stored_times(self, conn: AsyncConnection, keys: list[tuple[str, str, str]]) -> dict[Any, float]:
+        """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL)."""
+        from sqlalchemy import and_, or_, select
+
+        s = self.tables.sessions.c
+        wanted = set(keys)
+        found: dict[Any, float] = {}
+        for i in range(0, len(keys), _BATCH):
+            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+            for app, user, sid in keys[i : i + _BATCH]:
+                groups[(app, user)].append(sid)
+            stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
+                or_(*[and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in groups.items()])
+            )
+            if self.dialect != "sqlite":
+                stmt = stmt.with_for_update()
+            for app, user, sid, stamp in await conn.execute(stmt):
+                if (app, user, sid) in wanted:  # exact: MySQL's collation matches more
+                    found[(app, user, sid)] = to_epoch(stamp)
+        return found
+
+    async def _merge_states(
+        self,
+        conn: AsyncConnection,
+        app_parts: dict[str, dict[str, Any]],
+        user_parts: dict[tuple[str, str], dict[str, Any]],
+    ) -> None:
+        """Merge app and user state into their rows: create missing rows, update changed ones, skip the rest."""
+        from sqlalchemy import bindparam, insert, select, update
+
+        t = self.tables
+        stamp = stored_time(t, time.time())
+        a, u = t.app_states, t.user_states
+        apps = sorted(app_parts)
+        current_app: dict[str, dict[str, Any]] = {}
+        current_user: dict[tuple[str, str], dict[str, Any]] = {}
+        for i in range(0, len(apps), _BATCH):
+            stmt = select(a.c.app_name, a.c.state).where(a.c.app_name.in_(apps[i : i + _BATCH]))
+            if self.dialect != "sqlite":
+                stmt = stmt.with_for_update()
+            for name, state in await conn.execute(stmt):
+                if name in app_parts:
+                    current_app[name] = dict(state or {})
+        pairs = sorted(user_parts)
+        for i in range(0, len(pairs), _BATCH):
+            chunk = pairs[i : i + _BATCH]
+            by_user = select(u.c.app_name, u.c.user_id, u.c.state).where(
+                u.c.app_name.in_(sorted({p[0] for p in chunk})), u.c.user_id.in_(sorted({p[1] for p in chunk}))
+            )
+            if self.dialect != "sqlite":
+                by_user = by_user.with_for_update()
+            for row in await conn.execute(by_user):
+                if (row.app_name, row.user_id) in user_parts:
+                    current_user[(row.app_name, row.user_id)] = dict(row.state or {})
+        new_apps = [
+            {"app_name": name, "state": dict(part), "update_time": stamp}
+            for name, part in app_parts.items()
+            if name not in current_app
+        ]
+        changed_apps = [
+            {"b_app": name, "state": {**current_app[name], **part}, "update_time": stamp}
+            for name, part in app_parts.items()
+            if name in current_app and {**current_app[name], **part} != current_app[name]
+        ]
+        new_users = [
+            {"app_name": app, "user_id": user, "state": dict(part), "update_time": stamp}
+            for (app, user), part in user_parts.items()
+            if (app, user) not in current_user
+        ]
+        changed_users = [
+            {"b_app": app, "b_user": user, "state": {**current_user[(app, user)], **part}, "update_time": stamp}
+            for (app, user), part in user_parts.items()
+            if (app, user) in current_user and {**current_user[(app, user)], **part} != current_user[(app, user)]
+        ]
+        if new_apps:
+            await conn.execute(insert(a), new_apps)
+        if changed_apps:
+            await conn.execute(update(a).where(self.key_eq(a.c.app_name, bindparam("b_app"))), changed_apps)
+        if new_users:
+            await conn.execute(insert(u), new_users)
+        if changed_users:
+            await conn.execute(
+                update(u).where(
+                    self.key_eq(u.c.app_name, bindparam("b_app")), self.key_eq(u.c.user_id, bindparam("b_user"))
+                ),
+                changed_users,
+            )
+
+
+def _update_time(session: ev.Session) -> float:
+    stamps = [x.timestamp for x in session.events]
+    return session.last_update_time or (max(stamps) if stamps else time.time())
+
+
+def _newer(stored: float, file_time: float) -> bool:
+    """True when a stored update time is later than the file's (beyond the columns' microseconds)."""
+    return stored > file_time + 1e-3
+
+
+def _add(report: ImportReport, batch: ImportReport) -> None:
+    report.sessions += batch.sessions
+    report.events += batch.events
+    report.app_states += batch.app_states
+    report.user_states += batch.user_states
+    report.replaced += batch.replaced
+    report.skipped += batch.skipped
