@@ -36,11 +36,24 @@ async def check_session_db(settings: VmemSettings) -> Check:
     try:
         async with engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
+            layout = await conn.run_sync(_layout)
     except Exception as exc:  # any driver error is a failed check
         return Check(name, "fail", f"{mask_url(shown)}: {type(exc).__name__}: {_first_line(exc)}")
     finally:
         await engine.dispose()
-    return Check(name, "ok", f"{mask_url(shown)} ({(time.perf_counter() - started) * 1000:.0f} ms)")
+    took = (time.perf_counter() - started) * 1000
+    return Check(name, "ok", f"{mask_url(shown)}: {layout} ({took:.0f} ms)")
+
+
+def _layout(sync_conn: Any) -> str:
+    """The database's session layout, with the ADK releases it corresponds to (v0 column sets)."""
+    from veadk_mem.sessions.layout import build_tables, inspect_layout
+
+    try:
+        layout, columns = inspect_layout(sync_conn)
+    except ValueError as exc:
+        return str(exc)
+    return build_tables(layout, columns).describe()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -209,16 +209,17 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
             data["timestamp"] = to_epoch(row.timestamp)
         return data
     data = {"id": row.id, "invocation_id": row.invocation_id, "timestamp": to_epoch(row.timestamp)}
+    # An old ADK's table lacks some columns (tables.missing): those fields are simply absent.
     for name in V0_SCALAR_COLUMNS:
-        value = getattr(row, name)
+        value = getattr(row, name, None)
         if value is not None:
             data[name] = bool(value) if name in ("partial", "turn_complete", "interrupted") else value
     for name in V0_JSON_COLUMNS:
-        value = getattr(row, name)
+        value = getattr(row, name, None)
         if isinstance(value, dict):
             data[name] = value
     # ADK's v0 reader gives an empty set when the column is NULL; so do we
-    ids = row.long_running_tool_ids_json
+    ids = getattr(row, "long_running_tool_ids_json", None)
     data["long_running_tool_ids"] = json.loads(ids) if ids else []
     try:
         actions = decode_actions(row.actions)
@@ -233,8 +234,13 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
 # --- event -> row values ----------------------------------------------------------------
 
 
-def event_row(tables: Tables, app: str, user: str, session_id: str, event: ev.Event) -> dict[str, Any]:
-    """Column values storing `event` in this layout, as ADK's own from_event would write them."""
+def event_row(
+    tables: Tables, app: str, user: str, session_id: str, event: ev.Event, dropped: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """Column values storing `event` in this layout, as ADK's own from_event would write them.
+
+    Into an old v0 table, a field it has no column for is left out and counted in `dropped`.
+    """
     from veadk_mem.sessions.layout import stored_time
 
     data = event.model_dump(mode="json", by_alias=False, exclude_none=True)
@@ -253,4 +259,7 @@ def event_row(tables: Tables, app: str, user: str, session_id: str, event: ev.Ev
     ids = data.get("long_running_tool_ids")
     row["long_running_tool_ids_json"] = json.dumps(list(ids)) if ids is not None else None
     row["actions"] = encode_actions(data.get("actions") or {})
+    for name in tables.missing:
+        if row.pop(name, None) is not None and dropped is not None:
+            dropped[name] = dropped.get(name, 0) + 1
     return row

@@ -17,7 +17,7 @@ from veadk_mem.sessions.layout import (
     Layout,
     Tables,
     build_tables,
-    detect_layout,
+    inspect_layout,
 )
 from veadk_mem.sessions.url import sqlite_file
 
@@ -53,6 +53,7 @@ class StoreBase:
         self._engine: AsyncEngine | None = None
         self._reader: AsyncEngine | None = None
         self._tables: Tables | None = None
+        self._columns: frozenset[str] | None = None
         self._stmts: dict[Any, Any] = {}
         self._plans: dict[Any, DriverPlan | None] = {}
         self._state_rows: set[tuple[str, str | None]] = set()
@@ -152,7 +153,7 @@ class StoreBase:
         self._engine = engine
         try:
             async with engine.connect() as conn:
-                self.layout = await conn.run_sync(detect_layout)
+                self.layout, self._columns = await conn.run_sync(inspect_layout)
         except ValueError as exc:
             await self.close()
             raise StoreError(f"{self.display_url}: {exc}") from None
@@ -165,7 +166,7 @@ class StoreBase:
                 f"{self.display_url}: no ADK session tables (sessions, events) in this database",
                 hint="is this the database your agent uses? ADK creates the tables on first use",
             )
-        self._tables = build_tables(self.layout)
+        self._tables = build_tables(self.layout, self._columns)
 
     async def close(self) -> None:
         self._reader = None

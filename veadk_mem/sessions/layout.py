@@ -134,6 +134,23 @@ class Tables:
     app_states: Table
     user_states: Table
     internal: Table | None = None
+    missing: tuple[str, ...] = ()  # v0 event columns this database's ADK release did not have yet
+
+    @property
+    def releases(self) -> str:
+        """The ADK releases whose tables look like these ("1.15-1.17" for a v0 set), or ""."""
+        if self.layout is not Layout.V0:
+            return ""
+        return V0_RELEASES.get(frozenset(self.missing), "")
+
+    def describe(self) -> str:
+        """The layout for people: "v0 layout, the column set of ADK 1.15-1.17"."""
+        if self.layout is Layout.V0:
+            releases = self.releases
+            if releases:
+                return f"{self.layout.label}; the column set of ADK {releases}"
+            return f"{self.layout.label}; events lacks {', '.join(self.missing)}"
+        return self.layout.label
 
     @property
     def epoch_times(self) -> bool:
@@ -141,12 +158,36 @@ class Tables:
         return self.layout is Layout.SQLITE
 
 
+# Columns the v0 `events` table gained over ADK 1.0-1.19, and the releases each set means.
+V0_LATER_COLUMNS = (
+    "custom_metadata",
+    "usage_metadata",
+    "citation_metadata",
+    "input_transcription",
+    "output_transcription",
+)
+V0_RELEASES = {
+    frozenset(V0_LATER_COLUMNS): "1.0-1.14",
+    frozenset(V0_LATER_COLUMNS[1:]): "1.15-1.17",
+    frozenset(V0_LATER_COLUMNS[3:]): "1.18",
+    frozenset(): "1.19-1.21",
+}
+# v0 columns every ADK release wrote: the rest are read when present.
+V0_CORE_COLUMNS = frozenset(
+    {"id", "app_name", "user_id", "session_id", "invocation_id", "author", "actions", "timestamp"}
+)
+
+
 def _key(name: str, primary: bool = True) -> Column[Any]:
     return Column(name, String(KEY_LEN), primary_key=primary, nullable=False)
 
 
-def build_tables(layout: Layout) -> Tables:
-    """Core tables mirroring what ADK creates for `layout` (EMPTY means v1, what a new database gets)."""
+def build_tables(layout: Layout, columns: frozenset[str] | None = None) -> Tables:
+    """Core tables mirroring what ADK creates for `layout` (EMPTY means v1, what a new database gets).
+
+    `columns` are the names the database's v0 `events` table really has: the table is built
+    with only those, so reads and writes keep the column set of the ADK release that made it.
+    """
     md = MetaData()
     if layout is Layout.SQLITE:
         sessions = Table(
@@ -234,6 +275,10 @@ def build_tables(layout: Layout) -> Tables:
         ]
     else:
         cols += [Column("timestamp", _stamp(), nullable=False), Column("event_data", AdkJSON, nullable=True)]
+    missing: tuple[str, ...] = ()
+    if layout is Layout.V0 and columns is not None:
+        missing = tuple(c.name for c in cols if c.name not in columns and c.name not in V0_CORE_COLUMNS)
+        cols = [c for c in cols if c.name not in missing]
     events = Table(
         "events",
         md,
@@ -268,8 +313,25 @@ def build_tables(layout: Layout) -> Tables:
         Column("update_time", _stamp(), nullable=False),
     )
     return Tables(
-        Layout.V1 if layout is Layout.EMPTY else layout, md, sessions, events, app_states, user_states, internal
+        Layout.V1 if layout is Layout.EMPTY else layout,
+        md,
+        sessions,
+        events,
+        app_states,
+        user_states,
+        internal,
+        missing,
     )
+
+
+def inspect_layout(sync_conn: Any) -> tuple[Layout, frozenset[str] | None]:
+    """The layout and, for v0, the columns its `events` table has (one inspection per open)."""
+    from sqlalchemy import inspect
+
+    layout = detect_layout(sync_conn)
+    if layout is not Layout.V0:
+        return layout, None
+    return layout, frozenset(c["name"] for c in inspect(sync_conn).get_columns("events"))
 
 
 def detect_layout(sync_conn: Any) -> Layout:

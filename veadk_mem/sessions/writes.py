@@ -217,6 +217,7 @@ class Writes(Reads):
         report = ImportReport()
         report.created_tables = await self._ensure_tables()
         report.layout = self.layout.value
+        self._dropped: dict[str, set[tuple[str, ...]]] = {}
         records_iter = iter(records)
         done = False
         try:
@@ -247,7 +248,20 @@ class Writes(Reads):
                 error.message = error.message.replace("; nothing was changed", "") + " -- nothing was written"
             error.args = (error.message,)
             raise error from None
+        finally:
+            self._warn_dropped()
         return report
+
+    def _warn_dropped(self) -> None:
+        """One warning per field an old v0 table had no column for, with how many events had it."""
+        t = self.tables
+        for name, keys in sorted(getattr(self, "_dropped", {}).items()):
+            field = "".join(w.capitalize() if i else w for i, w in enumerate(name.split("_")))
+            where = f"ADK {t.releases}" if t.releases else "this v0 database"
+            self.warnings.append(
+                f"{field} dropped from {len(keys):,} event(s): the tables of {where} have no {name} column"
+            )
+        self._dropped = {}
 
     async def _write_batch(
         self,
@@ -362,7 +376,15 @@ class Writes(Reads):
                     "update_time": stored_time(t, updated),
                 }
             )
-            event_rows.extend(event_row(t, app, user, sid, event) for event in session.events)
+            if t.missing:
+                counts: dict[str, int] = {}
+                for event in session.events:
+                    event_rows.append(event_row(t, app, user, sid, event, counts))
+                    for name in counts:
+                        self._dropped.setdefault(name, set()).add((app, user, sid, event.id))
+                    counts.clear()
+            else:
+                event_rows.extend(event_row(t, app, user, sid, event) for event in session.events)
             pending.sessions += 1
             pending.events += len(session.events)
             pending.replaced += (app, user, sid) in stored
