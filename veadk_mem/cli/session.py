@@ -448,6 +448,8 @@ def import_cmd(
             report = run(go(str(spool)))
     else:
         report = run(go(source))
+    for text in report.warnings:
+        state.render.warn(text)
     for key in report.skipped:
         state.render.warn(f"{key}: not imported, the database holds a newer version (changed meanwhile; --force)")
     if state.json_mode:

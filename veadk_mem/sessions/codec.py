@@ -234,6 +234,11 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
 # --- event -> row values ----------------------------------------------------------------
 
 
+def _snake(name: str) -> str:
+    """transferToAgent -> transfer_to_agent (snake_case names pass unchanged)."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
 def event_row(
     tables: Tables, app: str, user: str, session_id: str, event: ev.Event, dropped: dict[str, int] | None = None
 ) -> dict[str, Any]:
@@ -251,6 +256,9 @@ def event_row(
     if tables.layout is Layout.V1:
         return {**key, "invocation_id": event.invocation_id, "timestamp": stamp, "event_data": data}
     row: dict[str, Any] = {**key, "invocation_id": event.invocation_id, "timestamp": stamp}
+    # Fields vmem's model does not declare (usageMetadata, groundingMetadata, ...) keep the
+    # camelCase of the JSON they came from; the v0 columns are snake_case.
+    data = {_snake(k): v for k, v in data.items()}
     for name in V0_SCALAR_COLUMNS:
         row[name] = data.get(name)
     row["author"] = event.author
@@ -258,7 +266,10 @@ def event_row(
         row[name] = data.get(name)
     ids = data.get("long_running_tool_ids")
     row["long_running_tool_ids_json"] = json.dumps(list(ids)) if ids is not None else None
-    row["actions"] = encode_actions(data.get("actions") or {})
+    # Fields vmem's model does not declare (transferToAgent, requestedAuthConfigs, ...) keep
+    # the camelCase of the JSON they came from; EventActions' own names are snake_case.
+    actions = {_snake(k): v for k, v in (data.get("actions") or {}).items()}
+    row["actions"] = encode_actions(actions)
     for name in tables.missing:
         if row.pop(name, None) is not None and dropped is not None:
             dropped[name] = dropped.get(name, 0) + 1

@@ -44,6 +44,7 @@ class ImportReport:
     replaced: int = 0  # sessions that were already there and were written over, not duplicated
     skipped: list[str] = field(default_factory=list)  # sessions newer in the database (see --force)
     dry_run: bool = False  # checked and counted; nothing written
+    warnings: list[str] = field(default_factory=list)  # fields an old layout could not hold, ...
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -223,7 +224,9 @@ async def import_file(
         if on_total is not None:
             on_total(counts.sessions)
         records = (record for _, record in iter_checked(source, name))
-        return await store.import_records(records, force=force, progress=progress)
+        report = await store.import_records(records, force=force, progress=progress)
+        report.warnings = list(dict.fromkeys(store.warnings))
+        return report
 
 
 # --- stdin spool and stale temporary files --------------------------------------------------

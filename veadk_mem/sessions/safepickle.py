@@ -266,16 +266,34 @@ class _ActionsPickler(pickle._Pickler):  # type: ignore[name-defined,misc,unused
         super().save_global(obj, name)  # type: ignore[misc,unused-ignore]
 
 
+# EventActions' fields over ADK 1.0-2.x with their defaults. Unpickling sets __dict__ as
+# stored, so a field left out is missing from the object (ADK 1.10's get_session then loses
+# `requestedAuthConfigs: {}`); fields a release does not know are ignored by it.
+ACTIONS_DEFAULTS: dict[str, Any] = {
+    "skip_summarization": None,
+    "state_delta": {},
+    "artifact_delta": {},
+    "transfer_to_agent": None,
+    "escalate": None,
+    "requested_auth_configs": {},
+    "requested_tool_confirmations": {},
+    "compaction": None,
+    "end_of_agent": None,
+    "agent_state": None,
+    "rewind_before_invocation_id": None,
+}
+
+
 def encode_actions(actions: dict[str, Any]) -> bytes:
     """A pickle of EventActions(**actions) in the shape pydantic writes, without importing ADK.
 
     Values must be plain data; ADK reads it back through its own restricted unpickler.
     """
-    fields = dict(actions)
+    fields = {**{k: (dict(v) if isinstance(v, dict) else v) for k, v in ACTIONS_DEFAULTS.items()}, **actions}
     state = {
         "__dict__": fields,
         "__pydantic_extra__": None,
-        "__pydantic_fields_set__": set(fields),
+        "__pydantic_fields_set__": set(actions),
         "__pydantic_private__": None,
     }
     buffer = io.BytesIO()
