@@ -446,3 +446,21 @@ def test_save_then_search_as_two_processes(isolated_env: Path) -> None:
         env=env,
     ).stdout
     assert json.loads(out)[0]["content"]["parts"][0]["text"] == ALLERGY
+
+
+def test_save_exits_with_the_failures_own_code_when_nothing_was_saved(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model mismatch is bad input (2) and a backend not in this build is not supported (4)."""
+    from veadk_mem.ltm import registry
+
+    session = str(EXAMPLES / "ltm_demo-session-1.json")
+    seed(SEED)
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "local")
+    monkeypatch.setenv("MODEL_EMBEDDING_LOCAL_MODEL", str(Path(__file__).parent / "fixtures" / "tiny-bert"))
+    code, _, err = invoke(runner, "ltm", "save", session)
+    assert code == 2 and "holds vectors of hash-v1-384" in err
+    monkeypatch.setitem(registry.BUILTIN, "tos_context", "veadk_mem.ltm.backends.not_in_this_build:Backend")
+    monkeypatch.setenv("LONG_TERM_MEMORY_BACKEND", "tos_context")
+    code, _, err = invoke(runner, "ltm", "save", session)
+    assert code == 4 and "not available in this version" in err

@@ -183,7 +183,7 @@ def save(
     if summary.aborted:
         render.error(summary.aborted)
     if summary.failed:
-        raise typer.Exit(1)
+        raise typer.Exit(summary.exit_code or 1)  # 2 for a model mismatch, 4 for a backend not available
 
 
 def _store_items(

@@ -104,6 +104,17 @@ class ReplaySummary:
 
     reports: list[SessionReport] = field(default_factory=list)
     aborted: str | None = None
+    codes: list[int] = field(default_factory=list)  # the exit code of each failure
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed. When nothing was saved and every failure was bad input (2: a model
+        mismatch) or not supported (4: a backend not available), that code; else 1."""
+        if not self.codes:
+            return 0
+        first = self.codes[0]
+        everything = len(self.failed) == len(self.reports)
+        return first if everything and first in (2, 4) and all(c == first for c in self.codes) else 1
 
     @property
     def failed(self) -> list[SessionReport]:
@@ -165,11 +176,13 @@ async def replay(
     async for where, item in items:
         if isinstance(item, VmemError):
             report = SessionReport("", "", "", "", error=item.message, source=where)
+            summary.codes.append(item.exit_code)
         else:
             try:
                 report = await ltm.add_session_to_memory(item, policy, dry_run=dry_run)
             except Exception as exc:  # one session's failure must not stop the others
                 message = exc.message if isinstance(exc, VmemError) else f"unexpected {type(exc).__name__}: {exc}"
+                summary.codes.append(exc.exit_code if isinstance(exc, VmemError) else 1)
                 report = SessionReport(
                     item.app_name, item.user_id, item.id, ltm.index_for(item.app_name), events=len(item.events)
                 )
