@@ -93,6 +93,33 @@ class Doc:
         return out
 
 
+def doc_record(doc: Doc, user_id: str, index: str) -> MemoryRecord:
+    """A memory record from a document's nodes and vmem's metadata (VeADK's own nodes carry none)."""
+    from veadk_mem.ltm.base import MemoryRecord, content_hash
+
+    meta = doc.meta
+    text = doc.text()
+    return MemoryRecord(
+        text=text,
+        user_id=user_id,
+        id=doc.doc_id,
+        app_name=str(meta.get("app_name", "")),
+        session_id=str(meta.get("session_id", "")),
+        event_id=str(meta.get("event_id", "")),
+        author=str(meta.get("author", "")),
+        content_hash=str(meta.get("content_hash") or content_hash(text)),
+        created_at=meta.get("created_at"),
+        metadata={"index": index, "chunks": len(doc.keys)},
+    )
+
+
+def doc_hashes(docs: dict[str, Doc]) -> set[str]:
+    """The content hashes of these documents: vmem's from its metadata, VeADK's from their text."""
+    from veadk_mem.ltm.base import content_hash
+
+    return {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
+
+
 def split_memory(embedder: Embedder, text: str) -> list[tuple[int, str]]:
     """The memory's chunks with their start offsets (one chunk when it fits the model)."""
     if embedder.fits(text):

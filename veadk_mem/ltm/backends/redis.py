@@ -27,8 +27,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
-from veadk_mem.ltm.llama_layout import Doc, llama_node, node_uuid, split_memory, vmem_meta
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.llama_layout import Doc, doc_hashes, doc_record, llama_node, node_uuid, split_memory, vmem_meta
 
 if TYPE_CHECKING:
     import numpy as np
@@ -269,20 +269,7 @@ class RedisBackend(LongTermMemoryBackend):
         return docs
 
     def _record(self, user_id: str, doc: Doc) -> MemoryRecord:
-        meta = doc.meta
-        text = doc.text()
-        return MemoryRecord(
-            text=text,
-            user_id=user_id,
-            id=doc.doc_id,
-            app_name=str(meta.get("app_name", "")),
-            session_id=str(meta.get("session_id", "")),
-            event_id=str(meta.get("event_id", "")),
-            author=str(meta.get("author", "")),
-            content_hash=str(meta.get("content_hash") or content_hash(text)),
-            created_at=meta.get("created_at"),
-            metadata={"index": index_name(self.index, user_id), "chunks": len(doc.keys)},
-        )
+        return doc_record(doc, user_id, index_name(self.index, user_id))
 
     # --- the contract ----------------------------------------------------------------
 
@@ -290,7 +277,7 @@ class RedisBackend(LongTermMemoryBackend):
         """The hashes among these that the user's documents already hold (VeADK's ones by their text)."""
         if user_id not in self._held:
             docs = await self._read_docs(user_id)
-            self._held[user_id] = {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
+            self._held[user_id] = doc_hashes(docs)
         return self._held[user_id].intersection(hashes)
 
     async def save(
