@@ -122,8 +122,9 @@ def child_import(file: str, backend: str, target: str, dim: int) -> dict[str, An
     if backend == "local":
         settings.long_term_memory.local_path = target
     else:
-        settings.database.redis.host, _, port = target.removeprefix("redis://").rpartition(":")
-        settings.database.redis.port = int(port)
+        from pydantic import SecretStr
+
+        settings.database.redis.url = SecretStr(target)
     ltm = LongTermMemory.from_settings(settings, embedder=Counting(dim))
     started = time.perf_counter()
     export = open_export(file)
