@@ -194,7 +194,7 @@ def test_no_credentials_is_exit_2_naming_the_variables(
     monkeypatch.delenv("VOLCENGINE_ACCESS_KEY")
     monkeypatch.delenv("VOLCENGINE_SECRET_KEY")
     code, _, err = invoke(runner, "ltm", "save", str(session_file(Path.cwd())))
-    assert code == 1  # save reports the line for each session, then exits 1
+    assert code == 2  # every session failed for the missing credentials: bad configuration
     assert "DATABASE_VIKINGMEM_API_KEY" in err and "VOLCENGINE_ACCESS_KEY" in err and "VOLCENGINE_SECRET_KEY" in err
     code, _, err = invoke(runner, "ltm", "search", "x", "--user", "u")
     assert code == 2

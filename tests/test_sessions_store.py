@@ -88,7 +88,10 @@ def test_encoded_actions_only_name_event_actions() -> None:
         arg for op, arg, _ in pickletools.genops(io.BytesIO(data)) if op.name in ("GLOBAL", "STACK_GLOBAL")
     ]
     assert globals_named == ["google.adk.events.event_actions EventActions"]
-    assert decode_actions(data) == {"state_delta": {"k": [1, 2]}, "artifact_delta": {}}
+    decoded = decode_actions(data)
+    assert decoded["state_delta"] == {"k": [1, 2]} and decoded["artifact_delta"] == {}
+    # Every other EventActions field is stored with its default: an old ADK drops a missing one.
+    assert decoded["requested_auth_configs"] == {} and decoded["transfer_to_agent"] is None
 
 
 # --- camelCase fast path ----------------------------------------------------------------
