@@ -326,3 +326,30 @@ def test_counting_requests_for_a_session(server: Mem0Server) -> None:
         return int(requests)
 
     assert asyncio.run(go()) == 1 + 1 + 10
+
+
+# --- as a target and a source of `ltm import` / `ltm export` (issue 11) ----------------------
+
+
+def test_local_export_imports_into_mem0_and_exports_back(
+    runner: CliRunner, server: Mem0Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Original strings go in (the platform may rewrite them: its inference is its own); a second
+    import stores nothing; an export from mem0 lists what the platform holds for the user."""
+    local = {"LONG_TERM_MEMORY_BACKEND": "local", "MODEL_EMBEDDING_PROVIDER": "hash"}
+    saved = runner.invoke(app, ["ltm", "save", str(SESSION)], env=local)
+    assert saved.exit_code == 0, saved.stderr
+    backup = tmp_path / "local.jsonl"
+    exported = runner.invoke(app, ["ltm", "export", "-u", "user-42", "-o", str(backup)], env=local)
+    assert exported.exit_code == 0, exported.stderr
+    code, out, err = invoke(runner, "--json", "ltm", "import", str(backup), "--backend", "mem0")
+    assert code == 0, err
+    assert json.loads(out)["saved"] == 1
+    code, out, _ = invoke(runner, "--json", "ltm", "import", str(backup), "--backend", "mem0")
+    assert json.loads(out)["saved"] == 0 and json.loads(out)["duplicates"] == 1
+    back = tmp_path / "mem0.jsonl"
+    code, _, err = invoke(runner, "ltm", "export", "-u", "user-42", "--index", "ltm_demo", "-o", str(back))
+    assert code == 0, err
+    lines = [json.loads(x) for x in back.read_text().splitlines()]
+    assert lines[0]["backend"] == "mem0" and len(lines) == 2
+    assert ALLERGY in lines[1]["text"]
