@@ -280,6 +280,8 @@ complete -c vmem -n "__vmem_at 'ltm delete'" -s 's' -d 'Delete memories saved fr
 complete -c vmem -n "__vmem_at 'ltm delete'" -l 'all' -d 'Delete every memory of the user in the index.'
 complete -c vmem -n "__vmem_at 'ltm delete'" -l 'app' -d 'App name; picks the index when long_term_memory.index is empty.'
 complete -c vmem -n "__vmem_at 'ltm delete'" -s 'a' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'since' -d 'Only memories saved at or after: ISO time or 7d.'
+complete -c vmem -n "__vmem_at 'ltm delete'" -l 'until' -d 'Only memories saved before: ISO time or 7d.'
 complete -c vmem -n "__vmem_at 'ltm delete'" -l 'dry-run' -d 'List what would be deleted; delete nothing.'
 complete -c vmem -n "__vmem_at 'ltm delete'" -l 'yes' -d 'Do not ask for confirmation.'
 complete -c vmem -n "__vmem_at 'ltm delete'" -s 'y' -d 'Do not ask for confirmation.'

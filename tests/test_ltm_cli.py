@@ -464,3 +464,23 @@ def test_save_exits_with_the_failures_own_code_when_nothing_was_saved(
     monkeypatch.setenv("LONG_TERM_MEMORY_BACKEND", "tos_context")
     code, _, err = invoke(runner, "ltm", "save", session)
     assert code == 4 and "not available in this version" in err
+
+
+def test_delete_narrowed_by_since_and_until(runner: CliRunner) -> None:
+    """`ltm delete --all --since/--until` removes only the memories saved in that range."""
+    import sqlite3
+
+    seed(SEED)
+    store = Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "ltm.db"
+    with sqlite3.connect(store) as conn:  # back-date one memory of user-42 by ten days
+        conn.execute(
+            "UPDATE memories SET created_at = created_at - 864000 WHERE rowid = "
+            "(SELECT min(rowid) FROM memories WHERE user_id = 'user-42')"
+        )
+    args = ["--json", "ltm", "delete", "--user", "user-42", "--app", "ltm_demo", "--all", "--yes"]
+    code, out, _ = invoke(runner, *args, "--until", "5d", "--dry-run")
+    assert code == 0 and len(json.loads(out)["memories"]) == 1
+    code, out, _ = invoke(runner, *args, "--since", "5d")
+    assert code == 0 and json.loads(out)["deleted"] == 2
+    code, out, _ = invoke(runner, "--json", "ltm", "list", "--user", "user-42", "--app", "ltm_demo")
+    assert len(json.loads(out)) == 1

@@ -390,16 +390,26 @@ def delete(
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Delete every memory of the user in the index.")] = False,
     app_name: AppOpt = None,
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="TIME", help="Only memories saved at or after: ISO time or 7d.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="TIME", help="Only memories saved before: ISO time or 7d.")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_flag: JsonOption = False,
 ) -> None:
     """Delete a user's memories.
 
-    By id, by the session they came from, or all of them; asks first unless --yes.
+    By id, by the session they came from, or all of them (narrowed by --since/--until);
+    asks first unless --yes.
     """
     from veadk_mem.errors import NotFound
+    from veadk_mem.sessions.timespec import parse_time
 
+    after = parse_time(since, "--since") if since else None
+    before = parse_time(until, "--until") if until else None
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
     render = state.render
@@ -418,6 +428,14 @@ def delete(
                     raise NotFound(f"no memory of user {user!r} in index {index!r} has id {', '.join(missing)}")
                 for memory_id in missing:
                     render.warn(f"no memory {memory_id} for user {user!r} in index {index!r}")
+            if after is not None or before is not None:
+                found = [
+                    r
+                    for r in found
+                    if r.created_at is not None
+                    and (after is None or r.created_at >= after)
+                    and (before is None or r.created_at < before)
+                ]
             if dry_run or not found:
                 return index, found, 0
             confirm_deletion(
