@@ -182,3 +182,18 @@ def entry_text(entry: dict[str, Any]) -> str:
     """The readable text of a MemoryEntry dict, for tables."""
     parts = entry.get("content", {}).get("parts") or []
     return "\n".join(t for t in (part_text(p) for p in parts if isinstance(p, dict)) if t)
+
+
+def epoch_of(value: Any) -> float | None:
+    """Epoch seconds from a number or an ISO-8601 string (a trailing Z included); None otherwise.
+
+    Hosted services give a memory's time in either form.
+    """
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None

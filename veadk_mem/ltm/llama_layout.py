@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from veadk_mem.embedding.base import Embedder
-    from veadk_mem.ltm.base import MemoryRecord
+    from veadk_mem.ltm.base import BackendHealth, MemoryRecord
 
 
 def node_uuid(*parts: str) -> str:
@@ -118,6 +120,24 @@ def doc_hashes(docs: dict[str, Doc]) -> set[str]:
     from veadk_mem.ltm.base import content_hash
 
     return {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
+
+
+def check_embedder(report: BackendHealth, dims: set[int], embedder: Callable[[], Embedder]) -> BackendHealth:
+    """The health report with the configured embedder, and a problem for index vectors of another dimension."""
+    from veadk_mem.errors import VmemError
+
+    try:
+        model = embedder()
+    except VmemError as exc:
+        report.notes.append(f"embedder: {exc.message}")
+        return report
+    report.model = model.describe()
+    wrong = sorted(d for d in dims if d != model.dim)
+    if wrong:
+        report.problems.append(
+            f"index vectors are {', '.join(str(d) for d in wrong)}-d but the embedder is {model.describe()}"
+        )
+    return report
 
 
 def split_memory(embedder: Embedder, text: str) -> list[tuple[int, str]]:

@@ -23,11 +23,11 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError, missing_extra
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
+from veadk_mem.ltm.convert import epoch_of
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -76,17 +76,6 @@ def import_memory_client() -> Any:
             f"mem0ai is installed but cannot be imported: {exc}", hint="pip install 'veadk-mem[mem0]'"
         ) from None
     return MemoryClient
-
-
-def _epoch(value: Any) -> float | None:
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
 
 
 class Mem0Backend(LongTermMemoryBackend):
@@ -223,7 +212,7 @@ class Mem0Backend(LongTermMemoryBackend):
             author=str(meta.get("author") or ""),
             content_hash=str(meta.get("content_hash") or content_hash(text)),
             id=str(item["id"]),
-            created_at=_epoch(item.get("created_at")),
+            created_at=epoch_of(item.get("created_at")),
             score=float(score) if isinstance(score, (int, float)) else None,
             metadata={k: v for k, v in extra.items() if v},
         )

@@ -30,6 +30,7 @@ from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.llama_layout import (
     Doc,
+    check_embedder,
     doc_hashes,
     doc_record,
     llama_node,
@@ -431,18 +432,7 @@ class OpensearchBackend(LongTermMemoryBackend):
                 total += int((await self.client.count(index=name)).get("count", 0))
         report.memories = total if user_id is None else len(await self._read_docs(user_id))
         report.dimension = next(iter(dims)) if len(dims) == 1 else (max(dims) if dims else None)
-        try:
-            embedder = self.embedder
-        except VmemError as exc:
-            report.notes.append(f"embedder: {exc.message}")
-            return report
-        report.model = embedder.describe()
-        wrong = sorted(d for d in dims if d != embedder.dim)
-        if wrong:
-            report.problems.append(
-                f"index vectors are {', '.join(str(d) for d in wrong)}-d but the embedder is {embedder.describe()}"
-            )
-        return report
+        return check_embedder(report, dims, lambda: self.embedder)
 
     async def close(self) -> None:
         if self._client is not None:

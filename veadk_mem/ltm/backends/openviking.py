@@ -27,11 +27,11 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError, missing_extra
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.convert import epoch_of
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -375,7 +375,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
                     text=str(entry.get("abstract") or entry.get("name") or entry["uri"]),
                     user_id=user_id,
                     id=str(entry["uri"]),
-                    created_at=_epoch(entry.get("modTime")),
+                    created_at=epoch_of(entry.get("modTime")),
                 )
             )
         records.sort(key=lambda r: r.created_at or 0.0, reverse=True)
@@ -440,14 +440,3 @@ def _score(item: dict[str, Any]) -> float:
         return float(item.get("score") or 0.0)
     except (TypeError, ValueError):
         return 0.0
-
-
-def _epoch(value: Any) -> float | None:
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None

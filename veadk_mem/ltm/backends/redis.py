@@ -28,7 +28,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
-from veadk_mem.ltm.llama_layout import Doc, doc_hashes, doc_record, llama_node, node_uuid, split_memory, vmem_meta
+from veadk_mem.ltm.llama_layout import (
+    Doc,
+    check_embedder,
+    doc_hashes,
+    doc_record,
+    llama_node,
+    node_uuid,
+    split_memory,
+    vmem_meta,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -579,18 +588,7 @@ class RedisBackend(LongTermMemoryBackend):
             report.exists = report.exists or memories > 0
             report.memories = memories
         report.dimension = min(dims) if len(dims) == 1 else (None if not dims else max(dims))
-        try:
-            embedder = self.embedder
-        except VmemError as exc:
-            report.notes.append(f"embedder: {exc.message}")
-            return report
-        report.model = embedder.describe()
-        wrong = sorted(d for d in dims if d != embedder.dim)
-        if wrong:
-            report.problems.append(
-                f"index vectors are {', '.join(str(d) for d in wrong)}-d but the embedder is {embedder.describe()}"
-            )
-        return report
+        return check_embedder(report, dims, lambda: self.embedder)
 
     async def close(self) -> None:
         if self._client is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,6 +32,7 @@ from veadk_mem.ltm.backends.hosted import (
     volcengine_credentials,
 )
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.convert import epoch_of
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -59,17 +59,6 @@ def _role(text: str) -> str:
     except ValueError:
         return "user"
     return "user" if not isinstance(payload, dict) or payload.get("role") in (None, "user") else "assistant"
-
-
-def _epoch(value: Any) -> float | None:
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
 
 
 class TosContextBackend(LongTermMemoryBackend):
@@ -317,7 +306,7 @@ class TosContextBackend(LongTermMemoryBackend):
                     user_id=user_id,
                     author="user",
                     id=str(getattr(item, "id", "") or ""),
-                    created_at=_epoch(getattr(item, "created_at", None)),
+                    created_at=epoch_of(getattr(item, "created_at", None)),
                     score=float(score) if isinstance(score, (int, float)) else None,
                     metadata={"context_set": user_id, "metadata": getattr(item, "metadata", None)},
                 )
