@@ -23,7 +23,7 @@ SUMMARY_COLUMNS = [
     Column("saved", "saved", justify="right"),
     Column("duplicates", "duplicates", justify="right"),
     Column("failed", "failed", justify="right"),
-    Column("vectors reused", "reused_vectors", justify="right"),
+    Column("reused", "reused_vectors", justify="right"),
     Column("re-embedded", "reembedded", justify="right"),
 ]
 
