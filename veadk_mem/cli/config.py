@@ -25,7 +25,7 @@ def show(
     from veadk_mem.config import effective_rows
 
     state = get_state(ctx, json_flag=json_flag)
-    state.override("short_term_memory.db_url", db_url)
+    state.use_db_url(db_url)
     rows = effective_rows(state.loaded)
     state.render.records(
         rows,

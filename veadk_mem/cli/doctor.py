@@ -19,7 +19,7 @@ def doctor(
     from veadk_mem.doctor import run_checks
 
     state = get_state(ctx, json_flag=json_flag)
-    state.override("short_term_memory.db_url", db_url)
+    state.use_db_url(db_url)
     results = run(run_checks(state.loaded.settings))
     rows = [r.as_dict() for r in results]
     state.render.records(

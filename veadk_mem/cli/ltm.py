@@ -145,7 +145,7 @@ def save(
     from veadk_mem.ltm.replay import aiter_items, count_sessions, expand_sources, file_sessions, replay
 
     state = get_state(ctx, json_flag=json_flag)
-    state.override("short_term_memory.db_url", db_url)
+    state.use_db_url(db_url)
     state.override("database.mem0.infer", False if no_infer else None)
     total: int | None = None
     if from_store:
@@ -475,7 +475,7 @@ def forget(
     from veadk_mem.ltm.forget import forget_user, plan_forget
 
     state = get_state(ctx, json_flag=json_flag)
-    state.override("short_term_memory.db_url", db_url)
+    state.use_db_url(db_url)
     render = state.render
     ltm = _ltm(state, app_name or "")
     settings = state.loaded.settings

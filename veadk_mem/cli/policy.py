@@ -100,7 +100,7 @@ def test_cmd(
     from veadk_mem.policy import dry_run
 
     state = get_state(ctx, json_flag=json_flag)
-    state.override("short_term_memory.db_url", db_url)
+    state.use_db_url(db_url)
     args = source or []
     if from_store:
         if len(args) != 3:

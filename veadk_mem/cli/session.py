@@ -40,13 +40,8 @@ SUMMARY_COLUMNS = [
 
 
 def _state(ctx: typer.Context, db_url: str | None, json_flag: bool = False) -> AppState:
-    if db_url is not None and not db_url.strip():
-        from veadk_mem.errors import BadInput
-
-        # an empty value would fall back to the configured database: never act on one not named
-        raise BadInput("--db-url: empty; give a database URL or sqlite path, or leave the option out")
     state = get_state(ctx, json_flag=json_flag)
-    state.override("short_term_memory.db_url", db_url)
+    state.use_db_url(db_url)
     return state
 
 

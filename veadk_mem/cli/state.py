@@ -46,6 +46,14 @@ class AppState:
             self.overrides[dotted] = value
             self._loaded = None
 
+    def use_db_url(self, db_url: str | None) -> None:
+        """Make `--db-url` win; an empty value is refused, never a fall-back to the configured database."""
+        if db_url is not None and not db_url.strip():
+            from veadk_mem.errors import BadInput
+
+            raise BadInput("--db-url: empty; give a database URL or sqlite path, or leave the option out")
+        self.override("short_term_memory.db_url", db_url)
+
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 DbUrlOption = Annotated[
