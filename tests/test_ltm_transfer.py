@@ -441,3 +441,30 @@ def test_local_to_opensearch_contract_server_and_back(tmp_path: Path) -> None:
         )
     finally:
         server.stop()
+
+
+def test_empty_db_url_is_refused_by_every_command_that_takes_it() -> None:
+    runner = CliRunner()
+    for args in (["doctor"], ["config", "show"], ["session", "list"], ["ltm", "save", "--from-store", "a", "u", "s"]):
+        result = runner.invoke(app, [*args, "--db-url", ""])
+        assert result.exit_code == 2 and "--db-url: empty" in result.stderr, args
+    result = runner.invoke(app, ["ltm", "copy", "--from-backend", "nope", "--to-backend", "local"])
+    assert result.exit_code == 2 and "--from-backend: unknown backend 'nope'" in result.stderr
+
+
+def test_an_index_the_target_refuses_stores_nothing(tmp_path: Path) -> None:
+    lines = [
+        {"kind": "header", "format": "vmem-ltm", "version": 1},
+        {"text": "first", "user_id": "u", "index": "fine"},
+        {"text": "second", "user_id": "u", "index": "x" * 300},  # over the local backend's 255
+    ]
+    file = tmp_path / "f.jsonl"
+    write(file, lines)
+    dst = tmp_path / "b.db"
+    result = CliRunner().invoke(
+        app,
+        ["ltm", "import", str(file)],
+        env={"LONG_TERM_MEMORY_LOCAL_PATH": str(dst), "MODEL_EMBEDDING_PROVIDER": "hash"},
+    )
+    assert result.exit_code == 2 and "invalid local index name" in result.stderr
+    assert not dst.exists()

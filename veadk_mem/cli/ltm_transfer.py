@@ -28,7 +28,7 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def _facade(state: AppState, backend: str | None) -> LongTermMemory:
+def _facade(state: AppState, backend: str | None, option: str = "--backend") -> LongTermMemory:
     """A facade on the configured backend, or on another one by name with the same settings."""
     from veadk_mem.ltm.facade import LongTermMemory
     from veadk_mem.ltm.registry import backend_names, canonical_name
@@ -39,7 +39,7 @@ def _facade(state: AppState, backend: str | None) -> LongTermMemory:
         if name not in backend_names():
             from veadk_mem.errors import BadInput
 
-            raise BadInput(f"--backend: unknown backend {backend!r}: expected one of {', '.join(backend_names())}")
+            raise BadInput(f"{option}: unknown backend {backend!r}: expected one of {', '.join(backend_names())}")
         settings = settings.model_copy(deep=True)
         settings.long_term_memory.backend = name  # type: ignore[assignment]
     return LongTermMemory.from_settings(settings, warn=state.render.warn, notice=state.render.warn)
@@ -140,7 +140,7 @@ def import_(
     Idempotent: memories the target already holds (by content hash) are skipped. Vectors
     are reused when the file's model and dimension are the target's, re-embedded otherwise.
     """
-    from veadk_mem.ltm.transfer import import_records, open_export
+    from veadk_mem.ltm.transfer import import_records, open_export, precheck_indexes
 
     state = get_state(ctx, json_flag=json_flag)
     render = state.render
@@ -148,6 +148,7 @@ def import_(
         file = open_export(source, progress=advance)
     try:
         ltm = _facade(state, backend)
+        precheck_indexes(ltm, file.indexes, index)
 
         async def go() -> Any:
             try:
@@ -183,8 +184,8 @@ def copy(
 
     state = get_state(ctx, json_flag=json_flag)
     render = state.render
-    source = _facade(state, from_backend)
-    target = _facade(state, to_backend)
+    source = _facade(state, from_backend, "--from-backend")
+    target = _facade(state, to_backend, "--to-backend")
     scope = ExportScope(user_id=user, all_users=user is None, index=from_index)
 
     async def go() -> Any:

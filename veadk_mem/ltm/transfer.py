@@ -305,6 +305,7 @@ class ExportFile:
     header: FileHeader
     memories: int
     spooled: bool = False
+    indexes: set[str] = field(default_factory=set)  # the indexes the lines name ("" for none)
 
     def records(self) -> Iterator[tuple[str, MemoryRecord, str | None, int | None]]:
         """Every memory line, parsed (the file was validated already)."""
@@ -342,6 +343,7 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
     try:
         head: FileHeader | None = None
         count = 0
+        indexes: set[str] = set()
         with path.open(encoding="utf-8", errors="strict") as handle:
             try:
                 for number, text in enumerate(handle, start=1):
@@ -351,7 +353,7 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
                     if number == 1:
                         head = parse_header(obj, where)
                         continue
-                    parse_record(obj, where, number)
+                    indexes.add(parse_record(obj, where, number)[0])
                     count += 1
                     if progress is not None:
                         progress(1)
@@ -359,7 +361,7 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
                 raise BadInput(f"{where}: not UTF-8 text") from None
         if head is None:
             raise BadInput(f"{where}: empty file; a {FORMAT} export starts with a header line")
-        return ExportFile(path, where, head, count, spooled)
+        return ExportFile(path, where, head, count, spooled, indexes)
     except BaseException:
         if spooled:
             path.unlink(missing_ok=True)
@@ -392,6 +394,13 @@ class ImportSummary:
             "reembedded": self.reembedded,
             "failures": self.failures,
         }
+
+
+def precheck_indexes(target: LongTermMemory, names: set[str], index: str | None = None) -> None:
+    """Open the target's backend on every index an import will write, so a name the store
+    refuses is bad input before the first memory is saved, not after some."""
+    for name in {index} if index else names - {""}:
+        target.backend_for(index=name)
 
 
 async def import_records(
