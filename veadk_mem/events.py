@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 from pydantic.alias_generators import to_camel
+from pydantic_core import from_json
 
 from veadk_mem.errors import BadInput, invalid_json
 
@@ -205,6 +206,12 @@ def _open_text(source: str | Path, name: str | None = None) -> tuple[TextIO, str
 
 
 def _decode(text: str, name: str, line_offset: int = 0) -> Any:
+    try:
+        # pydantic-core's parser is twice as fast and gives the same values; what it refuses
+        # (a lone surrogate escape, which json keeps, or an error) goes to json for its verdict
+        return from_json(text, cache_strings="keys")
+    except ValueError:
+        pass
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -23,7 +23,7 @@ from veadk_mem.sessions.layout import Layout, Tables, to_epoch
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
 
 if TYPE_CHECKING:
-    from veadk_mem import events as ev
+    from veadk_mem.sessions.rawsession import RawEvent
 
 # --- camelCase fast path ----------------------------------------------------------------
 
@@ -240,7 +240,7 @@ def _snake(name: str) -> str:
 
 
 def event_row(
-    tables: Tables, app: str, user: str, session_id: str, event: ev.Event, dropped: dict[str, int] | None = None
+    tables: Tables, app: str, user: str, session_id: str, event: RawEvent, dropped: dict[str, int] | None = None
 ) -> dict[str, Any]:
     """Column values storing `event` in this layout, as ADK's own from_event would write them.
 
@@ -248,7 +248,7 @@ def event_row(
     """
     from veadk_mem.sessions.layout import stored_time
 
-    data = event.model_dump(mode="json", by_alias=False, exclude_none=True)
+    data = event.data
     key = {"id": event.id, "app_name": app, "user_id": user, "session_id": session_id}
     stamp = stored_time(tables, event.timestamp)
     if tables.layout is Layout.SQLITE:

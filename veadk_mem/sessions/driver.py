@@ -73,3 +73,82 @@ def skip_idle_rollback(dbapi_conn: Any, record: Any, state: Any) -> None:
     """
     if state.asyncio_safe and dbapi_conn.driver_connection.in_transaction:
         dbapi_conn.rollback()
+
+
+@dataclass(frozen=True)
+class InsertPlan:
+    """A multi-row INSERT run straight on the driver's executemany.
+
+    SQLAlchemy's executemany builds, type-processes and checks every row in Python, which
+    was most of an import's time. The plan keeps SQLAlchemy's compiled SQL and each
+    column's own bind processor, applies them in one pass, and hands the rows to
+    aiosqlite's or asyncpg's executemany. JSON columns are encoded with the fast encoder
+    the rest of vmem writes with (`codec.dumps`).
+    """
+
+    sql: str
+    names: tuple[str, ...]
+    processors: tuple[Callable[[Any], Any] | None, ...]
+    driver: str
+    table: str
+    schema: str | None
+
+    @classmethod
+    def make(cls, table: Any, dialect: Any) -> InsertPlan | None:
+        """A plan inserting every column of `table`, or None on a driver it does not cover."""
+        from sqlalchemy import insert
+
+        from veadk_mem.sessions.codec import dumps
+        from veadk_mem.sessions.layout import AdkJSON
+
+        if (dialect.driver, dialect.paramstyle) not in _DRIVERS:
+            return None
+        compiled = insert(table).compile(dialect=dialect, column_keys=[c.key for c in table.columns])
+        if compiled.positiontup is None:
+            return None
+        names = tuple(compiled.positiontup)
+        processors: list[Callable[[Any], Any] | None] = []
+        for name in names:
+            column_type = table.c[name].type
+            if isinstance(column_type, AdkJSON):
+                processors.append(lambda v: None if v is None else dumps(v))
+            else:
+                processors.append(column_type._cached_bind_processor(dialect))
+        return cls(compiled.string, names, tuple(processors), dialect.driver, table.name, table.schema)
+
+    def rows(self, values: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        """Driver-ready tuples of `values` (each a column -> value mapping)."""
+        make = self._row_maker()
+        return [make(v) for v in values]
+
+    def _row_maker(self) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+        # One expression per row instead of a generator over the columns: a third of the time.
+        ns: dict[str, Any] = {}
+        items = []
+        for i, (name, processor) in enumerate(zip(self.names, self.processors, strict=True)):
+            ns[f"N{i}"] = name
+            if processor is None:
+                items.append(f"v[N{i}]")
+            else:
+                ns[f"P{i}"] = processor
+                items.append(f"P{i}(v[N{i}])")
+        maker: Callable[[Mapping[str, Any]], tuple[Any, ...]] = eval(f"lambda v: ({', '.join(items)},)", ns)
+        return maker
+
+    async def run(self, conn: Any, values: Sequence[Mapping[str, Any]]) -> bool:
+        """Insert `values` inside `conn`'s open transaction; False (nothing done) when it has none."""
+        if not values or set(values[0]) != set(self.names):
+            return False
+        raw = (await conn.get_raw_connection()).driver_connection
+        if self.driver == "asyncpg":
+            if not raw.is_in_transaction():
+                return False
+            # COPY: the server parses no statement per row, about twice as fast as executemany
+            await raw.copy_records_to_table(
+                self.table, records=self.rows(values), columns=list(self.names), schema_name=self.schema
+            )
+        else:
+            if not raw.in_transaction:
+                return False
+            await raw.executemany(self.sql, self.rows(values))
+        return True

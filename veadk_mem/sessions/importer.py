@@ -14,7 +14,6 @@ import re
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from veadk_mem.errors import BadInput
 if TYPE_CHECKING:
     from veadk_mem import events as ev
     from veadk_mem.sessions.limits import Limits
+    from veadk_mem.sessions.rawsession import RawSession
     from veadk_mem.sessions.store import Progress, SessionStore
 
 SPOOL_PREFIX = "vmem-stdin-"
@@ -74,7 +74,7 @@ class FileKey:
         return f"{self.app_name}/{self.user_id}/{self.id}"
 
 
-def file_update_time(session: ev.Session) -> float:
+def file_update_time(session: ev.Session | RawSession) -> float:
     """The update time an import stores for `session`: lastUpdateTime, else its newest event."""
     stamps = [e.timestamp for e in session.events]
     return session.last_update_time or (max(stamps) if stamps else 0.0)
@@ -98,12 +98,12 @@ def _check_state_record(data: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _fill_event_ids(session: ev.Session, where: str) -> None:
+    from veadk_mem.sessions.rawsession import event_id
+
     seen: set[str] = set()
     for index, event in enumerate(session.events):
         if not event.id:
-            event.id = str(
-                uuid.uuid5(uuid.NAMESPACE_URL, f"vmem:{session.app_name}/{session.user_id}/{session.id}/{index}")
-            )
+            event.id = event_id(session.app_name, session.user_id, session.id, index)
         if event.id in seen:
             raise BadInput(f"{where}: $.events[{index}].id: duplicate event id {event.id!r}")
         seen.add(event.id)
@@ -111,7 +111,7 @@ def _fill_event_ids(session: ev.Session, where: str) -> None:
 
 def iter_checked(
     source: str | Path, name: str | None = None, limits: Limits | None = None
-) -> Iterator[tuple[str, ev.Session | dict[str, Any]]]:
+) -> Iterator[tuple[str, RawSession | dict[str, Any]]]:
     """(where, record) for each session and app_state / user_state record, validated.
 
     With `limits`, also every value the target database would refuse at write time.
@@ -125,25 +125,29 @@ def iter_checked(
             raise BadInput(f"{where}: JSON nested too deeply") from None
 
 
-def _checked(where: str, data: Any, limits: Limits | None) -> tuple[str, ev.Session | dict[str, Any]]:
+def _checked(where: str, data: Any, limits: Limits | None) -> tuple[str, RawSession | dict[str, Any]]:
     from veadk_mem.events import STATE_RECORD_KINDS, parse_session
+    from veadk_mem.sessions.rawsession import from_model, raw_session
 
     if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
         record = _check_state_record(data, where)
         if limits is not None:
             limits.check(where, data, None)
         return where, record
-    session = parse_session(data, where)
-    for field_name, value in (("appName", session.app_name), ("userId", session.user_id), ("id", session.id)):
-        if not value:
-            raise BadInput(f"{where}: $.{field_name}: must not be empty")
-    _fill_event_ids(session, where)
+    session = raw_session(data)  # the common case, without pydantic objects
+    if session is None:  # the models coerce it, or name what is wrong
+        model = parse_session(data, where)
+        for field_name, value in (("appName", model.app_name), ("userId", model.user_id), ("id", model.id)):
+            if not value:
+                raise BadInput(f"{where}: $.{field_name}: must not be empty")
+        _fill_event_ids(model, where)
+        session = from_model(model)
     if limits is not None:
         limits.check(where, data, session)
     return where, session
 
 
-def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[ev.Session | dict[str, Any]]:
+def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[RawSession | dict[str, Any]]:
     """Sessions and app_state / user_state records of a JSON, JSON list or JSONL file, validated."""
     for _, record in iter_checked(source, name):
         yield record

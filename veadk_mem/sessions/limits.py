@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import PydanticSerializationError, to_json
+
 from veadk_mem.errors import BadInput
 from veadk_mem.sessions.layout import KEY_LEN, VARCHAR_LEN, Layout
 
 if TYPE_CHECKING:
-    from veadk_mem import events as ev
+    from veadk_mem.sessions.rawsession import RawSession
 
 # MySQL / MariaDB DATETIME holds years 1000-9999; Python's datetime (PostgreSQL's path) 1-9999.
 _MYSQL_MIN = datetime(1000, 1, 1, tzinfo=UTC).timestamp()
@@ -46,7 +48,7 @@ class Limits:
     def epoch_times(self) -> bool:
         return self.layout is Layout.SQLITE
 
-    def check(self, where: str, data: Any, session: ev.Session | None) -> None:
+    def check(self, where: str, data: Any, session: RawSession | None) -> None:
         """BadInput naming `where` and the JSON path of the first value the target would refuse."""
         size = self._check_text(where, data)
         if session is None:
@@ -58,20 +60,25 @@ class Limits:
     # --- text: NaN, surrogates, NUL ----------------------------------------------------
 
     def _check_text(self, where: str, data: Any) -> int:
-        """The encoded size of `data`; BadInput at the first NaN, lone surrogate or (PostgreSQL) NUL."""
+        """The encoded size of `data`; BadInput at the first NaN, lone surrogate or (PostgreSQL) NUL.
+
+        One pass of pydantic-core's encoder finds clean data (nearly all of it); only when
+        its text shows a NaN, an infinity, a surrogate or a NUL (or the same letters in a
+        string) does the walk look for the value and its path.
+        """
+        nul = self.dialect == "postgresql"
         try:
-            text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-            size = len(text.encode("utf-8"))
-        except (ValueError, UnicodeEncodeError):
-            _walk(where, data, "$", nul=self.dialect == "postgresql")
+            text = to_json(data, inf_nan_mode="constants")
+        except (PydanticSerializationError, ValueError):
+            _walk(where, data, "$", nul=nul)
             raise AssertionError("unreachable: a value failed to encode but none was found") from None
-        if self.dialect == "postgresql" and ("\\u0000" in text or "\x00" in text):
-            _walk(where, data, "$", nul=True)
-        return size
+        if b"NaN" in text or b"Infinity" in text or (nul and b"\\u0000" in text):
+            _walk(where, data, "$", nul=nul)
+        return len(text)
 
     # --- the columns -------------------------------------------------------------------
 
-    def _check_session(self, where: str, session: ev.Session) -> None:
+    def _check_session(self, where: str, session: RawSession) -> None:
         if self.sized_keys:
             for path, value in (("appName", session.app_name), ("userId", session.user_id), ("id", session.id)):
                 _length(where, f"$.{path}", value, KEY_LEN)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from veadk_mem import events as ev
     from veadk_mem.sessions.importer import FileKey, ImportReport
     from veadk_mem.sessions.limits import Limits
+    from veadk_mem.sessions.rawsession import RawSession
 
 
 class Writes(Reads):
@@ -197,7 +199,7 @@ class Writes(Reads):
 
     async def import_records(
         self,
-        records: Iterable[ev.Session | dict[str, Any]],
+        records: Iterable[ev.Session | RawSession | dict[str, Any]],
         *,
         force: bool = True,
         progress: Progress | None = None,
@@ -218,16 +220,24 @@ class Writes(Reads):
         report.created_tables = await self._ensure_tables()
         report.layout = self.layout.value
         self._dropped: dict[str, set[tuple[str, ...]]] = {}
-        records_iter = iter(records)
-        done = False
+        from veadk_mem import events as ev
+        from veadk_mem.sessions.rawsession import from_model
+
+        records_iter = (from_model(r) if isinstance(r, ev.Session) else r for r in records)
+
+        def take() -> tuple[list[RawSession | dict[str, Any]], bool]:
+            return _take_batch(records_iter, batch_seconds, batch_rows)
+
+        # The next batch is read and checked in a thread while this one is written: the
+        # database works (in its server, or in sqlite's C code without the GIL) meanwhile.
+        ahead: asyncio.Future[tuple[list[RawSession | dict[str, Any]], bool]] | None = None
         try:
-            while not done:
-                batch: list[ev.Session | dict[str, Any]] = []
+            batch, done = await asyncio.to_thread(take)
+            while batch:
+                ahead = None if done else asyncio.ensure_future(asyncio.to_thread(take))
                 for attempt in range(5):
                     try:
-                        pending, done = await self._write_batch(
-                            records_iter, batch, force=force, batch_seconds=batch_seconds, batch_rows=batch_rows
-                        )
+                        pending = await self._write_batch(batch, force=force)
                         break
                     except Exception as exc:
                         # Another writer (a second import, the agent) deadlocked with this batch:
@@ -237,7 +247,14 @@ class Writes(Reads):
                         await asyncio.sleep(0.05 * (attempt + 1))
                 _add(report, pending)
                 advance(sum(1 for r in batch if not isinstance(r, dict)))  # sessions, as the summary
+                if ahead is None:
+                    break
+                batch, done = await ahead
+                ahead = None
         except Exception as exc:
+            if ahead is not None:  # let the reading thread finish before the iterator is dropped
+                with contextlib.suppress(Exception):
+                    await ahead
             error = exc if isinstance(exc, VmemError) else self._fail(exc)
             if report.sessions or report.app_states or report.user_states:
                 error.message = (
@@ -263,54 +280,30 @@ class Writes(Reads):
             )
         self._dropped = {}
 
-    async def _write_batch(
-        self,
-        records: Iterator[ev.Session | dict[str, Any]],
-        batch: list[ev.Session | dict[str, Any]],
-        *,
-        force: bool,
-        batch_seconds: float,
-        batch_rows: int,
-    ) -> tuple[ImportReport, bool]:
-        """Write `batch` (a retry) or the next records into it, in ONE transaction: (counts, input ended).
+    async def _write_batch(self, batch: list[RawSession | dict[str, Any]], *, force: bool) -> ImportReport:
+        """Write `batch` in ONE transaction and return its counts.
 
         A handful of statements per batch, not per session: one SELECT of the stored keys,
         one read and one write of the state rows touched, DELETEs of the sessions written
         over, and multi-row INSERTs of sessions and events.
         """
-        from veadk_mem import events as ev
-
-        done = False
-        if not batch:
-            started, rows = time.monotonic(), 0
-            while rows < batch_rows and len(batch) < 5000 and time.monotonic() - started < batch_seconds:
-                record = next(records, None)
-                if record is None:
-                    done = True
-                    break
-                batch.append(record)
-                rows += 1 + (len(record.events) if isinstance(record, ev.Session) else 0)
         pending = ImportReport()
-        if not batch:
-            return pending, done
         async with self.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 await self._write_records(conn, batch, pending, force=force)
-        return pending, done
+        return pending
 
     async def _write_records(
-        self, conn: AsyncConnection, batch: list[ev.Session | dict[str, Any]], pending: ImportReport, *, force: bool
+        self, conn: AsyncConnection, batch: list[RawSession | dict[str, Any]], pending: ImportReport, *, force: bool
     ) -> None:
         from sqlalchemy import and_, delete, insert, or_
 
-        from veadk_mem import events as ev
-
         t = self.tables
         # the last record of a key wins, as when they were written one after the other
-        sessions: dict[tuple[str, str, str], ev.Session] = {}
+        sessions: dict[tuple[str, str, str], RawSession] = {}
         for record in batch:
-            if isinstance(record, ev.Session):
+            if not isinstance(record, dict):
                 sessions[(record.app_name, record.user_id, record.id)] = record
         stored = await self._stored_times(conn, list(sessions))
         if not force:
@@ -321,7 +314,7 @@ class Writes(Reads):
         app_parts: dict[str, dict[str, Any]] = defaultdict(dict)
         user_parts: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
         for record in batch:  # merged in file order, as when records were written one by one
-            if isinstance(record, ev.Session):
+            if not isinstance(record, dict):
                 if sessions.get((record.app_name, record.user_id, record.id)) is not record:
                     continue  # skipped, or an earlier copy of a key written again later in the batch
                 app_part, user_part, _ = split_state(record.state)
@@ -388,8 +381,11 @@ class Writes(Reads):
             pending.sessions += 1
             pending.events += len(session.events)
             pending.replaced += (app, user, sid) in stored
-        for i in range(0, len(session_rows), _BATCH):
-            await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
+        if session_rows and not await self._fast_insert(conn, t.sessions, session_rows):
+            for i in range(0, len(session_rows), _BATCH):
+                await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
+        if event_rows and await self._fast_insert(conn, t.events, event_rows):
+            return
         stmt = insert(t.events)
         if t.layout is Layout.V0 and self.dialect == "mysql":
             # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
@@ -400,6 +396,16 @@ class Writes(Reads):
                 row["actions_hex"] = row.pop("actions").hex()
         for i in range(0, len(event_rows), _BATCH * 2):
             await conn.execute(stmt, event_rows[i : i + _BATCH * 2])
+
+    async def _fast_insert(self, conn: AsyncConnection, table: Any, rows: list[dict[str, Any]]) -> bool:
+        """Insert `rows` through the driver's executemany (driver.InsertPlan); False when it does not apply."""
+        from veadk_mem.sessions.driver import InsertPlan
+
+        key = ("insert", table.name)
+        if key not in self._stmts:
+            self._stmts[key] = InsertPlan.make(table, self.engine.dialect)
+        plan = self._stmts[key]
+        return plan is not None and await plan.run(conn, rows)
 
     async def _stored_times(self, conn: AsyncConnection, keys: list[tuple[str, str, str]]) -> dict[Any, float]:
         """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL)."""
@@ -490,7 +496,22 @@ class Writes(Reads):
             )
 
 
-def _update_time(session: ev.Session) -> float:
+def _take_batch(
+    records: Iterator[RawSession | dict[str, Any]], seconds: float, max_rows: int
+) -> tuple[list[RawSession | dict[str, Any]], bool]:
+    """The next records, up to `max_rows` rows or `seconds` of reading: (batch, input ended)."""
+    batch: list[RawSession | dict[str, Any]] = []
+    started, rows = time.monotonic(), 0
+    while rows < max_rows and len(batch) < 5000 and time.monotonic() - started < seconds:
+        record = next(records, None)
+        if record is None:
+            return batch, True
+        batch.append(record)
+        rows += 1 + (0 if isinstance(record, dict) else len(record.events))
+    return batch, False
+
+
+def _update_time(session: RawSession) -> float:
     stamps = [x.timestamp for x in session.events]
     return session.last_update_time or (max(stamps) if stamps else time.time())
 
