@@ -351,6 +351,47 @@ def test_a_stalled_export_does_not_block_adks_append_event(tmp_path: Path) -> No
     assert '"invocationId":"while-exporting"' in rest  # s39 is read after the write: in a later batch
 
 
+def test_a_stalled_get_json_of_a_long_session_does_not_block_adks_append_event(tmp_path: Path) -> None:
+    """`vmem session get --json | less` on a session of more than one batch (500 events)."""
+    from google.adk.events import Event
+
+    from veadk_mem import events as ev
+
+    db = tmp_path / "veadk.db"
+    url = sqlite_url(db)
+    build(url, {("alice", "other"): 1})
+    long = ev.Session.model_validate(_session("long", user="alice", app_name=APP, n=700))
+
+    async def load() -> None:
+        async with SessionStore(str(db)) as store:
+            await store.import_records([long])
+
+    asyncio.run(load())
+
+    async def go() -> tuple[float, str]:
+        import time
+
+        async with SessionStore(str(db)) as store:
+            pieces = store.session_json(APP, "alice", "long")
+            head = await anext(pieces)  # the reader takes the head, then stalls
+            service = adk_service(url + "?timeout=2")  # fail fast instead of waiting 5 s
+            try:
+                session = await service.get_session(app_name=APP, user_id="alice", session_id="long")
+                started = time.monotonic()
+                await service.append_event(session, Event(author="user", invocation_id="while-reading"))
+                waited = time.monotonic() - started
+            finally:
+                await service.close()
+            rest = "".join([piece async for piece in pieces])
+            return waited, head + rest
+
+    waited, text = asyncio.run(go())
+    assert waited < 1.0
+    got = json.loads(text)
+    assert len(got["events"]) == 700  # one snapshot: the event appended meanwhile is not half in it
+    assert "while-reading" not in text
+
+
 def test_export_batches_keep_every_session_whole(tmp_path: Path) -> None:
     db = tmp_path / "veadk.db"
     build(sqlite_url(db), {("alice", "big"): 50, ("bob", "a"): 3, ("bob", "b"): 0})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -84,18 +85,30 @@ class Limits:
                 _length(where, f"$.{path}", value, KEY_LEN)
         if session.last_update_time is not None:
             self._time(where, "$.lastUpdateTime", session.last_update_time)
+        low, high = self._time_range()
+        sized, v0 = self.sized_keys, self.layout is Layout.V0
         for i, event in enumerate(session.events):
-            self._time(where, f"$.events[{i}].timestamp", event.timestamp)
-            if not self.sized_keys:
+            # the common case costs a comparison or two; the path is only built for an error
+            stamp = event.timestamp
+            if not (type(stamp) is float and low <= stamp <= high):
+                self._time(where, f"$.events[{i}].timestamp", stamp)
+            if not sized:
                 continue
-            _length(where, f"$.events[{i}].id", event.id, KEY_LEN)
-            _length(where, f"$.events[{i}].invocationId", event.invocation_id, VARCHAR_LEN)
-            if self.layout is Layout.V0:
+            if len(event.id) > KEY_LEN or len(event.invocation_id) > VARCHAR_LEN:
+                _length(where, f"$.events[{i}].id", event.id, KEY_LEN)
+                _length(where, f"$.events[{i}].invocationId", event.invocation_id, VARCHAR_LEN)
+            if v0:
                 _length(where, f"$.events[{i}].author", event.author, VARCHAR_LEN)
                 for name, alias in (("branch", "branch"), ("error_code", "errorCode")):
                     extra = getattr(event, name, None)
                     if isinstance(extra, str):
                         _length(where, f"$.events[{i}].{alias}", extra, VARCHAR_LEN)
+
+    def _time_range(self) -> tuple[float, float]:
+        """The epoch seconds this target's time columns hold (any finite number for epoch columns)."""
+        if self.epoch_times:
+            return -sys.float_info.max, sys.float_info.max  # every finite float; NaN and infinities fail
+        return (_MYSQL_MIN if self.dialect == "mysql" else _PY_MIN), _MAX_TIME
 
     def _time(self, where: str, path: str, value: Any) -> None:
         if not isinstance(value, (int, float)) or not math.isfinite(value):

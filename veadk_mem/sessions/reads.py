@@ -201,22 +201,97 @@ class Reads(Statements):
         )
 
     async def session_json(
-        self, app: str, user: str, session_id: str, *, last: int | None = None
+        self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
     ) -> AsyncIterator[str]:
-        """The ADK session JSON of one session in text pieces, events streamed one per piece."""
+        """The ADK session JSON of one session in text pieces, one event a piece.
+
+        Events are read `page` at a time, each page in its own short read, encoded before
+        its pieces are handed out: a stalled reader (`get --json | less`) holds no lock
+        that would keep the agent from appending, and memory stays bounded by the page.
+        The session row and the first page come from one snapshot; later pages continue
+        in the same order up to the event count of that snapshot, so an event appended
+        meanwhile is not half in the output.
+        """
+        summary, pieces, start, end = await self._json_page(app, user, session_id, last, page, None)
+        yield _session_head(summary)
+        sep = "\n"
+        while True:
+            for piece in pieces:
+                yield sep + piece
+                sep = ",\n"
+            start += len(pieces)
+            if start >= end:
+                break
+            _, pieces, _, _ = await self._json_page(app, user, session_id, None, page, (start, min(page, end - start)))
+            if not pieces:
+                raise StoreError(
+                    f"session {app}/{user}/{session_id} changed while it was read (deleted, or events removed)",
+                    hint="run the command again",
+                )
+        yield "\n" + _session_tail(summary) + "\n"
+
+    async def _json_page(
+        self, app: str, user: str, session_id: str, last: int | None, page: int, window: tuple[int, int] | None
+    ) -> tuple[SessionSummary, list[str], int, int]:
+        """(summary, encoded events, first index, end index) of one page, read in ONE short transaction.
+
+        Without `window`: the session row and the first page of its (last `last`) events,
+        from one snapshot. With `window` (offset, count): just those events.
+        """
+        from sqlalchemy import Integer, bindparam
+
+        stmt = self._stmts.get("events_page")
+        if stmt is None:
+            e = self.tables.events.c
+            where = [
+                e.app_name == bindparam("k_app"),
+                e.user_id == bindparam("k_user"),
+                e.session_id == bindparam("k_id"),
+            ]
+            stmt = self._stmts["events_page"] = (
+                self._events_stmt(where, None)
+                .limit(bindparam("k_limit", type_=Integer))
+                .offset(bindparam("k_offset", type_=Integer))
+            )
+        tables, warnings = self.tables, self.warnings
+        engine = self.engine
+        if window is None and self.dialect == "postgresql":
+            engine = engine.execution_options(isolation_level="REPEATABLE READ")
+        summary: Any = None
         try:
-            async with self.reader.connect() as conn:
-                summary = await self._one_summary(conn, app, user, session_id)
-                yield _session_head(summary)
-                sep = "\n"
-                async for data in self._event_data(conn, app, user, session_id, last, summary.event_count):
-                    yield sep + dumps(camel_event(data))
-                    sep = ",\n"
-                yield "\n" + _session_tail(summary) + "\n"
+            async with engine.connect() as conn, conn.begin():
+                if window is None:
+                    if self.dialect == "sqlite":
+                        await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
+                    elif self.dialect == "postgresql":
+                        # asyncpg's adapter opens the transaction at its first statement; the
+                        # summary may run straight on the driver, so open it (and the snapshot) here
+                        await conn.exec_driver_sql("SELECT 1")
+                    summary = await self._one_summary(conn, app, user, session_id)
+                    end = summary.event_count
+                    start = max(0, end - last) if last is not None else 0
+                    count = min(page, end - start)
+                else:
+                    start, count = window
+                    end = start + count
+                rows = []
+                if count > 0:
+                    params = {"k_app": app, "k_user": user, "k_id": session_id, "k_limit": count, "k_offset": start}
+                    rows = list(await conn.execute(stmt, params))
         except VmemError:
             raise
         except Exception as exc:
             raise self._fail(exc) from None
+        pieces = []
+        for row in rows:
+            try:
+                pieces.append(dumps(camel_event(event_from_row(tables, row, warnings))))
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise StoreError(
+                    f"session {app}/{user}/{session_id}: event {row.id} is not readable "
+                    f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]})"
+                ) from None
+        return summary, pieces, start, end
 
     async def iter_sessions(self, flt: SessionFilter | None = None) -> AsyncIterator[ev.Session]:
         """Every matching session with its events, oldest update first, one at a time.

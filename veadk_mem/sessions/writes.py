@@ -313,11 +313,12 @@ class Writes(Reads):
                     del sessions[key]  # an agent wrote to it after the file was made: keep its events
         app_parts: dict[str, dict[str, Any]] = defaultdict(dict)
         user_parts: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+        own: dict[int, dict[str, Any]] = {}  # each session's own state (split once)
         for record in batch:  # merged in file order, as when records were written one by one
             if not isinstance(record, dict):
                 if sessions.get((record.app_name, record.user_id, record.id)) is not record:
                     continue  # skipped, or an earlier copy of a key written again later in the batch
-                app_part, user_part, _ = split_state(record.state)
+                app_part, user_part, own[id(record)] = split_state(record.state)
                 app_parts[record.app_name].update(app_part)
                 user_parts[(record.app_name, record.user_id)].update(user_part)
             elif record.get("kind") == "app_state":
@@ -364,7 +365,7 @@ class Writes(Reads):
                     "app_name": app,
                     "user_id": user,
                     "id": sid,
-                    "state": split_state(session.state)[2],
+                    "state": own[id(session)],
                     "create_time": stored_time(t, min([*stamps, updated])),
                     "update_time": stored_time(t, updated),
                 }
@@ -408,22 +409,51 @@ class Writes(Reads):
         return plan is not None and await plan.run(conn, rows)
 
     async def _stored_times(self, conn: AsyncConnection, keys: list[tuple[str, str, str]]) -> dict[Any, float]:
-        """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL)."""
-        from sqlalchemy import and_, or_, select
+        """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL).
 
-        s = self.tables.sessions.c
+        One statement, built once: `(app_name, user_id, id) IN (...)` with an expanding list,
+        which the primary key index answers; building an OR of per-user conditions for
+        every batch cost more than the query.
+        """
+        from sqlalchemy import bindparam, select, tuple_
+
+        stmt = self._stmts.get("stored_times")
+        if stmt is None:
+            s = self.tables.sessions.c
+            if self.dialect == "postgresql":
+                # PostgreSQL plans a long IN list of row values as one index probe per row,
+                # slowly; three arrays joined through unnest() are one cheap plan
+                from sqlalchemy import Text, func
+                from sqlalchemy.dialects.postgresql import ARRAY
+
+                arrays = [bindparam(n, type_=ARRAY(Text)) for n in ("k_apps", "k_users", "k_ids")]
+                k = func.unnest(*arrays).table_valued("a", "u", "i").render_derived()
+                stmt = (
+                    select(s.app_name, s.user_id, s.id, s.update_time)
+                    .join_from(self.tables.sessions, k, (s.app_name == k.c.a) & (s.user_id == k.c.u) & (s.id == k.c.i))
+                    .with_for_update(of=self.tables.sessions)
+                )
+            else:
+                stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
+                    tuple_(s.app_name, s.user_id, s.id).in_(bindparam("keys", expanding=True))
+                )
+                if self.dialect != "sqlite":
+                    stmt = stmt.with_for_update()
+            self._stmts["stored_times"] = stmt
         wanted = set(keys)
         found: dict[Any, float] = {}
-        for i in range(0, len(keys), _BATCH):
-            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-            for app, user, sid in keys[i : i + _BATCH]:
-                groups[(app, user)].append(sid)
-            stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
-                or_(*[and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in groups.items()])
-            )
-            if self.dialect != "sqlite":
-                stmt = stmt.with_for_update()
-            for app, user, sid, stamp in await conn.execute(stmt):
+        step = max(len(keys), 1) if self.dialect == "postgresql" else _BATCH
+        for i in range(0, len(keys), step):
+            chunk = keys[i : i + step]
+            if self.dialect == "postgresql":
+                params: dict[str, Any] = {
+                    "k_apps": [k[0] for k in chunk],
+                    "k_users": [k[1] for k in chunk],
+                    "k_ids": [k[2] for k in chunk],
+                }
+            else:
+                params = {"keys": chunk}
+            for app, user, sid, stamp in await conn.execute(stmt, params):
                 if (app, user, sid) in wanted:  # exact: MySQL's collation matches more
                     found[(app, user, sid)] = to_epoch(stamp)
         return found
