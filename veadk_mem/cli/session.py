@@ -486,7 +486,7 @@ def upgrade_cmd(
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Upgrade an ADK v0 (pickle) session database in place to the JSON layout current ADK reads.
+    """Upgrade an ADK v0 (pickle) database in place to the layout current ADK reads.
 
     Writes a JSONL backup first and checks it against the database, copies everything into new
     tables beside the old ones and swaps them in one step; the old tables are kept, renamed
