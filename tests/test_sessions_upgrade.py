@@ -59,6 +59,32 @@ def current_adk_read(url: str, keys: list[str]) -> dict[str, dict[str, Any]]:
     return asyncio.run(read())
 
 
+def current_adk_appends(url: str, user: str, sid: str) -> tuple[str, int]:
+    """The current ADK appends an event to an upgraded session: (its text as read back, event count)."""
+    from google.adk.events import Event
+    from google.adk.sessions import DatabaseSessionService
+    from google.genai import types
+
+    async def append() -> tuple[str, int]:
+        service = DatabaseSessionService(db_url=url)
+        try:
+            session = await service.get_session(app_name="old_app", user_id=user, session_id=sid)
+            assert session is not None
+            event = Event(
+                author="user",
+                invocation_id="inv-after",
+                content=types.Content(role="user", parts=[types.Part(text="after the upgrade")]),
+            )
+            await service.append_event(session, event)
+            again = await service.get_session(app_name="old_app", user_id=user, session_id=sid)
+            assert again is not None and again.events[-1].content is not None
+            return str(again.events[-1].content.parts[0].text), len(again.events)  # type: ignore[index]
+        finally:
+            await service.close()
+
+    return asyncio.run(append())
+
+
 def as_current(old: dict[str, Any]) -> dict[str, Any]:
     """The old release's dump through the current ADK's Session model: fields it added get their defaults."""
     from google.adk.sessions import Session
@@ -120,6 +146,8 @@ def test_upgraded_database_reads_equal_in_current_adk(
     assert report["status"] == "current" and sorted(report["dropped"]) == sorted(kept)
     assert not [t for t in sqlite_tables(db) if "_v0_" in t]
     assert_current_adk_reads(f"sqlite+aiosqlite:///{db}", adk, version)
+    text, count = current_adk_appends(f"sqlite+aiosqlite:///{db}", "bob", "bob-s1")
+    assert (text, count) == ("after the upgrade", len(adk["bob-s1"]["events"]) + 1)
 
 
 def test_dry_run_changes_nothing(tmp_path: Path) -> None:
@@ -276,6 +304,7 @@ def test_upgrade_on_a_server(server: tuple[str, dict[str, Any]], tmp_path: Path)
     assert result.exit_code == 0, result.stderr
     assert not [t for t in asyncio.run(_tables(url)) if "_v0_" in t]
     assert_current_adk_reads(url, adk, SERVER_RELEASE)
+    assert current_adk_appends(url, "alice", "alice-s0") == ("after the upgrade", len(adk["alice-s0"]["events"]) + 1)
 
 
 async def _insert_session(url: str) -> None:
