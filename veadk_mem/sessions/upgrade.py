@@ -236,10 +236,10 @@ class Upgrade:
         self.old = store.tables
         self.new = build_tables(Layout.V1, prefix=NEW_PREFIX)
         self.dialect = store.dialect
-        self.q = self._quote
         self.where = store.display_url
 
-    def _quote(self, name: str) -> str:
+    def q(self, name: str) -> str:
+        """A table, index or constraint name quoted for this database."""
         return str(self.store.engine.dialect.identifier_preparer.quote(name))
 
     async def run(self, backup: Path) -> None:
