@@ -23,6 +23,8 @@ function __vmem_path
                 set path $path $t
             case 'session import'
                 set path $path $t
+            case 'session upgrade'
+                set path $path $t
             case 'ltm'
                 set path $path $t
             case 'ltm save'
@@ -117,6 +119,7 @@ complete -c vmem -n "__vmem_at 'session'" -a 'get' -d 'Show a session: merged st
 complete -c vmem -n "__vmem_at 'session'" -a 'delete' -d 'Delete sessions with their events, by id or by filter, in one transaction.'
 complete -c vmem -n "__vmem_at 'session'" -a 'export' -d 'Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed.'
 complete -c vmem -n "__vmem_at 'session'" -a 'import' -d 'Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written.'
+complete -c vmem -n "__vmem_at 'session'" -a 'upgrade' -d 'Upgrade an ADK v0 (pickle) database in place to the layout current ADK reads.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'app' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -s 'a' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'user' -d 'Only this user.'
@@ -197,6 +200,17 @@ complete -c vmem -n "__vmem_at 'session import'" -s 'q' -d 'Only data and errors
 complete -c vmem -n "__vmem_at 'session import'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'session import'" -s 'v' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'session import'" -F
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'backup' -d 'Write the verified JSONL backup here (a new file); default vmem-upgrade-backup-<UTC time>.jsonl.'
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'dry-run' -d 'Show what would be done; change nothing.'
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'drop-old' -d 'Drop the old tables an upgrade kept (after this one, if it upgrades).'
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'session upgrade'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'quiet' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'session upgrade'" -s 'q' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'session upgrade'" -s 'v' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'save' -d 'Save sessions\' memories through the save policy.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'search' -d 'Semantic search over a user\'s memories.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'list' -d 'A user\'s memories, newest first.'

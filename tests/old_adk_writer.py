@@ -4,6 +4,10 @@ Usage: python old_adk_writer.py write DB_URL OUT_JSON
        python old_adk_writer.py read DB_URL OUT_JSON
        python old_adk_writer.py append DB_URL APP USER SESSION_ID
 
+DB_URL is a sync SQLAlchemy URL: `sqlite:///FILE` (made async for releases that want it),
+and for the pickle-era releases' PostgreSQL and MariaDB `postgresql+psycopg2://...` and
+`mysql+pymysql://...` (.ci/test installs both drivers in every old venv).
+
 `write` creates sessions with text, function calls and responses, state deltas at all three
 scopes, artifact deltas and a transfer, through that ADK's DatabaseSessionService, then dumps
 what its own get_session returns (camelCase ADK JSON) for each. `read` dumps every session

@@ -466,3 +466,86 @@ def import_cmd(
 
 
 CHECK_PROGRESS_BYTES = 1 << 20  # files above this show a progress bar while they are checked
+
+
+@app.command("upgrade")
+def upgrade_cmd(
+    ctx: typer.Context,
+    backup: Annotated[
+        Path | None,
+        typer.Option(
+            "--backup",
+            metavar="FILE",
+            help="Write the verified JSONL backup here (a new file); default vmem-upgrade-backup-<UTC time>.jsonl.",
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be done; change nothing.")] = False,
+    drop_old: Annotated[
+        bool, typer.Option("--drop-old", help="Drop the old tables an upgrade kept (after this one, if it upgrades).")
+    ] = False,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Upgrade an ADK v0 (pickle) database in place to the layout current ADK reads.
+
+    Writes a JSONL backup first and checks it against the database, copies everything into new
+    tables beside the old ones and swaps them in one step; the old tables are kept, renamed
+    <name>_v0_<UTC time>, until --drop-old. Refused while another connection holds a sqlite
+    database or while the tables change during the upgrade: stop the agents that use it first.
+    """
+    from veadk_mem.sessions.upgrade import default_backup, upgrade_store
+
+    state = _state(ctx, db_url, json_flag)
+    target = backup or default_backup()
+    store = _store(state)
+    report = run(
+        upgrade_store(store, backup=target, dry_run=dry_run, drop_old=drop_old, progress=state.render.progress)
+    )
+    _warn_all(state, store)
+    if state.json_mode:
+        state.render.json(report.to_json())
+        return
+    for line in upgrade_lines(report):
+        state.render.message(line)
+
+
+def upgrade_lines(report: Any) -> list[str]:
+    """What `session upgrade` did or would do, for people (stderr lines)."""
+    counts = (
+        f"{counted(report.sessions, 'session')}, {counted(report.events, 'event')}, "
+        f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}"
+    )
+    kept = ", ".join(report.old_tables)
+    if report.layout != "v0":
+        lines = [f"{report.database}: already in the current layout, {report.description}; nothing to upgrade"]
+        if report.dropped:
+            lines.append(f"dropped the old tables {', '.join(report.dropped)}")
+        elif report.old_tables and report.status == "dry_run":
+            lines.append(f"dry run: would drop the old tables {kept}; nothing changed")
+        elif report.old_tables:
+            lines.append(f"old tables kept from the upgrade: {kept}; `vmem session upgrade --drop-old` drops them")
+        return lines
+    renames = ", ".join(f"{a} -> {b}" for a, b in report.renamed.items())
+    if report.status == "dry_run":
+        lines = [
+            f"{report.database}: {report.description}",
+            f"would back up {counts} to {report.backup}, read it back and count it",
+            f"would copy them into new tables {', '.join(report.new_tables)} (ADK schema v1)",
+            f"would then, in one step, rename {renames} and the new tables into place",
+        ]
+        if report.leftovers:
+            lines.append(f"would first remove the tables of an interrupted upgrade: {', '.join(report.leftovers)}")
+        if report.drop_old:
+            lines.append(f"would then drop the old tables {', '.join([*report.old_tables, *report.renamed.values()])}")
+        lines.append("dry run: nothing changed")
+        return lines
+    lines = [
+        f"{report.database}: upgraded from {report.description} to ADK schema v1",
+        f"backup: {report.backup} ({counts}, read back and counted)",
+        f"copied {counts}; renamed {renames}",
+    ]
+    if report.dropped:
+        lines.append(f"dropped the old tables {', '.join(report.dropped)}")
+    else:
+        lines.append(f"old tables kept as {kept}: `vmem session upgrade --drop-old` drops them")
+    return lines

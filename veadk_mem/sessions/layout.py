@@ -38,6 +38,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 KEY_LEN = 128
 VARCHAR_LEN = 256
 SCHEMA_VERSION_KEY = "schema_version"
+EVENTS_INDEX = "idx_events_app_user_session_ts_id"  # the one index ADK creates besides primary keys
 LATEST_SCHEMA_VERSION = "1"
 
 
@@ -182,13 +183,16 @@ def _key(name: str, primary: bool = True) -> Column[Any]:
     return Column(name, String(KEY_LEN), primary_key=primary, nullable=False)
 
 
-def build_tables(layout: Layout, columns: frozenset[str] | None = None) -> Tables:
+def build_tables(layout: Layout, columns: frozenset[str] | None = None, *, prefix: str = "") -> Tables:
     """Core tables mirroring what ADK creates for `layout` (EMPTY means v1, what a new database gets).
 
     `columns` are the names the database's v0 `events` table really has: the table is built
     with only those, so reads and writes keep the column set of the ADK release that made it.
+    `prefix` names every table, the foreign key's target and the index `<prefix><ADK's name>`:
+    `session upgrade` builds the new tables beside the old ones under such names.
     """
     md = MetaData()
+    p = prefix
     if layout is Layout.SQLITE:
         sessions = Table(
             "sessions",
@@ -231,13 +235,13 @@ def build_tables(layout: Layout, columns: frozenset[str] | None = None) -> Table
     internal = None
     if layout in (Layout.V1, Layout.EMPTY):
         internal = Table(
-            "adk_internal_metadata",
+            f"{p}adk_internal_metadata",
             md,
             Column("key", String(KEY_LEN), primary_key=True),
             Column("value", String(VARCHAR_LEN), nullable=False),
         )
     sessions = Table(
-        "sessions",
+        f"{p}sessions",
         md,
         _key("app_name"),
         _key("user_id"),
@@ -280,17 +284,17 @@ def build_tables(layout: Layout, columns: frozenset[str] | None = None) -> Table
         missing = tuple(c.name for c in cols if c.name not in columns and c.name not in V0_CORE_COLUMNS)
         cols = [c for c in cols if c.name not in missing]
     events = Table(
-        "events",
+        f"{p}events",
         md,
         *cols,
         ForeignKeyConstraint(
             ["app_name", "user_id", "session_id"],
-            ["sessions.app_name", "sessions.user_id", "sessions.id"],
+            [f"{p}sessions.app_name", f"{p}sessions.user_id", f"{p}sessions.id"],
             ondelete="CASCADE",
         ),
     )
     Index(
-        "idx_events_app_user_session_ts_id",
+        f"{p}{EVENTS_INDEX}",
         events.c.app_name,
         events.c.user_id,
         events.c.session_id,
@@ -298,14 +302,14 @@ def build_tables(layout: Layout, columns: frozenset[str] | None = None) -> Table
         events.c.id.desc(),
     )
     app_states = Table(
-        "app_states",
+        f"{p}app_states",
         md,
         _key("app_name"),
         Column("state", AdkJSON, nullable=False),
         Column("update_time", _stamp(), nullable=False),
     )
     user_states = Table(
-        "user_states",
+        f"{p}user_states",
         md,
         _key("app_name"),
         _key("user_id"),
