@@ -209,13 +209,15 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
             data["timestamp"] = to_epoch(row.timestamp)
         return data
     data = {"id": row.id, "invocation_id": row.invocation_id, "timestamp": to_epoch(row.timestamp)}
-    # An old ADK's table lacks some columns (tables.missing): those fields are simply absent.
+    # An old ADK's table lacks some columns (tables.missing): those fields are simply absent
+    # (skipped by name: a missing attribute costs SQLAlchemy's slow lookup path per row).
+    missing = tables.missing
     for name in V0_SCALAR_COLUMNS:
-        value = getattr(row, name, None)
+        value = None if name in missing else getattr(row, name, None)
         if value is not None:
             data[name] = bool(value) if name in ("partial", "turn_complete", "interrupted") else value
     for name in V0_JSON_COLUMNS:
-        value = getattr(row, name, None)
+        value = None if name in missing else getattr(row, name, None)
         if isinstance(value, dict):
             data[name] = value
     # ADK's v0 reader gives an empty set when the column is NULL; so do we

@@ -278,10 +278,12 @@ def event_id(app: str, user: str, session_id: str, index: int) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"vmem:{app}/{user}/{session_id}/{index}"))
 
 
+def raw_event(e: ev.Event) -> RawEvent:
+    """A model-validated event as the writer takes it."""
+    return RawEvent(e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, dump_event(e))
+
+
 def from_model(session: ev.Session) -> RawSession:
     """A model-validated session as a RawSession (the path for input the fast walk left to the models)."""
-    events = [
-        RawEvent(e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, dump_event(e))
-        for e in session.events
-    ]
+    events = [raw_event(e) for e in session.events]
     return RawSession(session.id, session.app_name, session.user_id, session.state, session.last_update_time, events)

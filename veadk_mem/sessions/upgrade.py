@@ -357,6 +357,7 @@ class Upgrade:
         from veadk_mem import events as ev
         from veadk_mem.bulk import bulk_objects
         from veadk_mem.sessions.codec import event_from_row, event_row
+        from veadk_mem.sessions.rawsession import raw_event
 
         out = []
         warnings = self.store.warnings
@@ -366,7 +367,7 @@ class Upgrade:
                 if absent:
                     row = SimpleNamespace(**absent, **row._mapping)
                 event = ev.Event.model_validate(event_from_row(self.old, row, warnings))
-                values = event_row(self.new, row.app_name, row.user_id, row.session_id, event)
+                values = event_row(self.new, row.app_name, row.user_id, row.session_id, raw_event(event))
                 values["timestamp"] = row.timestamp
                 out.append(values)
         return out
