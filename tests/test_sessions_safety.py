@@ -65,6 +65,35 @@ def test_ids_equal_under_mariadb_collation_are_refused_before_writing(
     assert _ids(mysql_url) == ["Order-1"]
 
 
+def test_app_and_user_names_equal_under_mariadb_collation_are_refused_before_writing(
+    runner: CliRunner, mysql_url: str, tmp_path: Path
+) -> None:
+    """Their state rows are keyed by app (and user): "Shop" and "shop" would merge two apps' state."""
+    apps = _write(
+        tmp_path / "apps.jsonl",
+        [_session("s1", app_name="Shop"), _session("s2", app_name="shop")],
+    )
+    result = vmem(runner, "session", "import", str(apps), "--db-url", mysql_url)
+    assert result.exit_code == 2, result.output
+    assert "apps 'Shop' (" in result.stderr and "= 'shop' (" in result.stderr and "line 2" in result.stderr
+    users = _write(
+        tmp_path / "users.jsonl",
+        [
+            {"kind": "user_state", "appName": "a", "userId": "Alice", "state": {"lang": "en"}},
+            _session("s3", user="alice"),
+        ],
+    )
+    result = vmem(runner, "session", "import", str(users), "--db-url", mysql_url)
+    assert result.exit_code == 2 and "'a/Alice' (" in result.stderr and "'a/alice' (" in result.stderr, result.output
+    # against the stored state rows: an app_state of "Shop", then a session of app "SHOP"
+    stored = _write(tmp_path / "one.jsonl", [{"kind": "app_state", "appName": "Shop", "state": {"tier": "gold"}}])
+    assert vmem(runner, "session", "import", str(stored), "--db-url", mysql_url).exit_code == 0
+    other = _write(tmp_path / "two.jsonl", [_session("s4", app_name="SHOP")])
+    result = vmem(runner, "session", "import", str(other), "--db-url", mysql_url)
+    assert result.exit_code == 2 and "= 'Shop' in the database" in result.stderr, result.output
+    assert _ids(mysql_url) == []  # nothing of the refused files was written
+
+
 def test_get_and_delete_by_id_are_exact_on_mariadb(runner: CliRunner, mysql_url: str, tmp_path: Path) -> None:
     dump = _write(tmp_path / "d.jsonl", [_session("Order-1", n=2)])
     assert vmem(runner, "session", "import", str(dump), "--db-url", mysql_url).exit_code == 0

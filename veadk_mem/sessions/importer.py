@@ -181,6 +181,7 @@ async def import_file(
     counts everything and writes nothing.
     """
     keys: list[FileKey] = []
+    states: list[tuple[str, str | None, str]] = []  # (app, user or None, where) of state records
     counts = ImportReport(dry_run=dry_run)
 
     def first_pass(limits: Limits) -> None:
@@ -188,8 +189,10 @@ async def import_file(
             if isinstance(record, dict):
                 if record.get("kind") == "app_state":
                     counts.app_states += 1
+                    states.append((record["appName"], None, where))
                 else:
                     counts.user_states += 1
+                    states.append((record["appName"], record["userId"], where))
                 continue
             counts.sessions += 1
             counts.events += len(record.events)
@@ -205,11 +208,11 @@ async def import_file(
     async with store:
         if offline is None:
             first_pass(await store.limits())
-        clashes = await store.key_collisions(keys)
+        clashes = await store.key_collisions(keys, states)
         if clashes:
             shown = "; ".join(clashes[:5]) + (" ..." if len(clashes) > 5 else "")
             raise BadInput(
-                f"session ids that differ only in case, accents or trailing spaces are one session under "
+                f"names that differ only in case, accents or trailing spaces are one key under "
                 f"{store.display_url}'s collation, and would overwrite each other: {shown}",
                 hint="rename them in the file, or give the tables a binary (…_bin) collation",
             )

@@ -99,16 +99,25 @@ class Writes(Reads):
                 raise self._fail(exc) from None
         return Limits(self.dialect, Layout.V1 if self.layout is Layout.EMPTY else self.layout, packet)
 
-    async def key_collisions(self, keys: Sequence[FileKey]) -> list[str]:
+    async def key_collisions(
+        self, keys: Sequence[FileKey], states: Sequence[tuple[str, str | None, str]] = ()
+    ) -> list[str]:
         """Distinct session keys the database's collation takes for one (MySQL/MariaDB only).
 
         Under MariaDB's default utf8mb4_general_ci, "Order-1", "order-1" and "order-1 " are the
         same primary key: writing them would merge sessions. The keys are compared by the
         database itself, in a temporary table with the sessions table's own collations, with
-        each other and with the stored sessions. Returns one description per collision.
+        each other and with the stored sessions. App and user names get the same check
+        (`name_collisions`): their state rows are keyed by them. Returns one description per
+        collision.
         """
-        if self.dialect != "mysql" or not keys:
+        if self.dialect != "mysql" or not (keys or states):
             return []
+        names = await self.name_collisions(
+            [(k.app_name, k.user_id, k.where) for k in keys] + [(a, u, w) for a, u, w in states]
+        )
+        if not keys:
+            return names
         from sqlalchemy import text
 
         out: list[str] = []
@@ -166,7 +175,101 @@ class Writes(Reads):
                     await conn.execute(text("DROP TEMPORARY TABLE IF EXISTS vmem_keys"))
         except Exception as exc:
             raise self._fail(exc) from None
-        return out
+        return names + out
+
+    async def name_collisions(self, names: Sequence[tuple[str, str | None, str]]) -> list[str]:
+        """App names, and user ids within an app, that the state tables' collation takes for one (MySQL).
+
+        `names` are (app, user or None for an app_state record, where). App state rows are
+        keyed by the app name and user state rows by (app, user): "Shop" and "shop" would
+        merge two apps' state (or fail half-way on a duplicate key). Compared by the database
+        with each other and with the stored state rows, as `key_collisions` does for sessions.
+        """
+
+        first: dict[tuple[str, str | None], str] = {}
+        for app, user, where in names:
+            first.setdefault((app, user), where)
+        entries = list(first.items())
+
+        def name(i: int) -> str:
+            (app, user), where = entries[i]
+            return f"{app!r} ({where})" if user is None else f"{f'{app}/{user}'!r} ({where})"
+
+        try:
+            return await self._name_collisions(entries, name)
+        except Exception as exc:
+            raise self._fail(exc) from None
+
+    async def _name_collisions(self, entries: list[tuple[tuple[str, str | None], str]], name: Any) -> list[str]:
+        from sqlalchemy import text
+
+        out: list[str] = []
+        async with self.engine.connect() as conn:
+            if self.layout is Layout.EMPTY:
+                await conn.execute(
+                    text(
+                        "CREATE TEMPORARY TABLE vmem_names (app_name VARCHAR(128) NOT NULL, "
+                        "user_id VARCHAR(128) NOT NULL, n INT NOT NULL, has_user INT NOT NULL)"
+                    )
+                )
+            else:
+                await conn.execute(
+                    text(
+                        "CREATE TEMPORARY TABLE vmem_names "
+                        "SELECT app_name, user_id, 0 AS n, 0 AS has_user FROM user_states LIMIT 0"
+                    )
+                )
+            try:
+                insert = text("INSERT INTO vmem_names (app_name, user_id, n, has_user) VALUES (:a, :u, :n, :h)")
+                rows = [
+                    {"a": app, "u": user or "", "n": i, "h": int(user is not None)}
+                    for i, ((app, user), _) in enumerate(entries)
+                ]
+                for i in range(0, len(rows), _BATCH):
+                    await conn.execute(insert, rows[i : i + _BATCH])
+                app_bin, user_bin = "CAST(app_name AS BINARY)", "CAST(user_id AS BINARY)"
+                found = await conn.execute(
+                    text(
+                        "SELECT GROUP_CONCAT(n ORDER BY n) FROM vmem_names GROUP BY app_name "
+                        f"HAVING COUNT(DISTINCT {app_bin}) > 1"
+                    )
+                )
+                for (group,) in found:
+                    apps: dict[str, int] = {}
+                    for n in str(group).split(","):
+                        apps.setdefault(entries[int(n)][0][0], int(n))
+                    out.append("apps " + " = ".join(f"{a!r} ({entries[n][1]})" for a, n in apps.items()))
+                found = await conn.execute(
+                    text(
+                        "SELECT GROUP_CONCAT(n ORDER BY n) FROM vmem_names WHERE has_user = 1 "
+                        f"GROUP BY app_name, user_id HAVING COUNT(DISTINCT {app_bin}) = 1 "
+                        f"AND COUNT(DISTINCT {user_bin}) > 1"
+                    )
+                )
+                for (group,) in found:
+                    out.append("users " + " = ".join(name(int(n)) for n in str(group).split(",")))
+                if self.layout is not Layout.EMPTY:
+                    stored = await conn.execute(
+                        text(
+                            "SELECT k.n, a.app_name FROM vmem_names k JOIN app_states a ON a.app_name = k.app_name "
+                            "WHERE CAST(a.app_name AS BINARY) <> CAST(k.app_name AS BINARY)"
+                        )
+                    )
+                    for n, app in stored:
+                        out.append(f"app {entries[int(n)][0][0]!r} ({entries[int(n)][1]}) = {app!r} in the database")
+                    stored = await conn.execute(
+                        text(
+                            "SELECT k.n, u.app_name, u.user_id FROM vmem_names k JOIN user_states u "
+                            "ON u.app_name = k.app_name AND u.user_id = k.user_id WHERE k.has_user = 1 "
+                            "AND CAST(u.app_name AS BINARY) = CAST(k.app_name AS BINARY) "
+                            "AND CAST(u.user_id AS BINARY) <> CAST(k.user_id AS BINARY)"
+                        )
+                    )
+                    for n, app, user in stored:
+                        out.append(f"user {name(int(n))} = {f'{app}/{user}'!r} in the database")
+            finally:
+                await conn.execute(text("DROP TEMPORARY TABLE IF EXISTS vmem_names"))
+        return list(dict.fromkeys(out))
 
     async def newer_sessions(self, keys: Sequence[FileKey]) -> list[str]:
         """The sessions of `keys` stored with an update time later than the file's."""
