@@ -203,3 +203,54 @@ def test_a_closed_pipe_stops_quietly(db: str) -> None:
     proc.stdout.close()  # as `vmem ... | head -0` would
     assert proc.wait() in (0, 141)  # 0 when everything was written before the close
     assert proc.stderr.read() == b""
+
+
+@pytest.mark.parametrize("target", ["sqlite_service", "sqlite", "postgresql", "mysql"])
+def test_session_list_counts_the_compactions_adk_wrote(
+    runner: CliRunner, tmp_path: Path, request: pytest.FixtureRequest, target: str
+) -> None:
+    """ADK itself appends a compaction event; a text merely naming one is not counted."""
+    import asyncio
+
+    from google.adk.events import Event, EventActions
+    from google.adk.events.event_actions import EventCompaction
+    from google.genai import types
+
+    from tests.sessions_helpers import adk_service
+
+    url = {
+        "sqlite_service": str(tmp_path / "adk.db"),
+        "sqlite": f"sqlite+aiosqlite:///{tmp_path / 'adk.db'}",
+    }.get(target) or str(request.getfixturevalue("pg_url" if target == "postgresql" else "mysql_url"))
+
+    def text(author: str, words: str, t: float) -> Event:
+        role = "user" if author == "user" else "model"
+        return Event(author=author, timestamp=t, content=types.Content(role=role, parts=[types.Part(text=words)]))
+
+    async def write() -> None:
+        service = adk_service(url)
+        try:
+            s = await service.create_session(app_name="app", user_id="u", session_id="compacted")
+            await service.append_event(s, text("user", "hi", 100.0))
+            await service.append_event(s, text("bot", 'a "compaction" is only a word here', 110.0))
+            summary = types.Content(role="model", parts=[types.Part(text="They greeted each other.")])
+            compaction = EventCompaction(start_timestamp=100.0, end_timestamp=110.0, compacted_content=summary)
+            await service.append_event(
+                s, Event(author="user", timestamp=120.0, actions=EventActions(compaction=compaction))
+            )
+            plain = await service.create_session(app_name="app", user_id="u", session_id="plain")
+            await service.append_event(plain, text("user", 'say "compaction"', 130.0))
+        finally:
+            await service.close()
+
+    asyncio.run(write())
+    result = runner.invoke(app, ["session", "list", "--db-url", url, "--json"])
+    assert result.exit_code == 0, result.output
+    counts = {s["id"]: (s["eventCount"], s["compactionCount"]) for s in json.loads(result.stdout)}
+    assert counts == {"compacted": (3, 1), "plain": (1, 0)}
+    rows = runner.invoke(app, ["session", "list", "--db-url", url, "--tsv"]).stdout.splitlines()
+    header = rows[0].split("\t")
+    by_id = {r["id"]: r for r in (dict(zip(header, line.split("\t"), strict=True)) for line in rows[1:])}
+    assert by_id["compacted"]["compaction_count"] == "1" and by_id["plain"]["compaction_count"] == "0"
+    table = runner.invoke(app, ["session", "list", "--db-url", url, "--app", "app", "--user", "u"]).stdout
+    assert "compactions" in table.splitlines()[0]

@@ -33,6 +33,8 @@ SUMMARY_COLUMNS = [
     Column("user", "user_id", no_wrap=True),
     Column("session id", "id", no_wrap=True),
     Column("events", "event_count", justify="right"),
+    # for people a zero is blank, so a list with no compactions draws no column; scripts get the numbers
+    Column("compactions", "compaction_count", lambda n: str(n) if n else "", justify="right"),
     Column("state keys", "state_keys", justify="right"),
     Column.time("created", "create_time"),
     Column.time("updated", "update_time"),
@@ -76,6 +78,7 @@ def _summary_row(s: SessionSummary) -> dict[str, Any]:
         "user_id": _safe(s.user_id),
         "id": _safe(s.id),
         "event_count": s.event_count,
+        "compaction_count": s.compaction_count,  # None: unknown (a v0 layout's pickled actions)
         "state_keys": len(s.state),
         "create_time": s.create_time,
         "update_time": s.update_time,
@@ -83,7 +86,7 @@ def _summary_row(s: SessionSummary) -> dict[str, Any]:
 
 
 def _summary_json(s: SessionSummary) -> dict[str, Any]:
-    """ADK's own list_sessions item, camelCase as ADK writes it (no events), plus eventCount and createTime."""
+    """ADK's own list_sessions item, camelCase as ADK writes it (no events), plus vmem's counts and createTime."""
     return s.to_json()
 
 
@@ -128,7 +131,7 @@ def list_cmd(
 
     async def go() -> tuple[list[SessionSummary], SessionStore]:
         async with _store(state) as store:
-            return await store.list_sessions(flt, limit=limit or None, offset=offset), store
+            return await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=True), store
 
     found, store = run(go())
     state.render.records(

@@ -50,12 +50,25 @@ class Reads(Statements):
         return app_states, user_states
 
     async def list_sessions(
-        self, flt: SessionFilter | None = None, *, limit: int | None = None, offset: int = 0, oldest_first: bool = False
+        self,
+        flt: SessionFilter | None = None,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        oldest_first: bool = False,
+        compactions: bool = False,
     ) -> list[SessionSummary]:
-        """Sessions matching `flt`, newest update first, without loading any event."""
+        """Sessions matching `flt`, newest update first, without loading any event.
+
+        With `compactions`, each summary also counts its ADK context compactions (a scan of
+        the stored events' JSON, so only for the listing that shows them).
+        """
         try:
             async with self.reader.connect() as conn:
-                return await self._summaries(conn, flt, limit=limit, offset=offset, oldest_first=oldest_first)
+                found = await self._summaries(conn, flt, limit=limit, offset=offset, oldest_first=oldest_first)
+                if compactions:
+                    await self._count_compactions(conn, found)
+                return found
         except Exception as exc:
             raise self._fail(exc) from None
 

@@ -66,13 +66,14 @@ class SessionSummary:
     create_time: float
     update_time: float
     session_state_keys: int = 0
+    compaction_count: int | None = None  # ADK context compactions among the events; None: unknown (v0)
 
     @property
     def key(self) -> SessionKey:
         return SessionKey(self.app_name, self.user_id, self.id)
 
     def to_json(self) -> dict[str, Any]:
-        """ADK's list_sessions item (no events) plus eventCount and createTime (epoch seconds)."""
+        """ADK's list_sessions item (no events) plus eventCount, compactionCount (null: unknown) and createTime."""
         return {
             "id": self.id,
             "appName": self.app_name,
@@ -80,6 +81,7 @@ class SessionSummary:
             "state": self.state,
             "lastUpdateTime": self.update_time,
             "eventCount": self.event_count,
+            "compactionCount": self.compaction_count,
             "createTime": self.create_time,
         }
 

@@ -147,6 +147,37 @@ class Statements(StoreBase):
             self._stmts[shape] = stmt
         return await self._rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
 
+    async def _count_compactions(self, conn: AsyncConnection, summaries: Sequence[SessionSummary]) -> None:
+        """Set each summary's compaction_count: its events that are ADK context compactions.
+
+        One grouped query over the events whose stored JSON names a compaction (actions.
+        compaction set), separate from the list's own query so that it stays an index count.
+        A v0 layout pickles `actions`, which SQL cannot look into: the count stays None there.
+        """
+        from sqlalchemy import func, select
+
+        t = self.tables
+        if t.layout not in (Layout.V1, Layout.SQLITE) or not summaries:
+            return
+        e = t.events.c
+        data = e.event_data
+        if self.dialect == "postgresql":
+            found = func.jsonb_typeof(func.jsonb_extract_path(data, "actions", "compaction")) == "object"
+        elif self.dialect == "mysql":
+            found = (func.locate('"compaction"', data) > 0) & (
+                func.json_type(func.json_extract(data, "$.actions.compaction")) == "OBJECT"
+            )
+        else:
+            found = (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
+        stmt = select(e.app_name, e.user_id, e.session_id, func.count()).where(found)
+        apps = {s.app_name for s in summaries}
+        if len(apps) == 1:
+            stmt = stmt.where(e.app_name == next(iter(apps)))
+        stmt = stmt.group_by(e.app_name, e.user_id, e.session_id)
+        counts = {(a, u, i): int(n) for a, u, i, n in await conn.execute(stmt)}
+        for summary in summaries:
+            summary.compaction_count = counts.get((summary.app_name, summary.user_id, summary.id), 0)
+
     async def _rows_to_summaries(
         self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any = None
     ) -> list[SessionSummary]:
