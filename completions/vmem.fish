@@ -106,6 +106,7 @@ complete -c vmem -n "__vmem_at 'forget'" -s 'q' -d 'Only data and errors; no pro
 complete -c vmem -n "__vmem_at 'forget'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'forget'" -s 'v' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'forget'" -F
+complete -c vmem -n "__vmem_at 'completion'" -l 'install' -d 'Write it where the shell looks for it instead of printing it.'
 complete -c vmem -n "__vmem_at 'completion'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at 'completion'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at 'completion'" -l 'json' -d 'Print stable JSON on stdout.'
@@ -247,6 +248,8 @@ complete -c vmem -n "__vmem_at 'ltm search'" -s 'a' -d 'App name; picks the inde
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'top-k' -d 'Memories to return (default: top_k).'
 complete -c vmem -n "__vmem_at 'ltm search'" -s 'k' -d 'Memories to return (default: top_k).'
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'min-score' -d 'Drop results scoring below this.'
+complete -c vmem -n "__vmem_at 'ltm search'" -l 'since' -d 'Saved at or after: ISO date/time (UTC) or 7d ago.'
+complete -c vmem -n "__vmem_at 'ltm search'" -l 'until' -d 'Saved before: ISO date/time (UTC) or 7d ago.'
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at 'ltm search'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'

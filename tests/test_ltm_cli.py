@@ -484,3 +484,26 @@ def test_delete_narrowed_by_since_and_until(runner: CliRunner) -> None:
     assert code == 0 and json.loads(out)["deleted"] == 2
     code, out, _ = invoke(runner, "--json", "ltm", "list", "--user", "user-42", "--app", "ltm_demo")
     assert len(json.loads(out)) == 1
+
+
+def test_search_narrowed_by_since_and_until(runner: CliRunner) -> None:
+    """The closest K among the memories saved in the range, even when closer ones lie outside it."""
+    import sqlite3
+
+    memories = [("s1", f"peanut note {i}") for i in range(12)] + [("s2", "I like trains")]
+    seed({"user-42": memories})
+    store = Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "ltm.db"
+    with sqlite3.connect(store) as conn:  # everything but the trains memory ten days old
+        conn.execute("UPDATE memories SET created_at = created_at - 864000 WHERE text NOT LIKE '%trains%'")
+    base = ["--json", "ltm", "search", "peanut note", "--user", "user-42", "--app", "ltm_demo", "-k", "2"]
+    code, out, _ = invoke(runner, *base)
+    assert code == 0 and all("peanut" in json.dumps(e) for e in json.loads(out))
+    code, out, _ = invoke(runner, *base, "--since", "5d")  # only the trains memory is that recent
+    found = json.loads(out)
+    assert code == 0 and len(found) == 1 and "trains" in json.dumps(found[0]), out
+    code, out, _ = invoke(runner, *base, "--until", "5d")
+    assert code == 0 and len(json.loads(out)) == 2 and "trains" not in out
+    code, out, _ = invoke(runner, *base, "--since", "2000-01-01", "--until", "2000-01-02")
+    assert code == 0 and json.loads(out) == []
+    code, _, err = invoke(runner, *base, "--since", "yesterday-ish")
+    assert code == 2 and "--since" in err

@@ -172,6 +172,29 @@ def test_completion_command_completes_option_values(runner: CliRunner, tmp_path:
     assert bad.exit_code == 2 and "bash, zsh or fish" in bad.stderr
 
 
+def test_completion_install_writes_where_each_shell_looks(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    where = {
+        "bash": tmp_path / ".local/share/bash-completion/completions/vmem",
+        "zsh": tmp_path / ".zfunc/_vmem",
+        "fish": tmp_path / ".config/fish/completions/vmem.fish",
+    }
+    for shell, path in where.items():
+        printed = runner.invoke(app, ["completion", shell]).stdout
+        result = runner.invoke(app, ["completion", shell, "--install"])
+        assert result.exit_code == 0 and str(path) in result.stderr and result.stdout == "", result.output
+        assert path.read_text(encoding="utf-8") == printed
+        assert not path.with_name(path.name + ".part").exists()
+    assert "fpath" in runner.invoke(app, ["completion", "zsh", "--install"]).stderr
+    # Typer's own flag, which vmem replaces, points at the command that does it
+    result = runner.invoke(app, ["--install-completion"])
+    assert result.exit_code == 2 and "vmem completion bash|zsh|fish" in result.stderr
+
+
 def test_the_wheel_has_no_dev_generators_and_completion_works_from_it(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],

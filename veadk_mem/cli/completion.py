@@ -8,8 +8,10 @@ named policies, backend names, shells). `completions/` in the checkout is writte
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -259,17 +261,32 @@ INSTALL = {
 }
 
 
+def install_path(shell: str) -> Path:
+    """Where each shell looks for a user's completion file (zsh: a folder that must be on fpath)."""
+    home = Path.home()
+    if shell == "bash":
+        data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+        return data / "bash-completion" / "completions" / "vmem"
+    if shell == "zsh":
+        return home / ".zfunc" / "_vmem"
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    return config / "fish" / "completions" / "vmem.fish"
+
+
 def completion(
     ctx: typer.Context,
     shell: Annotated[str, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)],
+    install: Annotated[
+        bool, typer.Option("--install", help="Write it where the shell looks for it instead of printing it.")
+    ] = False,
 ) -> None:
     """Print the shell completion script for this vmem.
 
     Commands, options and known option values (policy presets and the config's named
-    policies, shells). Install: vmem completion bash > ~/.local/share/bash-completion/completions/vmem
+    policies, shells). Install: vmem completion bash --install (or redirect the output).
     """
     from veadk_mem.cli.state import get_state
-    from veadk_mem.errors import BadInput
+    from veadk_mem.errors import BadInput, VmemError
 
     state = get_state(ctx)
     if shell not in SHELLS:
@@ -278,5 +295,23 @@ def completion(
         policies = list(state.loaded.settings.policy.named())
     except Exception:  # a broken config must not break completion; presets still complete
         policies = []
-    state.render.text(script(shell, policies))
-    state.render.message(f"install: {INSTALL[shell]}")
+    text = script(shell, policies)
+    if not install:
+        state.render.text(text)
+        state.render.message(f"install: {INSTALL[shell]}")
+        return
+    target = install_path(shell)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".part")
+        part.unlink(missing_ok=True)
+        with part.open("x", encoding="utf-8") as handle:  # never follows a planted link
+            handle.write(text if text.endswith("\n") else text + "\n")
+        part.replace(target)
+    except OSError as exc:
+        raise VmemError(f"completion: cannot write {target}: {exc.strerror}") from None
+    state.render.message(f"wrote {target}")
+    if shell == "zsh":
+        state.render.message("zsh: have fpath=(~/.zfunc $fpath) before compinit in ~/.zshrc, then start a new shell")
+    else:
+        state.render.message("start a new shell to use it")

@@ -268,19 +268,36 @@ def search(
     min_score: Annotated[
         float | None, typer.Option("--min-score", metavar="SCORE", help="Drop results scoring below this.")
     ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="TIME", help="Saved at or after: ISO date/time (UTC) or 7d ago.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="TIME", help="Saved before: ISO date/time (UTC) or 7d ago.")
+    ] = None,
     json_flag: JsonOption = False,
 ) -> None:
     """Semantic search over a user's memories.
 
+    --since/--until keep the closest among the memories saved in that range.
     --json prints a list of ADK MemoryEntry objects.
     """
+    from veadk_mem.sessions.timespec import parse_time
+
     state = get_state(ctx, json_flag=json_flag)
+    after = parse_time(since, "--since") if since else None
+    before = parse_time(until, "--until") if until else None
     ltm = _ltm(state, app_name or "")
 
     async def go() -> list[dict[str, Any]]:
         try:
             return await ltm.search_memory(
-                app_name=app_name, user_id=user, query=query, top_k=top_k, min_score=min_score
+                app_name=app_name,
+                user_id=user,
+                query=query,
+                top_k=top_k,
+                min_score=min_score,
+                since=after,
+                until=before,
             )
         finally:
             await ltm.close()

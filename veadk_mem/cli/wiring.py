@@ -145,4 +145,8 @@ def usage_error(exc: Any, state: AppState) -> None:
     if ctx is not None and ctx.info_name and where != "vmem":
         message = f"{where.removeprefix('vmem ')}: {message}"
     state.render.error(message)
+    if any(flag in message for flag in ("--install-completion", "--show-completion")):
+        # Typer's own flags, which vmem replaces (the wheel carries no completion files)
+        state.render.hint("vmem completion bash|zsh|fish prints the script; add --install to put it in place")
+        return
     state.render.hint(f"see '{where} --help'")

@@ -258,16 +258,34 @@ class LongTermMemory:
         query: str,
         top_k: int | None = None,
         min_score: float | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[dict[str, Any]]:
-        """The user's memories closest to the query, as MemoryEntry dicts, best first."""
+        """The user's memories closest to the query, as MemoryEntry dicts, best first.
+
+        since/until (epoch seconds, until exclusive) keep memories saved in that range: the
+        closest `top_k` of those, found by asking the backend for more results (4x at a
+        time, up to SEARCH_WINDOW_CAP) until enough fall in the range or it has no more.
+        """
         if not query.strip():
             raise BadInput("the search query is empty")
         index = await self.user_index(app_name, user_id)
         backend = self.backend_for(index=index)
-        chunks = await backend.search(user_id, query, top_k or self.top_k)
-        entries: list[dict[str, Any]] = []
-        for chunk in chunks:
-            entries.extend(to_memory_entries(chunk, backend=self.backend_name, index=index))
+        k = top_k or self.top_k
+        timed = since is not None or until is not None
+        asked = k
+        while True:
+            chunks = await backend.search(user_id, query, asked)
+            entries: list[dict[str, Any]] = []
+            for chunk in chunks:
+                entries.extend(to_memory_entries(chunk, backend=self.backend_name, index=index))
+            if not timed:
+                break
+            entries = [e for e in entries if _in_window(e.get("timestamp"), since, until)]
+            if len(entries) >= k or len(chunks) < asked or asked >= SEARCH_WINDOW_CAP:
+                entries = entries[:k]
+                break
+            asked = min(asked * 4, SEARCH_WINDOW_CAP)
         if min_score is not None:
             entries = [e for e in entries if (e["custom_metadata"]["score"] or 0.0) >= min_score]
         return entries
@@ -357,3 +375,16 @@ class LongTermMemory:
     async def close(self) -> None:
         for backend in self._backends.values():
             await backend.close()
+
+
+SEARCH_WINDOW_CAP = 1000  # results a time-windowed search asks a backend for, at most
+
+
+def _in_window(stamp: Any, since: float | None, until: float | None) -> bool:
+    """Whether a memory's time (ISO string or epoch) lies in [since, until); no time: no."""
+    from veadk_mem.ltm.convert import epoch_of
+
+    epoch = epoch_of(stamp)
+    if epoch is None:
+        return False
+    return (since is None or epoch >= since) and (until is None or epoch < until)
