@@ -28,6 +28,21 @@ AppOpt = Annotated[
 ]
 
 
+SavedSinceOpt = Annotated[
+    str | None, typer.Option("--since", metavar="TIME", help="Saved at or after: ISO date/time (UTC) or 7d ago.")
+]
+SavedUntilOpt = Annotated[
+    str | None, typer.Option("--until", metavar="TIME", help="Saved before: ISO date/time (UTC) or 7d ago.")
+]
+
+
+def _window(since: str | None, until: str | None) -> tuple[float | None, float | None]:
+    """--since/--until as epoch seconds (exit 2 naming the option on a bad value)."""
+    from veadk_mem.sessions.timespec import parse_time
+
+    return (parse_time(since, "--since") if since else None, parse_time(until, "--until") if until else None)
+
+
 def _ltm(state: AppState, app_name: str = "") -> LongTermMemory:
     from veadk_mem.ltm.facade import LongTermMemory
 
@@ -268,12 +283,8 @@ def search(
     min_score: Annotated[
         float | None, typer.Option("--min-score", metavar="SCORE", help="Drop results scoring below this.")
     ] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", metavar="TIME", help="Saved at or after: ISO date/time (UTC) or 7d ago.")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", metavar="TIME", help="Saved before: ISO date/time (UTC) or 7d ago.")
-    ] = None,
+    since: SavedSinceOpt = None,
+    until: SavedUntilOpt = None,
     json_flag: JsonOption = False,
 ) -> None:
     """Semantic search over a user's memories.
@@ -281,11 +292,8 @@ def search(
     --since/--until keep the closest among the memories saved in that range.
     --json prints a list of ADK MemoryEntry objects.
     """
-    from veadk_mem.sessions.timespec import parse_time
-
     state = get_state(ctx, json_flag=json_flag)
-    after = parse_time(since, "--since") if since else None
-    before = parse_time(until, "--until") if until else None
+    after, before = _window(since, until)
     ltm = _ltm(state, app_name or "")
 
     async def go() -> list[dict[str, Any]]:
@@ -318,21 +326,14 @@ def list_(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, metavar="N", help="Show at most N, newest first (0: all).")
     ] = 0,
-    since: Annotated[
-        str | None, typer.Option("--since", metavar="TIME", help="Saved at or after: ISO date/time (UTC) or 7d ago.")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", metavar="TIME", help="Saved before: ISO date/time (UTC) or 7d ago.")
-    ] = None,
+    since: SavedSinceOpt = None,
+    until: SavedUntilOpt = None,
     json_flag: JsonOption = False,
 ) -> None:
     """A user's memories, newest first."""
-    from veadk_mem.sessions.timespec import parse_time
-
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
-    after = parse_time(since, "--since") if since else None
-    before = parse_time(until, "--until") if until else None
+    after, before = _window(since, until)
 
     async def go() -> list[dict[str, Any]]:
         try:
@@ -407,12 +408,8 @@ def delete(
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Delete every memory of the user in the index.")] = False,
     app_name: AppOpt = None,
-    since: Annotated[
-        str | None, typer.Option("--since", metavar="TIME", help="Only memories saved at or after: ISO time or 7d.")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", metavar="TIME", help="Only memories saved before: ISO time or 7d.")
-    ] = None,
+    since: SavedSinceOpt = None,
+    until: SavedUntilOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_flag: JsonOption = False,
@@ -423,10 +420,8 @@ def delete(
     asks first unless --yes.
     """
     from veadk_mem.errors import NotFound
-    from veadk_mem.sessions.timespec import parse_time
 
-    after = parse_time(since, "--since") if since else None
-    before = parse_time(until, "--until") if until else None
+    after, before = _window(since, until)
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
     render = state.render

@@ -123,21 +123,25 @@ class Reads(Statements):
             for row in partition:
                 yield row
 
+    def _one_session_events(self) -> list[Any]:
+        """WHERE terms for one session's events, bound as k_app, k_user, k_id."""
+        from sqlalchemy import bindparam
+
+        e = self.tables.events.c
+        return [
+            e.app_name == bindparam("k_app"),
+            e.user_id == bindparam("k_user"),
+            e.session_id == bindparam("k_id"),
+        ]
+
     async def _event_data(
         self, conn: AsyncConnection, app: str, user: str, session_id: str, last: int | None, expected: int = -1
     ) -> AsyncIterator[dict[str, Any]]:
-        from sqlalchemy import bindparam
 
         name = "events" if last is None else "events_last"
         stmt = self._stmts.get(name)
         if stmt is None:
-            e = self.tables.events.c
-            where = [
-                e.app_name == bindparam("k_app"),
-                e.user_id == bindparam("k_user"),
-                e.session_id == bindparam("k_id"),
-            ]
-            stmt = self._stmts[name] = self._events_stmt(where, None if last is None else -1)
+            stmt = self._stmts[name] = self._events_stmt(self._one_session_events(), None if last is None else -1)
         params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
         if last is not None:
             params["k_last"] = last
@@ -255,14 +259,8 @@ class Reads(Statements):
 
         stmt = self._stmts.get("events_page")
         if stmt is None:
-            e = self.tables.events.c
-            where = [
-                e.app_name == bindparam("k_app"),
-                e.user_id == bindparam("k_user"),
-                e.session_id == bindparam("k_id"),
-            ]
             stmt = self._stmts["events_page"] = (
-                self._events_stmt(where, None)
+                self._events_stmt(self._one_session_events(), None)
                 .limit(bindparam("k_limit", type_=Integer))
                 .offset(bindparam("k_offset", type_=Integer))
             )
