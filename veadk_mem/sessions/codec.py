@@ -251,12 +251,19 @@ def event_row(
     from veadk_mem.sessions.layout import stored_time
 
     data = event.data
-    key = {"id": event.id, "app_name": app, "user_id": user, "session_id": session_id}
     stamp = stored_time(tables, event.timestamp)
-    if tables.layout is Layout.SQLITE:
-        return {**key, "invocation_id": event.invocation_id, "timestamp": stamp, "event_data": dumps(data)}
-    if tables.layout is Layout.V1:
-        return {**key, "invocation_id": event.invocation_id, "timestamp": stamp, "event_data": data}
+    layout = tables.layout
+    if layout is Layout.SQLITE or layout is Layout.V1:  # one dict, built once: this runs per event
+        return {
+            "id": event.id,
+            "app_name": app,
+            "user_id": user,
+            "session_id": session_id,
+            "invocation_id": event.invocation_id,
+            "timestamp": stamp,
+            "event_data": dumps(data) if layout is Layout.SQLITE else data,
+        }
+    key = {"id": event.id, "app_name": app, "user_id": user, "session_id": session_id}
     row: dict[str, Any] = {**key, "invocation_id": event.invocation_id, "timestamp": stamp}
     # Fields vmem's model does not declare (usageMetadata, groundingMetadata, ...) keep the
     # camelCase of the JSON they came from; the v0 columns are snake_case.

@@ -154,23 +154,27 @@ def _compile(plan: tuple[tuple[_Spec, ...], tuple[tuple[str, Any], ...]] | None)
                 f"        {put} = list({v})",
             ]
         elif kind == _MODEL:
-            ns[f"S{i}"] = sub
+            ns[f"S{i}"], ns[f"W{i}"] = sub, sub.walkers  # type: ignore[union-attr]
             lines += [
                 f"        if type({v}) is not dict:",
                 "            return None",
-                f"        w = _walk(S{i}, {v})",
+                f"        w = W{i}.get(tuple({v}))",  # the nested model's walker for this key order, inline
+                f"        w = w({v}) if w is not None else _walk(S{i}, {v})",
                 "        if w is None:",
                 "            return None",
                 f"        {put} = w",
             ]
         else:  # _MODEL_LIST
-            ns[f"S{i}"] = sub
+            ns[f"S{i}"], ns[f"W{i}"] = sub, sub.walkers  # type: ignore[union-attr]
             lines += [
                 f"        if type({v}) is not list:",
                 "            return None",
                 "        items = []",
                 f"        for x in {v}:",
-                f"            w = _walk(S{i}, x) if type(x) is dict else None",
+                "            if type(x) is not dict:",
+                "                return None",
+                f"            w = W{i}.get(tuple(x))",
+                f"            w = w(x) if w is not None else _walk(S{i}, x)",
                 "            if w is None:",
                 "                return None",
                 "            items.append(w)",
