@@ -196,3 +196,58 @@ def test_a_field_an_old_layout_cannot_hold_is_dropped_with_one_warning(tmp_path:
     events = get_json(tmp_path / "old.db", "carol", "with-usage")["events"]
     assert [e.get("customMetadata") for e in events] == [{"k": 0}, {"k": 1}, {"k": 2}]  # 1.15 has that column
     assert all("usageMetadata" not in e for e in events)
+
+
+# --- a pickle-era database on PostgreSQL and MariaDB -------------------------------------------
+
+SERVER_RELEASE = "1.15.1"
+
+
+@pytest.fixture(params=["postgresql", "mysql"])
+def on_server(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, dict[str, Any]]:
+    """(vmem's async URL, the old ADK's sync URL, what its get_session returned) of a fresh database."""
+    python = old_python(SERVER_RELEASE)
+    if subprocess.run([str(python), "-c", "import psycopg2, pymysql"], capture_output=True).returncode:
+        pytest.skip(f"*** psycopg2 / pymysql are not in .venv-adk/{SERVER_RELEASE} (bash .ci/test adds them) ***")
+    url = str(request.getfixturevalue("pg_url" if request.param == "postgresql" else "mysql_url"))
+    old = url.replace("+asyncpg", "+psycopg2").replace("+aiomysql", "+pymysql")
+    out = tmp_path / "adk.json"
+    run_old(SERVER_RELEASE, "write", old, str(out))
+    return url, old, json.loads(out.read_text())
+
+
+def test_a_pickle_era_database_on_a_server(on_server: tuple[str, str, dict[str, Any]], tmp_path: Path) -> None:
+    """ADK 1.15's tables on PostgreSQL / MariaDB: get equals its get_session; export -> import into
+    a new database reads equal; delete one session and import it back, and the old ADK reads
+    everything equal and can still append."""
+    url, old, adk = on_server
+
+    def get(db: str, sid: str) -> dict[str, Any]:
+        result = vmem("session", "get", "old_app", sid.split("-")[0], sid, "--db-url", db, "--json")
+        assert result.exit_code == 0, result.stderr
+        return dict(json.loads(result.stdout))
+
+    for sid, expected in adk.items():
+        assert same_session(get(url, sid), expected), sid
+    detail = vmem("doctor", "--db-url", url).stdout
+    assert "the column set of ADK 1.15-1.17" in detail, detail
+    backup = tmp_path / "backup.jsonl"
+    assert vmem("session", "export", "--db-url", url, "-o", str(backup)).exit_code == 0
+    new = str(tmp_path / "new.db")
+    assert vmem("session", "import", str(backup), "--db-url", new).exit_code == 0
+    for sid, expected in adk.items():
+        assert same_session(get(new, sid), expected), sid
+    result = vmem("session", "delete", "old_app", "bob", "bob-s1", "--db-url", url, "--yes")
+    assert result.exit_code == 0, result.stderr
+    result = vmem("session", "import", str(backup), "--db-url", url)
+    assert result.exit_code == 0, result.stderr
+    again = tmp_path / "again.json"
+    run_old(SERVER_RELEASE, "read", old, str(again))
+    restored = json.loads(again.read_text())
+    assert sorted(restored) == sorted(adk)
+    for sid in adk:
+        assert same_session(restored[sid], adk[sid]), f"google-adk {SERVER_RELEASE} reads {sid} differently"
+    run_old(SERVER_RELEASE, "append", old, "old_app", "bob", "bob-s1")
+    events = get(url, "bob-s1")["events"]
+    assert events[-1]["content"]["parts"][0]["text"] == "one more thing"
+    assert len(events) == len(adk["bob-s1"]["events"]) + 1
