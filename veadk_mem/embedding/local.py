@@ -19,11 +19,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.embedding.openblas import kernel_env
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # belt and braces: nothing here may reach for a hub
 if "numpy" not in sys.modules:
+    # OpenBLAS reads these once, when numpy loads it; an explicit setting wins.
     # One query at a time gains nothing from BLAS threads and pays ~0.2 s to start them;
-    # batches were measured only ~10% faster with two. An explicit setting wins.
+    # batches run one per core on threads instead (LocalEmbedder.embed_batch).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # And the kernels for this CPU where OpenBLAS may guess them wrong (see openblas.py).
+    for key, value in kernel_env().items():
+        os.environ.setdefault(key, value)
 
 import numpy as np
 
