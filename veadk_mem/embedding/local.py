@@ -184,8 +184,8 @@ class LocalEmbedder(Embedder):
         w = {key.removeprefix("bert."): value for key, value in raw.items()}
         self.w = w
         self.word = w["embeddings.word_embeddings.weight"]
-        self.pos = w["embeddings.position_embeddings.weight"]
-        self.type0 = w["embeddings.token_type_embeddings.weight"][0]
+        # Every token is of type 0: its embedding rides on the position embeddings.
+        self.pos = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
         self.blocks = [self._block(i) for i in range(self.layers)]
         self.tokenizer = self._tokenizer(self.max_tokens)
         self._counter = self._tokenizer(None)
@@ -254,25 +254,31 @@ class LocalEmbedder(Embedder):
         return out
 
     def _forward(self, token_ids: list[list[int]]) -> Matrix:
-        """One padded batch through the encoder; dense layers run as single 2-D matrix products."""
-        batch = len(token_ids)
+        """One batch through the encoder, its sequences packed end to end without padding.
+
+        Dense layers, LayerNorm and GELU run on every real token of the batch as one 2-D
+        array; attention runs per run of equal-length sequences (a batch is sorted by
+        length, so there are a few), where no mask is needed.
+        """
         lengths = [len(seq) for seq in token_ids]
-        length = max(lengths)
-        ids = np.zeros((batch, length), dtype=np.int64)
-        mask = np.zeros((batch, length), dtype=np.float32)
-        for row, seq in enumerate(token_ids):
-            ids[row, : len(seq)] = seq
-            mask[row, : len(seq)] = 1.0
-        tokens, dim, heads = batch * length, self.dim, self.heads
+        groups: list[tuple[int, int, int]] = []  # (first token, sequences, length)
+        top = 0
+        for n in lengths:
+            if groups and groups[-1][2] == n:
+                groups[-1] = (groups[-1][0], groups[-1][1] + 1, n)
+            else:
+                groups.append((top, 1, n))
+            top += n
+        tokens, dim, heads = top, self.dim, self.heads
         head_dim = dim // heads
-        x = self.word[ids].reshape(tokens, dim)
-        x += np.tile(self.pos[:length] + self.type0, (batch, 1))
+        x = self.word[np.fromiter((i for seq in token_ids for i in seq), dtype=np.int64, count=tokens)]
+        for first, count, n in groups:
+            x[first : first + count * n].reshape(count, n, dim)[...] += self.pos[:n]
         _layer_norm_(x, self.w["embeddings.LayerNorm.weight"], self.w["embeddings.LayerNorm.bias"], self.eps)
-        padded = [(row, n) for row, n in enumerate(lengths) if n < length]
         # Buffers reused by every layer: the products write into them rather than allocate.
         qkv = np.empty((tokens, 3 * dim), dtype=np.float32)
-        scores = np.empty((batch, heads, length, length), dtype=np.float32)
-        context = np.empty((batch, length, heads, head_dim), dtype=np.float32)
+        scores = np.empty(max(count * heads * n * n for _, count, n in groups), dtype=np.float32)
+        context = np.empty((tokens, dim), dtype=np.float32)
         attended = np.empty((tokens, dim), dtype=np.float32)
         y = np.empty((tokens, dim), dtype=np.float32)
         hidden = np.empty((tokens, self.blocks[0]["in_w"].shape[1]), dtype=np.float32)
@@ -281,22 +287,25 @@ class LocalEmbedder(Embedder):
         for blk in self.blocks:
             np.matmul(x, blk["qkv_w"], out=qkv)
             qkv += blk["qkv_b"]
-            qkv5 = qkv.reshape(batch, length, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-            q, k, v = qkv5[0], qkv5[1], qkv5[2]
-            sums = _attention_weights(q, k, padded, scores)
-            # Softmax's division waits for the (tokens, head_dim) context instead of the
-            # (tokens, length) weights; the context lands head by head in token-major order.
-            np.matmul(scores, v, out=context.transpose(0, 2, 1, 3))
-            context /= sums.transpose(0, 2, 1)[..., None]
-            np.matmul(context.reshape(tokens, dim), blk["out_w"], out=attended)
+            for first, count, n in groups:
+                span = slice(first, first + count * n)
+                q, k, v = qkv[span].reshape(count, n, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
+                weights = scores[: count * heads * n * n].reshape(count, heads, n, n)
+                sums = _attention_weights(q, k, weights)
+                # Softmax's division waits for the (tokens, head_dim) context instead of the
+                # (tokens, length) weights; the context lands head by head in token-major order.
+                ctx = context[span].reshape(count, n, heads, head_dim)
+                np.matmul(weights, v, out=ctx.transpose(0, 2, 1, 3))
+                ctx /= sums.transpose(0, 2, 1)[..., None]
+            np.matmul(context, blk["out_w"], out=attended)
             attended += blk["out_b"]
             attended += x
             _layer_norm_(attended, blk["ln1_w"], blk["ln1_b"], self.eps)
             np.matmul(attended, blk["in_w"], out=hidden)
             # GELU a block of rows at a time, so its four arrays stay in cache through its passes
             # (the products themselves lose up to a third of their speed on so few rows).
-            for top in range(0, tokens, rows):
-                h = hidden[top : top + rows]
+            for start in range(0, tokens, rows):
+                h = hidden[start : start + rows]
                 n = len(h)
                 h += blk["in_b"]
                 _gelu_(h, a[:n], t[:n], e[:n])
@@ -305,37 +314,34 @@ class LocalEmbedder(Embedder):
             y += attended
             _layer_norm_(y, blk["ln2_w"], blk["ln2_b"], self.eps)
             x, y = y, x
-        states = x.reshape(batch, length, dim)
-        if self.pool_cls:
-            pooled = states[:, 0].copy()
-        else:
-            pooled = np.einsum("bld,bl->bd", states, mask) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-        return pooled.astype(np.float32, copy=False)
+        pooled = np.empty((len(token_ids), dim), dtype=np.float32)
+        row = 0
+        for first, count, n in groups:
+            states = x[first : first + count * n].reshape(count, n, dim)
+            pooled[row : row + count] = states[:, 0] if self.pool_cls else states.mean(axis=1)
+            row += count
+        return pooled
 
 
-def _attention_weights(q: Any, k: Any, padded: list[tuple[int, int]], scores: Any) -> Any:
+def _attention_weights(q: Any, k: Any, scores: Any) -> Any:
     """Unnormalised softmax weights of q against k into `scores`, and their row sums.
 
     Softmax is shift-invariant, so the usual subtraction of each row's maximum only guards
     exp against overflow and underflow; it costs two passes over the scores, and BERT's
     scaled scores sit far from either edge. So exp runs on the raw scores, and the row sums
     show whether that was safe (finite, and large enough that nothing that matters
-    underflowed); when not, the batch is redone with the shift. Padded keys get weight 0.
+    underflowed); when not, the scores are redone with the shift.
     """
     np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
     with np.errstate(over="ignore"):  # an overflow shows in the sums and is redone below
         np.exp(scores, out=scores)
-    for row, n in padded:
-        scores[row, :, :, n:] = 0.0
-    sums = scores.sum(axis=-1)
+    sums = np.einsum("bhij->bhi", scores)  # a third of the time of scores.sum(axis=-1)
     if sums.min() >= 1e-20 and sums.max() <= 1e30:
         return sums
     np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
-    for row, n in padded:
-        scores[row, :, :, n:] = -np.inf
     scores -= scores.max(axis=-1, keepdims=True)
     np.exp(scores, out=scores)
-    return scores.sum(axis=-1)
+    return np.einsum("bhij->bhi", scores)
 
 
 def _batches(lengths: list[int], workers: int) -> list[list[int]]:
