@@ -115,7 +115,7 @@ complete -c vmem -n "__vmem_at 'completion'" -s 'q' -d 'Only data and errors; no
 complete -c vmem -n "__vmem_at 'completion'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'completion'" -s 'v' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'completion'" -a 'bash zsh fish'
-complete -c vmem -n "__vmem_at 'session'" -a 'list' -d 'List sessions, most recently updated first, with event counts (events are not loaded).'
+complete -c vmem -n "__vmem_at 'session'" -a 'list' -d 'List sessions, most recently updated first, with event and compaction counts (events are not loaded).'
 complete -c vmem -n "__vmem_at 'session'" -a 'get' -d 'Show a session: merged state and its event timeline; --json prints ADK\'s session JSON.'
 complete -c vmem -n "__vmem_at 'session'" -a 'delete' -d 'Delete sessions with their events, by id or by filter, in one transaction.'
 complete -c vmem -n "__vmem_at 'session'" -a 'export' -d 'Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed.'

@@ -125,7 +125,7 @@ def list_cmd(
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """List sessions, most recently updated first, with event counts (events are not loaded)."""
+    """List sessions, most recently updated first, with event and compaction counts (events are not loaded)."""
     state = _state(ctx, db_url, json_flag)
     flt = _filter(app_name, user, since, until)
 
