@@ -40,14 +40,18 @@ def vmem(*args: str, input: str | None = None, env: dict[str, str] | None = None
     return CliRunner().invoke(app, list(args), input=input, env=env)
 
 
-@pytest.fixture(params=list(RELEASES), ids=lambda v: f"adk-{v}")
-def written(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path, dict[str, Any]]:
-    """(version, database, what that ADK's get_session returned for each session)."""
-    version = request.param
+def write_with(version: str, tmp_path: Path) -> tuple[str, Path, dict[str, Any]]:
+    """(version, sqlite database that release wrote, what its get_session returned for each session)."""
     db = tmp_path / f"adk-{version}.db"
     out = tmp_path / "adk.json"
     run_old(version, "write", f"sqlite:///{db}", str(out))
     return version, db, json.loads(out.read_text())
+
+
+@pytest.fixture(params=list(RELEASES), ids=lambda v: f"adk-{v}")
+def written(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path, dict[str, Any]]:
+    """(version, database, what that ADK's get_session returned for each session)."""
+    return write_with(request.param, tmp_path)
 
 
 def same_session(got: dict[str, Any], expected: dict[str, Any]) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_sessions_old_adk import RELEASES, old_python, run_old, same_session, vmem
+from test_sessions_old_adk import RELEASES, old_python, run_old, same_session, vmem, write_with
 
 from veadk_mem.errors import StoreError
 
@@ -103,11 +103,7 @@ def assert_current_adk_reads(url: str, adk: dict[str, Any], version: str) -> Non
 @pytest.fixture(params=PICKLE_ERA, ids=lambda v: f"adk-{v}")
 def written(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path, dict[str, Any]]:
     """(version, sqlite database that release wrote, what its get_session returned for each session)."""
-    version = request.param
-    db = tmp_path / f"adk-{version}.db"
-    out = tmp_path / "adk.json"
-    run_old(version, "write", f"sqlite:///{db}", str(out))
-    return version, db, json.loads(out.read_text())
+    return write_with(request.param, tmp_path)
 
 
 def test_upgraded_database_reads_equal_in_current_adk(
