@@ -276,4 +276,10 @@ def test_session_list_counts_the_compactions_adk_wrote(
     by_id = {r["id"]: r for r in (dict(zip(header, line.split("\t"), strict=True)) for line in rows[1:])}
     assert by_id["compacted"]["compaction_count"] == "1" and by_id["plain"]["compaction_count"] == "0"
     table = runner.invoke(app, ["session", "list", "--db-url", url, "--app", "app", "--user", "u"]).stdout
-    assert "compactions" in table.splitlines()[0]
+    header = table.splitlines()[0].split()
+    assert header[4:6] == ["events", "compactions"]  # after "session id"
+    plain = {line.split()[2]: line.split()[4] for line in table.splitlines()[1:]}
+    assert plain == {"compacted": "1", "plain": "0"}  # numbers, so awk's fields stay put
+    # a list with none draws no column of zeros for people; TSV keeps its field
+    none = runner.invoke(app, ["session", "list", "--db-url", url, "--app", "app", "-u", "u", "-n", "1"]).stdout
+    assert "compactions" not in none.splitlines()[0]

@@ -33,12 +33,19 @@ SUMMARY_COLUMNS = [
     Column("user", "user_id", no_wrap=True),
     Column("session id", "id", no_wrap=True),
     Column("events", "event_count", justify="right"),
-    # for people a zero is blank, so a list with no compactions draws no column; scripts get the numbers
-    Column("compactions", "compaction_count", lambda n: str(n) if n else "", justify="right"),
     Column("state keys", "state_keys", justify="right"),
     Column.time("created", "create_time"),
     Column.time("updated", "update_time"),
 ]
+COMPACTIONS = Column("compactions", "compaction_count", justify="right")
+
+
+def _list_columns(state: AppState, found: list[SessionSummary]) -> list[Column]:
+    """The list's columns: compactions beside events in CSV/TSV/JSONL always, for people only
+    when a listed session has one (a column of zeros, or of blanks, is noise and shifts awk's fields)."""
+    if state.render.fmt is not None or any(s.compaction_count for s in found):
+        return [*SUMMARY_COLUMNS[:4], COMPACTIONS, *SUMMARY_COLUMNS[4:]]
+    return SUMMARY_COLUMNS
 
 
 def _state(ctx: typer.Context, db_url: str | None, json_flag: bool = False) -> AppState:
@@ -136,7 +143,7 @@ def list_cmd(
     found, store = run(go())
     state.render.records(
         [_summary_row(s) for s in found],
-        SUMMARY_COLUMNS,
+        _list_columns(state, found),
         json_rows=[_summary_json(s) for s in found],
         empty="no sessions match",
     )
