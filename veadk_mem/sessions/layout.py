@@ -35,6 +35,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from veadk_mem.sessions.timecols import naive_utc
+
 KEY_LEN = 128
 VARCHAR_LEN = 256
 SCHEMA_VERSION_KEY = "schema_version"
@@ -384,9 +386,7 @@ def to_epoch(value: Any) -> float:
     return float(value.timestamp())
 
 
-def to_naive_utc(epoch: float) -> datetime:
-    """Epoch seconds as the naive UTC datetime ADK stores."""
-    return datetime.fromtimestamp(epoch, tz=UTC).replace(tzinfo=None)
+to_naive_utc = naive_utc  # epoch seconds as the naive UTC datetime ADK stores
 
 
 def stored_time(tables: Tables, epoch: float) -> Any:
