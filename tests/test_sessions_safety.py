@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -254,8 +255,10 @@ def test_a_failure_mid_way_says_how_many_sessions_were_written(tmp_path: Path) -
         async with SessionStore(str(db), create=True) as store:
             await store.import_records(records(), batch_rows=7)
 
+    assert gc.isenabled()
     with pytest.raises(StoreError) as info:
         asyncio.run(go())
+    assert gc.isenabled()  # the import paused the cyclic collector; a failure restores it too
     assert "6 session(s) before it were written" in info.value.message
     assert "nothing was changed" not in info.value.message
     assert len(_ids(str(db))) == 6  # 3 rows a session: a batch commits every 3 sessions; the 7th was in the open one

@@ -77,81 +77,78 @@ def skip_idle_rollback(dbapi_conn: Any, record: Any, state: Any) -> None:
 
 @dataclass(frozen=True)
 class InsertPlan:
-    """A multi-row INSERT run straight on the driver's executemany.
+    """A multi-row INSERT run straight on the driver's executemany (or asyncpg's COPY).
 
     SQLAlchemy's executemany builds, type-processes and checks every row in Python, which
     was most of an import's time. The plan keeps SQLAlchemy's compiled SQL and each
-    column's own bind processor, applies them in one pass, and hands the rows to
-    aiosqlite's or asyncpg's executemany. JSON columns are encoded with the fast encoder
-    the rest of vmem writes with (`codec.dumps`).
+    column's own bind processor, and takes its values a column at a time: JSON columns
+    come as text (`codec.dumps`, the fast encoder the rest of vmem writes with), time
+    columns as epoch seconds, converted a batch at a time (`timecols`).
+    Building the rows is plain CPU work, done in the import's reading thread; `insert`
+    then only hands them to the driver.
     """
 
     sql: str
     names: tuple[str, ...]
     processors: tuple[Callable[[Any], Any] | None, ...]
+    times: tuple[bool, ...]  # an ADK timestamp column, given as epoch seconds
     driver: str
     table: str
     schema: str | None
+
+    @staticmethod
+    def covers(dialect: Any) -> bool:
+        """True on the drivers a plan runs on (aiosqlite, asyncpg)."""
+        return (dialect.driver, dialect.paramstyle) in _DRIVERS
 
     @classmethod
     def make(cls, table: Any, dialect: Any) -> InsertPlan | None:
         """A plan inserting every column of `table`, or None on a driver it does not cover."""
         from sqlalchemy import insert
 
-        from veadk_mem.sessions.codec import dumps
         from veadk_mem.sessions.layout import AdkJSON, AdkTimestamp
 
-        if (dialect.driver, dialect.paramstyle) not in _DRIVERS:
+        if not cls.covers(dialect):
             return None
         compiled = insert(table).compile(dialect=dialect, column_keys=[c.key for c in table.columns])
         if compiled.positiontup is None:
             return None
         names = tuple(compiled.positiontup)
         processors: list[Callable[[Any], Any] | None] = []
+        times: list[bool] = []
         for name in names:
             column_type = table.c[name].type
-            if isinstance(column_type, AdkJSON):
-                processors.append(lambda v: None if v is None else dumps(v))
-            elif isinstance(column_type, AdkTimestamp) and dialect.name == "sqlite":
-                # SQLAlchemy's sqlite DATETIME text ("2026-11-30 12:00:00.000000"), twice as fast
-                processors.append(lambda v: None if v is None else v.isoformat(" ", "microseconds"))
+            times.append(isinstance(column_type, AdkTimestamp))
+            if isinstance(column_type, AdkJSON) or times[-1]:
+                processors.append(None)  # JSON given as text (`codec.dumps`); times converted a column at a time
             else:
                 processors.append(column_type._cached_bind_processor(dialect))
-        return cls(compiled.string, names, tuple(processors), dialect.driver, table.name, table.schema)
+        return cls(compiled.string, names, tuple(processors), tuple(times), dialect.driver, table.name, table.schema)
 
-    def rows(self, values: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-        """Driver-ready tuples of `values` (each a column -> value mapping)."""
-        make = self._row_maker()
-        return [make(v) for v in values]
+    def rows(self, columns: Mapping[str, Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """Driver-ready rows from `columns` (name -> that column's values: JSON as text, times as epoch seconds)."""
+        from veadk_mem.sessions.timecols import naive_utc_many, sqlite_text_many
 
-    def _row_maker(self) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
-        # One expression per row instead of a generator over the columns: a third of the time.
-        ns: dict[str, Any] = {}
-        items = []
-        for i, (name, processor) in enumerate(zip(self.names, self.processors, strict=True)):
-            ns[f"N{i}"] = name
-            if processor is None:
-                items.append(f"v[N{i}]")
-            else:
-                ns[f"P{i}"] = processor
-                items.append(f"P{i}(v[N{i}])")
-        maker: Callable[[Mapping[str, Any]], tuple[Any, ...]] = eval(f"lambda v: ({', '.join(items)},)", ns)
-        return maker
+        lists: list[Sequence[Any]] = []
+        for name, processor, is_time in zip(self.names, self.processors, self.times, strict=True):
+            values = columns[name]
+            if is_time:
+                values = sqlite_text_many(values) if self.driver == "aiosqlite" else naive_utc_many(values)
+            elif processor is not None:
+                values = [processor(v) for v in values]
+            lists.append(values)
+        return list(zip(*lists, strict=True))
 
-    async def run(self, conn: Any, values: Sequence[Mapping[str, Any]]) -> bool:
-        """Insert `values` inside `conn`'s open transaction; False (nothing done) when it has none."""
-        if not values or set(values[0]) != set(self.names):
-            return False
+    async def insert(self, conn: Any, rows: list[tuple[Any, ...]]) -> bool:
+        """Insert `rows` (from `rows`) inside `conn`'s open transaction; False (nothing done) when it has none."""
         raw = (await conn.get_raw_connection()).driver_connection
         if self.driver == "asyncpg":
             if not raw.is_in_transaction():
                 return False
             # COPY: the server parses no statement per row, about twice as fast as executemany
-            await raw.copy_records_to_table(
-                self.table, records=self.rows(values), columns=list(self.names), schema_name=self.schema
-            )
+            await raw.copy_records_to_table(self.table, records=rows, columns=list(self.names), schema_name=self.schema)
         else:
             if not raw.in_transaction:
                 return False
-            await raw.executemany(self.sql, self.rows(values))
+            await raw.executemany(self.sql, rows)
         return True

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import VmemError
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
-from veadk_mem.sessions.importer import ImportReport
+from veadk_mem.sessions.importer import ImportReport, collect_young, collector_paused
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
@@ -24,12 +26,14 @@ from veadk_mem.sessions.layout import (
 )
 from veadk_mem.sessions.reads import Reads
 from veadk_mem.sessions.records import _BATCH, Progress, _noop
+from veadk_mem.sessions.rows import Columns, Head, build_columns, head_of
 from veadk_mem.sessions.state import split_state
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from veadk_mem import events as ev
+    from veadk_mem.sessions.driver import InsertPlan
     from veadk_mem.sessions.importer import FileKey, ImportReport
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.rawsession import RawSession
@@ -317,26 +321,72 @@ class Writes(Reads):
         a session stored with a newer update time than the record's is left alone and named
         in `report.skipped`.
         """
-
-        advance = progress or _noop
-        report = ImportReport()
-        report.created_tables = await self._ensure_tables()
-        report.layout = self.layout.value
-        self._dropped: dict[str, set[tuple[str, ...]]] = {}
         from veadk_mem import events as ev
         from veadk_mem.sessions.rawsession import from_model
 
         records_iter = (from_model(r) if isinstance(r, ev.Session) else r for r in records)
+        report = ImportReport()
+        report.created_tables = await self._ensure_tables()
+        report.layout = self.layout.value
+        self._dropped: dict[str, set[tuple[str, ...]]] = {}
+        plans = self._insert_plans()
+        first = [True]
 
-        def take() -> tuple[list[RawSession | dict[str, Any]], bool]:
-            return _take_batch(records_iter, batch_seconds, batch_rows)
+        def take() -> tuple[_Batch, bool]:
+            # the first batch is small: nothing is written while it is read, the rest overlap
+            rows = min(batch_rows, 1000) if first[0] else batch_rows
+            first[0] = False
+            records, done = _take_batch(records_iter, batch_seconds, rows)
+            return self._prepare(records, plans), done
 
-        # The next batch is read and checked in a thread while this one is written: the
-        # database works (in its server, or in sqlite's C code without the GIL) meanwhile.
-        ahead: asyncio.Future[tuple[list[RawSession | dict[str, Any]], bool]] | None = None
+        with collector_paused():
+            await self._write_all(take, report, progress or _noop, force)
+        return report
+
+    def takes_columns(self) -> bool:
+        """True when this database's import can write batches built elsewhere (`import_columns`).
+
+        That is the driver path (`driver.InsertPlan`: aiosqlite, asyncpg) into ADK 2.x's tables
+        or SqliteSessionService's, or into an empty database (or a sqlite file not created
+        yet), which gets ADK 2.x's.
+        """
+        return self.dialect in ("sqlite", "postgresql") and self.layout in (Layout.EMPTY, Layout.V1, Layout.SQLITE)
+
+    async def import_columns(
+        self, batches: Iterator[Columns], *, force: bool = True, progress: Progress | None = None
+    ) -> ImportReport:
+        """`import_records` of batches whose columns were built elsewhere (`reader.ReaderProcess`).
+
+        Only where `takes_columns()` is True.
+        """
+        report = ImportReport()
+        report.created_tables = await self._ensure_tables()
+        report.layout = self.layout.value
+        self._dropped = {}
+        plans = self._insert_plans()
+        if plans is None:
+            raise RuntimeError(f"internal: no driver plans for an import into {self.layout.value}")
+
+        def take() -> tuple[_Batch, bool]:
+            columns = next(batches, None)
+            return (_Batch([], []), True) if columns is None else (_rows_batch(columns, plans), False)
+
+        with collector_paused():
+            await self._write_all(take, report, progress or _noop, force)
+        return report
+
+    async def _write_all(
+        self, take: Callable[[], tuple[_Batch, bool]], report: ImportReport, advance: Progress, force: bool
+    ) -> None:
+        """Write the batches `take` gives, each in its own transaction.
+
+        The next batch is read (and its rows built) in a thread while this one is written: the
+        database works meanwhile, in its server or in sqlite's C code without the GIL.
+        """
+        ahead: asyncio.Future[tuple[_Batch, bool]] | None = None
         try:
             batch, done = await asyncio.to_thread(take)
-            while batch:
+            while batch.records:
                 ahead = None if done else asyncio.ensure_future(asyncio.to_thread(take))
                 for attempt in range(5):
                     try:
@@ -349,7 +399,8 @@ class Writes(Reads):
                             raise
                         await asyncio.sleep(0.05 * (attempt + 1))
                 _add(report, pending)
-                advance(sum(1 for r in batch if not isinstance(r, dict)))  # sessions, as the summary
+                advance(len(batch.splits))  # sessions, as the summary
+                collect_young()
                 if ahead is None:
                     break
                 batch, done = await ahead
@@ -370,7 +421,6 @@ class Writes(Reads):
             raise error from None
         finally:
             self._warn_dropped()
-        return report
 
     def _warn_dropped(self) -> None:
         """One warning per field an old v0 table had no column for, with how many events had it."""
@@ -383,7 +433,7 @@ class Writes(Reads):
             )
         self._dropped = {}
 
-    async def _write_batch(self, batch: list[RawSession | dict[str, Any]], *, force: bool) -> ImportReport:
+    async def _write_batch(self, batch: _Batch, *, force: bool) -> ImportReport:
         """Write `batch` in ONE transaction and return its counts.
 
         A handful of statements per batch, not per session: one SELECT of the stored keys,
@@ -397,33 +447,31 @@ class Writes(Reads):
                 await self._write_records(conn, batch, pending, force=force)
         return pending
 
-    async def _write_records(
-        self, conn: AsyncConnection, batch: list[RawSession | dict[str, Any]], pending: ImportReport, *, force: bool
-    ) -> None:
+    async def _write_records(self, conn: AsyncConnection, batch: _Batch, pending: ImportReport, *, force: bool) -> None:
         from sqlalchemy import and_, delete, insert, or_
 
         t = self.tables
+        heads = [r for r in batch.records if not isinstance(r, dict)]
         # the last record of a key wins, as when they were written one after the other
-        sessions: dict[tuple[str, str, str], RawSession] = {}
-        for record in batch:
-            if not isinstance(record, dict):
-                sessions[(record.app_name, record.user_id, record.id)] = record
+        sessions: dict[tuple[str, str, str], int] = {(h[0], h[1], h[2]): i for i, h in enumerate(heads)}
         stored = await self._stored_times(conn, list(sessions))
         if not force:
-            for key, session in list(sessions.items()):
-                if key in stored and _newer(stored[key], _update_time(session)):
+            for key, i in list(sessions.items()):
+                if key in stored and _newer(stored[key], heads[i][3]):
                     pending.skipped.append("/".join(key))
                     del sessions[key]  # an agent wrote to it after the file was made: keep its events
+        kept = [sessions.get((h[0], h[1], h[2])) == i for i, h in enumerate(heads)]
         app_parts: dict[str, dict[str, Any]] = defaultdict(dict)
         user_parts: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
-        own: dict[int, dict[str, Any]] = {}  # each session's own state (split once)
-        for record in batch:  # merged in file order, as when records were written one by one
+        index = 0
+        for record in batch.records:  # merged in file order, as when records were written one by one
             if not isinstance(record, dict):
-                if sessions.get((record.app_name, record.user_id, record.id)) is not record:
+                app_part, user_part, _ = batch.splits[index]
+                index += 1
+                if not kept[index - 1]:
                     continue  # skipped, or an earlier copy of a key written again later in the batch
-                app_part, user_part, own[id(record)] = split_state(record.state)
-                app_parts[record.app_name].update(app_part)
-                user_parts[(record.app_name, record.user_id)].update(user_part)
+                app_parts[record[0]].update(app_part)
+                user_parts[(record[0], record[1])].update(user_part)
             elif record.get("kind") == "app_state":
                 app_parts[record["appName"]].update(record["state"])
                 pending.app_states += 1
@@ -457,20 +505,25 @@ class Writes(Reads):
                     )
                 )
             )
+        for i in sessions.values():
+            pending.sessions += 1
+            pending.events += heads[i][5]
+        pending.replaced += len(existing)
+        if batch.sessions is None:
+            await self._insert_prepared(conn, batch, heads, kept)
+            return
         session_rows: list[dict[str, Any]] = []
         event_rows: list[dict[str, Any]] = []
-        now = time.time()
-        for (app, user, sid), session in sessions.items():
-            stamps = [x.timestamp for x in session.events]
-            updated = session.last_update_time or (max(stamps) if stamps else now)
+        for (app, user, sid), i in sessions.items():
+            session, head = batch.sessions[i], heads[i]
             session_rows.append(
                 {
                     "app_name": app,
                     "user_id": user,
                     "id": sid,
-                    "state": own[id(session)],
-                    "create_time": stored_time(t, min([*stamps, updated])),
-                    "update_time": stored_time(t, updated),
+                    "state": batch.splits[i][2],
+                    "create_time": stored_time(t, head[4]),
+                    "update_time": stored_time(t, head[3]),
                 }
             )
             if t.missing:
@@ -482,14 +535,8 @@ class Writes(Reads):
                     counts.clear()
             else:
                 event_rows.extend(event_row(t, app, user, sid, event) for event in session.events)
-            pending.sessions += 1
-            pending.events += len(session.events)
-            pending.replaced += (app, user, sid) in stored
-        if session_rows and not await self._fast_insert(conn, t.sessions, session_rows):
-            for i in range(0, len(session_rows), _BATCH):
-                await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
-        if event_rows and await self._fast_insert(conn, t.events, event_rows):
-            return
+        for i in range(0, len(session_rows), _BATCH):
+            await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
         stmt = insert(t.events)
         if t.layout is Layout.V0 and self.dialect == "mysql":
             # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
@@ -501,32 +548,72 @@ class Writes(Reads):
         for i in range(0, len(event_rows), _BATCH * 2):
             await conn.execute(stmt, event_rows[i : i + _BATCH * 2])
 
-    async def _fast_insert(self, conn: AsyncConnection, table: Any, rows: list[dict[str, Any]]) -> bool:
-        """Insert `rows` through the driver's executemany (driver.InsertPlan); False when it does not apply."""
+    def _insert_plans(self) -> tuple[InsertPlan, InsertPlan] | None:
+        """Driver plans for the sessions and events tables (ADK 2.x or SqliteSessionService tables), else None."""
         from veadk_mem.sessions.driver import InsertPlan
 
-        key = ("insert", table.name)
-        if key not in self._stmts:
-            self._stmts[key] = InsertPlan.make(table, self.engine.dialect)
-        plan = self._stmts[key]
-        return plan is not None and await plan.run(conn, rows)
+        if "insert_plans" not in self._stmts:
+            t = self.tables
+            plans = None
+            if t.layout in (Layout.V1, Layout.SQLITE):
+                sessions, events = (InsertPlan.make(table, self.engine.dialect) for table in (t.sessions, t.events))
+                plans = None if sessions is None or events is None else (sessions, events)
+            self._stmts["insert_plans"] = plans
+        cached: tuple[InsertPlan, InsertPlan] | None = self._stmts["insert_plans"]
+        return cached
+
+    def _prepare(
+        self, records: list[RawSession | dict[str, Any]], plans: tuple[InsertPlan, InsertPlan] | None
+    ) -> _Batch:
+        """`records` as a batch: with driver plans, every row built; else the sessions kept for `event_row`.
+
+        Runs in the reading thread: building the rows (JSON text, times) is most of a write's
+        Python work, and here it overlaps the database's own work on the previous batch.
+        """
+        if plans is not None:
+            return _rows_batch(build_columns(records), plans)
+        sessions = [r for r in records if not isinstance(r, dict)]
+        now = time.time()
+        heads = iter([head_of(s, now) for s in sessions])
+        mixed: list[Head | dict[str, Any]] = [r if isinstance(r, dict) else next(heads) for r in records]
+        return _Batch(mixed, [split_state(s.state) for s in sessions], sessions)
+
+    async def _insert_prepared(self, conn: AsyncConnection, batch: _Batch, heads: list[Head], kept: list[bool]) -> None:
+        """Insert the built rows of the sessions `kept` says are written, and their events."""
+        session_rows, event_rows = batch.session_rows, batch.event_rows
+        if not all(kept):
+            session_rows = [row for row, keep in zip(session_rows, kept, strict=True) if keep]
+            wanted: list[tuple[Any, ...]] = []
+            start = 0
+            for head, keep in zip(heads, kept, strict=True):
+                end = start + head[5]
+                if keep:
+                    wanted += event_rows[start:end]
+                start = end
+            event_rows = wanted
+        plans = self._insert_plans()
+        assert plans is not None
+        for plan, rows in zip(plans, (session_rows, event_rows), strict=True):
+            if rows and not await plan.insert(conn, rows):
+                raise RuntimeError(f"internal: no open transaction for the insert into {plan.table}")
 
     async def _stored_times(self, conn: AsyncConnection, keys: list[tuple[str, str, str]]) -> dict[Any, float]:
         """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL).
 
-        One statement, built once: `(app_name, user_id, id) IN (...)` with an expanding list,
-        which the primary key index answers; building an OR of per-user conditions for
-        every batch cost more than the query.
+        One statement, built once, which the primary key index answers: the keys as three
+        arrays joined through unnest() on PostgreSQL (it plans a long IN list of row values
+        as one slow probe per row), as one JSON array through json_each() on sqlite (one
+        call into aiosqlite's thread per batch: each call waits for the GIL behind the
+        thread reading the next batch), and `(app_name, user_id, id) IN (...)` lists of 500
+        on MySQL.
         """
-        from sqlalchemy import bindparam, select, tuple_
+        from sqlalchemy import bindparam, func, select, tuple_
 
         stmt = self._stmts.get("stored_times")
         if stmt is None:
             s = self.tables.sessions.c
             if self.dialect == "postgresql":
-                # PostgreSQL plans a long IN list of row values as one index probe per row,
-                # slowly; three arrays joined through unnest() are one cheap plan
-                from sqlalchemy import Text, func
+                from sqlalchemy import Text
                 from sqlalchemy.dialects.postgresql import ARRAY
 
                 arrays = [bindparam(n, type_=ARRAY(Text)) for n in ("k_apps", "k_users", "k_ids")]
@@ -536,16 +623,25 @@ class Writes(Reads):
                     .join_from(self.tables.sessions, k, (s.app_name == k.c.a) & (s.user_id == k.c.u) & (s.id == k.c.i))
                     .with_for_update(of=self.tables.sessions)
                 )
-            else:
-                stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
-                    tuple_(s.app_name, s.user_id, s.id).in_(bindparam("keys", expanding=True))
+            elif self.dialect == "sqlite":
+                j = func.json_each(bindparam("k_json")).table_valued("value")
+                stmt = select(s.app_name, s.user_id, s.id, s.update_time).join_from(
+                    self.tables.sessions,
+                    j,
+                    (s.app_name == func.json_extract(j.c.value, "$[0]"))
+                    & (s.user_id == func.json_extract(j.c.value, "$[1]"))
+                    & (s.id == func.json_extract(j.c.value, "$[2]")),
                 )
-                if self.dialect != "sqlite":
-                    stmt = stmt.with_for_update()
+            else:
+                stmt = (
+                    select(s.app_name, s.user_id, s.id, s.update_time)
+                    .where(tuple_(s.app_name, s.user_id, s.id).in_(bindparam("keys", expanding=True)))
+                    .with_for_update()
+                )
             self._stmts["stored_times"] = stmt
         wanted = set(keys)
         found: dict[Any, float] = {}
-        step = max(len(keys), 1) if self.dialect == "postgresql" else _BATCH
+        step = max(len(keys), 1) if self.dialect in ("postgresql", "sqlite") else _BATCH
         for i in range(0, len(keys), step):
             chunk = keys[i : i + step]
             if self.dialect == "postgresql":
@@ -554,6 +650,8 @@ class Writes(Reads):
                     "k_users": [k[1] for k in chunk],
                     "k_ids": [k[2] for k in chunk],
                 }
+            elif self.dialect == "sqlite":
+                params = {"k_json": json.dumps(chunk)}
             else:
                 params = {"keys": chunk}
             for app, user, sid, stamp in await conn.execute(stmt, params):
@@ -629,6 +727,33 @@ class Writes(Reads):
             )
 
 
+@dataclass(slots=True)
+class _Batch:
+    """Records for one transaction: session heads and state records in file order, and the rows.
+
+    On the driver path the rows are built (`session_rows`, `event_rows`: one per session, then
+    their events session after session); otherwise `sessions` keeps the sessions for `event_row`.
+    """
+
+    records: list[Head | dict[str, Any]]
+    splits: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]  # split_state of each session, in order
+    sessions: list[RawSession] | None = None
+    session_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    event_rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def _rows_batch(columns: Columns, plans: tuple[InsertPlan, InsertPlan]) -> _Batch:
+    """A batch of `columns` with its rows built by the driver plans (times converted, tuples in column order)."""
+    session_plan, event_plan = plans
+    return _Batch(
+        columns.records,
+        columns.splits,
+        None,
+        session_plan.rows(columns.sessions) if columns.sessions.get("id") else [],
+        event_plan.rows(columns.events) if columns.events.get("id") else [],
+    )
+
+
 def _take_batch(
     records: Iterator[RawSession | dict[str, Any]], seconds: float, max_rows: int
 ) -> tuple[list[RawSession | dict[str, Any]], bool]:
@@ -642,11 +767,6 @@ def _take_batch(
         batch.append(record)
         rows += 1 + (0 if isinstance(record, dict) else len(record.events))
     return batch, False
-
-
-def _update_time(session: RawSession) -> float:
-    stamps = [x.timestamp for x in session.events]
-    return session.last_update_time or (max(stamps) if stamps else time.time())
 
 
 def _newer(stored: float, file_time: float) -> bool:

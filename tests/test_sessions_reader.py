@@ -1,0 +1,136 @@
+"""A large import's write pass read in a child process (`sessions/reader.py`), against real databases.
+
+The child is forced on for these small files (`worthwhile`); what it writes must be what the
+in-process path writes, ADK must read it back, and a failure anywhere must stop the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sessions_helpers import APP, adk_get, adk_view, build, sqlite_url
+
+from veadk_mem.errors import BadInput, StoreError
+from veadk_mem.sessions import reader as reader_module
+from veadk_mem.sessions.importer import import_file
+from veadk_mem.sessions.reader import ReaderProcess
+from veadk_mem.sessions.store import SessionStore
+
+SESSIONS = {("alice", "s1"): 12, ("alice", "s2"): 3, ("bob", "s3"): 7, ("bob", "empty"): 0}
+
+
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[ReaderProcess]:
+    """Force the child reader on for any file; the list collects the children started."""
+    started: list[ReaderProcess] = []
+    original = ReaderProcess.__init__
+
+    def init(self: ReaderProcess, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(reader_module, "worthwhile", lambda source: True)
+    monkeypatch.setattr(ReaderProcess, "__init__", init)
+    return started
+
+
+def _export(url: str) -> str:
+    async def go() -> str:
+        async with SessionStore(url) as store:
+            return "".join([p async for p in store.export_jsonl()])
+
+    return asyncio.run(go())
+
+
+def _lines(text: str) -> list[Any]:
+    return sorted((json.loads(line) for line in text.splitlines()), key=lambda d: json.dumps(d, sort_keys=True))
+
+
+def _dump(tmp_path: Path) -> tuple[str, Path]:
+    """An ADK-written database with app and user state, and its export with extra state records."""
+    source = sqlite_url(tmp_path / "source.db")
+    build(source, SESSIONS)
+    dump = tmp_path / "dump.jsonl"
+    extra = [
+        {"kind": "app_state", "appName": APP, "state": {"tier": "gold"}},
+        {"kind": "user_state", "appName": APP, "userId": "alice", "state": {"lang": "zh"}},
+    ]
+    dump.write_text("".join(json.dumps(r) + "\n" for r in extra) + _export(source), encoding="utf-8")
+    return source, dump
+
+
+@pytest.mark.parametrize("target", ["sqlite", "postgres"])
+def test_the_child_writes_what_the_in_process_path_writes(
+    target: str,
+    tmp_path: Path,
+    children: list[ReaderProcess],
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source, dump = _dump(tmp_path)
+    url = sqlite_url(tmp_path / "t.db") if target == "sqlite" else str(request.getfixturevalue("pg_url"))
+    report = asyncio.run(import_file(SessionStore(url, create=True), dump))
+    assert len(children) == 1 and children[0]._proc.returncode == 0  # the child read the file, and ended
+    assert (report.sessions, report.events) == (len(SESSIONS), sum(SESSIONS.values()))
+
+    monkeypatch.setattr(reader_module, "worthwhile", lambda source: False)
+    in_process = sqlite_url(tmp_path / "in_process.db")
+    asyncio.run(import_file(SessionStore(in_process, create=True), dump))
+    assert len(children) == 1
+    assert _lines(_export(url)) == _lines(_export(in_process))
+
+    async def adk_reads() -> None:
+        for user, sid in SESSIONS:
+            original, imported = await adk_get(source, APP, user, sid), await adk_get(url, APP, user, sid)
+            assert original is not None and imported is not None
+            want = adk_view(original)
+            want["state"] = {**want["state"], "app:tier": "gold", **({"user:lang": "zh"} if user == "alice" else {})}
+            assert adk_view(imported) == want
+
+    asyncio.run(adk_reads())
+
+
+def test_the_child_names_a_bad_line_and_is_reaped(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"id": "s", "appName": "a", "userId": "u"}) + "\n{not json\n", encoding="utf-8")
+    child = ReaderProcess(path, "bad.jsonl")
+    try:
+        with pytest.raises(BadInput, match=r"bad\.jsonl: line 2"):
+            list(child.batches())
+    finally:
+        child.close()
+    assert child._proc.returncode is not None
+
+
+def test_an_import_failing_its_checks_stops_the_child_and_writes_nothing(
+    tmp_path: Path, children: list[ReaderProcess]
+) -> None:
+    _, dump = _dump(tmp_path)
+    with dump.open("a", encoding="utf-8") as handle:  # past the end of what the child has read ahead
+        handle.write(json.dumps({"id": "x", "appName": "a", "userId": "u", "lastUpdateTime": "soon"}) + "\n")
+    db = tmp_path / "t.db"
+    with pytest.raises(BadInput, match=r"line \d+: \$\.lastUpdateTime"):
+        asyncio.run(import_file(SessionStore(str(db), create=True), dump))
+    assert len(children) == 1 and children[0]._proc.returncode is not None
+    assert not db.exists()
+
+
+def test_a_child_that_dies_is_an_error_saying_nothing_was_written(
+    tmp_path: Path, children: list[ReaderProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, dump = _dump(tmp_path)
+    original = ReaderProcess.batches
+
+    def killed(self: ReaderProcess) -> Any:
+        self._proc.kill()
+        self._proc.wait()
+        return original(self)
+
+    monkeypatch.setattr(ReaderProcess, "batches", killed)
+    db = sqlite_url(tmp_path / "t.db")
+    with pytest.raises(StoreError, match=r"reader process ended unexpectedly.*nothing was written"):
+        asyncio.run(import_file(SessionStore(db, create=True), dump))

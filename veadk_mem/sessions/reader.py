@@ -1,0 +1,164 @@
+"""The write pass of a large import read in a second process, on the machine's other core.
+
+`session import` reads its file twice: the check pass, then the write pass, which decodes
+and walks every record again and builds its rows (`rows.build_columns`). In one process
+that work and the writer's own (driver calls, sqlite's inserts) take turns holding the
+GIL, and each of the writer's many small waits on the database became a wait for the GIL
+too. A child process does the reading instead: it starts while the file is being checked
+(its start-up and first batches overlap the check pass), and sends each batch's columns
+down a pipe; the writer only converts times, makes tuples and writes.
+
+Used for files of `PROCESS_FROM` bytes and more on a machine with two or more cores; the
+child runs `python -m veadk_mem.sessions.reader` with the parent's interpreter. Frames on
+its stdout are an 8-byte length and a pickle: ("batch", Columns fields), ("end",) or
+("error", message). The pickles are the child's own output, read only by its parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from veadk_mem.errors import BadInput, StoreError
+
+PROCESS_FROM = 16 * 1024 * 1024  # below this the check pass is shorter than the child's start-up
+_FRAME = struct.Struct("<Q")
+
+
+def worthwhile(source: str | Path) -> bool:
+    """True when reading `source` in a child process should pay off: a large file, a spare core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        return cores > 1 and os.path.getsize(source) >= PROCESS_FROM
+    except OSError:
+        return False
+
+
+class ReaderProcess:
+    """A child reading an import file into batches of columns; `batches()` yields them in order."""
+
+    def __init__(self, source: str | Path, name: str | None, *, batch_rows: int = 20_000, first_rows: int = 1000):
+        package_root = str(Path(__file__).resolve().parents[2])  # so a checkout imports as it does here
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "veadk_mem.sessions.reader"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert self._proc.stdin is not None
+        job = {"source": str(source), "name": name, "batch_rows": batch_rows, "first_rows": first_rows}
+        self._proc.stdin.write(pickle.dumps(job))
+        self._proc.stdin.close()
+        self._ended = False
+
+    def batches(self) -> Iterator[Any]:
+        """Each batch's `rows.Columns`, in file order; raises when the child fails."""
+        from veadk_mem.sessions.rows import Columns
+
+        stdout = self._proc.stdout
+        assert stdout is not None
+        while True:
+            frame = _read_frame(stdout)
+            if frame is None:
+                code = self._proc.wait()
+                raise StoreError(f"the import's reader process ended unexpectedly (exit code {code})")
+            kind = frame[0]
+            if kind == "end":
+                self._ended = True
+                return
+            if kind == "error":
+                raise BadInput(frame[1])
+            yield Columns(*frame[1])
+
+    def close(self) -> None:
+        """Reap the child: let it exit once it has sent everything, else stop it at once."""
+        if self._ended:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=10)
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+def _read_frame(stream: IO[bytes]) -> Any:
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    (size,) = _FRAME.unpack(head)
+    body = stream.read(size)
+    if len(body) < size:
+        return None
+    return pickle.loads(body)
+
+
+def _child() -> int:
+    """The child: read the job from stdin, send batches to stdout until the file ends."""
+    import gc
+
+    from veadk_mem.errors import VmemError
+    from veadk_mem.sessions.importer import iter_checked
+    from veadk_mem.sessions.rows import build_columns
+
+    gc.disable()  # as the parent's import: nothing here makes reference cycles
+    job = pickle.loads(sys.stdin.buffer.read())
+    out = sys.stdout.buffer
+    frames: queue.Queue[bytes | None] = queue.Queue(maxsize=3)  # batches built ahead of the writer
+
+    def send() -> None:
+        while (frame := frames.get()) is not None:
+            try:
+                out.write(_FRAME.pack(len(frame)) + frame)
+                out.flush()
+            except (BrokenPipeError, OSError):  # the parent stopped reading: it has its error already
+                os._exit(1)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+
+    def put(message: tuple[Any, ...]) -> None:
+        frames.put(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    try:
+        batch: list[Any] = []
+        rows, limit = 0, job["first_rows"]
+        for _, record in iter_checked(job["source"], job["name"]):
+            batch.append(record)
+            rows += 1 + (0 if isinstance(record, dict) else len(record.events))
+            if rows >= limit or len(batch) >= 5000:
+                columns = build_columns(batch)
+                put(("batch", (columns.records, columns.splits, columns.sessions, columns.events)))
+                batch, rows, limit = [], 0, job["batch_rows"]
+        if batch:
+            columns = build_columns(batch)
+            put(("batch", (columns.records, columns.splits, columns.sessions, columns.events)))
+        put(("end",))
+    except VmemError as exc:
+        put(("error", exc.message))
+    except RecursionError:
+        put(("error", f"{job['name'] or job['source']}: JSON nested too deeply"))
+    frames.put(None)
+    sender.join()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(_child())
+    except (BrokenPipeError, KeyboardInterrupt):  # the parent stopped reading: it has its error already
+        sys.exit(1)

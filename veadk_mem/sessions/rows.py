@@ -1,0 +1,77 @@
+"""An import's rows a batch at a time: the writer's view of each session, and the columns.
+
+Each session of a batch is reduced to a head (key, stored times, event count), which is
+all the writer decides on (is it stored already, is the stored one newer), and its rows
+are built column by column: each event's stored JSON text, each session's own state as
+text, times as epoch seconds (`driver.InsertPlan.rows` converts them for its columns).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from itertools import chain, repeat
+from typing import Any
+
+from veadk_mem.sessions.codec import dumps
+from veadk_mem.sessions.rawsession import RawSession
+from veadk_mem.sessions.state import split_state
+
+# A session's head: (app, user, id, update time, create time, event count).
+Head = tuple[str, str, str, float, float, int]
+
+
+def head_of(session: RawSession, now: float) -> Head:
+    """What the writer decides on for `session`: its key, its stored times, its size."""
+    stamps = [e.timestamp for e in session.events]
+    updated = session.last_update_time or (max(stamps) if stamps else now)
+    return (session.app_name, session.user_id, session.id, updated, min([*stamps, updated]), len(stamps))
+
+
+@dataclass(slots=True)
+class Columns:
+    """One batch: heads and state records in file order, and the rows' columns (JSON as text)."""
+
+    records: list[Head | dict[str, Any]] = field(default_factory=list)
+    splits: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    sessions: dict[str, list[Any]] = field(default_factory=dict)
+    events: dict[str, list[Any]] = field(default_factory=dict)
+
+    @property
+    def heads(self) -> list[Head]:
+        return [r for r in self.records if not isinstance(r, dict)]
+
+
+def build_columns(records: list[RawSession | dict[str, Any]]) -> Columns:
+    """The columns of `records` (checked sessions and state records), in ADK's v1 / sqlite layout."""
+    now = time.time()
+    out = Columns()
+    sessions = [r for r in records if not isinstance(r, dict)]
+    heads = iter([head_of(s, now) for s in sessions])
+    out.records = [r if isinstance(r, dict) else next(heads) for r in records]
+    out.splits = [split_state(s.state) for s in sessions]
+    session_heads = out.heads
+    out.sessions = {
+        "app_name": [s.app_name for s in sessions],
+        "user_id": [s.user_id for s in sessions],
+        "id": [s.id for s in sessions],
+        "state": [dumps(split[2]) for split in out.splits],
+        "create_time": [h[4] for h in session_heads],
+        "update_time": [h[3] for h in session_heads],
+    }
+    events = [e for s in sessions for e in s.events]
+    counts = [len(s.events) for s in sessions]
+
+    def each(values: list[str]) -> list[str]:  # one value per event, from one per session
+        return list(chain.from_iterable(map(repeat, values, counts)))
+
+    out.events = {
+        "id": [e.id for e in events],
+        "app_name": each(out.sessions["app_name"]),
+        "user_id": each(out.sessions["user_id"]),
+        "session_id": each(out.sessions["id"]),
+        "invocation_id": [e.invocation_id for e in events],
+        "timestamp": [e.timestamp for e in events],
+        "event_data": [dumps(e.data) for e in events],
+    }
+    return out
