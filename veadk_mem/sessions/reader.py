@@ -9,7 +9,7 @@ too. A child process does the reading instead: it starts while the file is being
 down a pipe; the writer only converts times, makes tuples and writes.
 
 Used for files of `PROCESS_FROM` bytes and more on a machine with two or more cores; the
-child runs `python -m veadk_mem.sessions.reader` with the parent's interpreter. Frames on
+child runs `main` here with the parent's interpreter. Frames on
 its stdout are an 8-byte length and a pickle: ("batch", Columns fields), ("end",) or
 ("error", message). The pickles are the child's own output, read only by its parent.
 """
@@ -32,6 +32,7 @@ from veadk_mem.errors import BadInput, StoreError
 
 PROCESS_FROM = 16 * 1024 * 1024  # below this the check pass is shorter than the child's start-up
 _FRAME = struct.Struct("<Q")
+_CHILD = "import sys; sys.path.append(sys.argv[1]); from veadk_mem.sessions.reader import main; main()"
 
 
 def worthwhile(source: str | Path) -> bool:
@@ -50,14 +51,13 @@ class ReaderProcess:
     """A child reading an import file into batches of columns; `batches()` yields them in order."""
 
     def __init__(self, source: str | Path, name: str | None, *, batch_rows: int = 20_000, first_rows: int = 1000):
-        package_root = str(Path(__file__).resolve().parents[2])  # so a checkout imports as it does here
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        # -P: the working directory never shadows a module; the package's own root is searched
+        # last, so a source checkout imports as it does here and an installed one is unaffected
+        package_root = str(Path(__file__).resolve().parents[2])
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "veadk_mem.sessions.reader"],
+            [sys.executable, "-P", "-c", _CHILD, package_root],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=env,
         )
         assert self._proc.stdin is not None
         job = {"source": str(source), "name": name, "batch_rows": batch_rows, "first_rows": first_rows}
@@ -157,7 +157,8 @@ def _child() -> int:
     return 0
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """The child's entry point (`_CHILD`)."""
     try:
         sys.exit(_child())
     except (BrokenPipeError, KeyboardInterrupt):  # the parent stopped reading: it has its error already
