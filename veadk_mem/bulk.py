@@ -14,8 +14,10 @@ def bulk_objects() -> Iterator[None]:
     Parsing a 20,000-event session allocates a few hundred thousand objects, and the
     collector's repeated full passes over them cost more than the work itself (a
     20,000-event get: 0.9 s with, 0.4 s without; `policy test`: 1.9 s -> 0.65 s). A long
-    session list is the same in small: a summary and its state dicts per session.
-    Reference counting still frees everything.
+    session list is the same in small: a summary and its state dicts per session. An
+    import keeps a batch alive while it reads the next: with the collector running, its
+    collections were a third of the import's time. Reference counting still frees
+    everything; what cyclic garbage the layers below make, `collect_young` collects.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -24,3 +26,9 @@ def bulk_objects() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def collect_young() -> None:
+    """Between the batches of a long `bulk_objects` run: collect the young generations' cycles."""
+    if not gc.isenabled():
+        gc.collect(1)

@@ -11,7 +11,6 @@ temporary file for the two passes.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.bulk import bulk_objects, collect_young
 from veadk_mem.errors import BadInput
 
 if TYPE_CHECKING:
@@ -82,30 +82,6 @@ def file_update_time(session: ev.Session | RawSession) -> float:
     """The update time an import stores for `session`: lastUpdateTime, else its newest event."""
     stamps = [e.timestamp for e in session.events]
     return session.last_update_time or (max(stamps) if stamps else 0.0)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's automatic cyclic garbage collection paused for a bulk import (restored after).
-
-    An import allocates millions of small dicts and keeps a batch of them alive at a time;
-    the automatic collections scanned those over and over, about a third of the whole
-    import's time. The import's own data holds no reference cycles; the little cyclic
-    garbage of the layers below is collected between batches (`collect_young`).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def collect_young() -> None:
-    """Between batches while the collector is paused: collect the young generations' cycles."""
-    if not gc.isenabled():
-        gc.collect(1)
 
 
 # --- records ------------------------------------------------------------------------------
@@ -213,7 +189,7 @@ async def import_file(
     counts = ImportReport(dry_run=dry_run)
 
     def first_pass(limits: Limits) -> None:
-        with collector_paused():
+        with bulk_objects():
             _check_all(limits)
 
     def _check_all(limits: Limits) -> None:
@@ -282,23 +258,24 @@ async def _check_stored(
 ) -> None:
     """BadInput when the file's keys collide under the database's collation, or (without `force`)
     when a stored session is newer than the file's."""
+
+    def shown(items: list[str], sep: str) -> str:
+        return sep.join(items[:5]) + (" ..." if len(items) > 5 else "")
+
     clashes = await store.key_collisions(keys, states)
     if clashes:
-        shown = "; ".join(clashes[:5]) + (" ..." if len(clashes) > 5 else "")
         raise BadInput(
             f"names that differ only in case, accents or trailing spaces are one key under "
-            f"{store.display_url}'s collation, and would overwrite each other: {shown}",
+            f"{store.display_url}'s collation, and would overwrite each other: {shown(clashes, '; ')}",
             hint="rename them in the file, or give the tables a binary (…_bin) collation",
         )
-    if not force:
-        newer = await store.newer_sessions(keys)
-        if newer:
-            shown = ", ".join(newer[:5]) + (" ..." if len(newer) > 5 else "")
-            raise BadInput(
-                f"{len(newer)} session(s) in the database have changed since this file was written, "
-                f"importing would drop their newer events: {shown}",
-                hint="export them first, or use --force to write the file's version over them",
-            )
+    newer = [] if force else await store.newer_sessions(keys)
+    if newer:
+        raise BadInput(
+            f"{len(newer)} session(s) in the database have changed since this file was written, "
+            f"importing would drop their newer events: {shown(newer, ', ')}",
+            hint="export them first, or use --force to write the file's version over them",
+        )
 
 
 # --- stdin spool and stale temporary files --------------------------------------------------

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.bulk import bulk_objects, collect_young
 from veadk_mem.errors import VmemError
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
-from veadk_mem.sessions.importer import ImportReport, collect_young, collector_paused
+from veadk_mem.sessions.importer import ImportReport
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
@@ -339,7 +340,7 @@ class Writes(Reads):
             records, done = _take_batch(records_iter, batch_seconds, rows)
             return self._prepare(records, plans), done
 
-        with collector_paused():
+        with bulk_objects():
             await self._write_all(take, report, progress or _noop, force)
         return report
 
@@ -371,7 +372,7 @@ class Writes(Reads):
             columns = next(batches, None)
             return (_Batch([], []), True) if columns is None else (_rows_batch(columns, plans), False)
 
-        with collector_paused():
+        with bulk_objects():
             await self._write_all(take, report, progress or _noop, force)
         return report
 
