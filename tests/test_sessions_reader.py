@@ -134,3 +134,35 @@ def test_a_child_that_dies_is_an_error_saying_nothing_was_written(
     db = sqlite_url(tmp_path / "t.db")
     with pytest.raises(StoreError, match=r"reader process ended unexpectedly.*nothing was written"):
         asyncio.run(import_file(SessionStore(db, create=True), dump))
+
+
+@pytest.mark.parametrize("child", [True, False], ids=["child", "thread"])
+def test_a_key_given_twice_in_one_batch_keeps_the_later_copy_whole(
+    child: bool, tmp_path: Path, children: list[ReaderProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows built for the earlier copy are left out: its events must not stay beside the later ones."""
+    if not child:
+        monkeypatch.setattr(reader_module, "worthwhile", lambda source: False)
+
+    def session(n: int, t0: float, state: dict[str, Any]) -> dict[str, Any]:
+        events = [
+            {"id": f"e{t0:.0f}-{i}", "invocationId": "i", "author": "user", "timestamp": t0 + i} for i in range(n)
+        ]
+        return {"id": "s", "appName": "a", "userId": "u", "state": state, "events": events, "lastUpdateTime": t0 + n}
+
+    other = {"id": "o", "appName": "a", "userId": "u", "state": {}, "events": [], "lastUpdateTime": 5.0}
+    records = [session(3, 100.0, {"first": 1}), other, session(2, 200.0, {"second": 2})]
+    dump = tmp_path / "twice.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    db = sqlite_url(tmp_path / "t.db")
+    report = asyncio.run(import_file(SessionStore(db, create=True), dump))
+    assert len(children) == (1 if child else 0)
+    assert (report.sessions, report.events) == (2, 2)
+
+    async def read() -> Any:
+        async with SessionStore(db) as store:
+            return await store.get_session("a", "u", "s"), await store.get_session("a", "u", "o")
+
+    kept, untouched = asyncio.run(read())
+    assert [e.id for e in kept.events] == ["e200-0", "e200-1"] and kept.state == {"second": 2}
+    assert untouched is not None and untouched.events == []
