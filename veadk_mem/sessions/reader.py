@@ -118,7 +118,7 @@ def _child() -> int:
     gc.disable()  # as the parent's import: nothing here makes reference cycles
     job = pickle.loads(sys.stdin.buffer.read())
     out = sys.stdout.buffer
-    frames: queue.Queue[bytes | None] = queue.Queue(maxsize=3)  # batches built ahead of the writer
+    frames: queue.Queue[bytes | None] = queue.Queue(maxsize=2)  # batches built ahead of the writer, bounded
 
     def send() -> None:
         while (frame := frames.get()) is not None:
