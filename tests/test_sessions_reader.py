@@ -166,3 +166,25 @@ def test_a_key_given_twice_in_one_batch_keeps_the_later_copy_whole(
     kept, untouched = asyncio.run(read())
     assert [e.id for e in kept.events] == ["e200-0", "e200-1"] and kept.state == {"second": 2}
     assert untouched is not None and untouched.events == []
+
+
+def test_only_a_large_jsonl_file_on_two_cores_is_read_by_a_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON list is decoded whole: a child would hold a second copy, so it is read in the thread."""
+    from veadk_mem.sessions.reader import worthwhile
+
+    record = json.dumps({"id": "s", "appName": "a", "userId": "u"})
+    jsonl, listed, pretty = tmp_path / "a.jsonl", tmp_path / "a.json", tmp_path / "p.json"
+    jsonl.write_text(f"{record}\n{record}\n", encoding="utf-8")
+    listed.write_text(f"[{record},\n{record}]", encoding="utf-8")
+    pretty.write_text(json.dumps(json.loads(record), indent=2), encoding="utf-8")
+    monkeypatch.setattr(reader_module, "PROCESS_FROM", 10)
+    monkeypatch.setattr(reader_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert worthwhile(jsonl) and not worthwhile(listed) and not worthwhile(pretty)
+    assert not worthwhile(tmp_path / "missing.jsonl")
+    monkeypatch.setattr(reader_module.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert not worthwhile(jsonl)  # one core: nothing to gain
+    monkeypatch.setattr(reader_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(reader_module, "PROCESS_FROM", jsonl.stat().st_size + 1)
+    assert not worthwhile(jsonl)  # small: the child's start-up would not be hidden by the check

@@ -36,15 +36,22 @@ _CHILD = "import sys; sys.path.append(sys.argv[1]); from veadk_mem.sessions.read
 
 
 def worthwhile(source: str | Path) -> bool:
-    """True when reading `source` in a child process should pay off: a large file, a spare core."""
+    """True when reading `source` in a child process should pay off: a large JSONL file, a spare core.
+
+    A JSON list (or one object) is decoded whole: a child would hold a second copy of it.
+    """
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     try:
-        return cores > 1 and os.path.getsize(source) >= PROCESS_FROM
+        if cores < 2 or os.path.getsize(source) < PROCESS_FROM:
+            return False
+        with open(source, "rb") as handle:
+            first_line = handle.readline(1 << 20)
     except OSError:
         return False
+    return first_line.lstrip().startswith(b"{") and first_line.rstrip().endswith(b"}")
 
 
 class ReaderProcess:
