@@ -188,3 +188,22 @@ def test_only_a_large_jsonl_file_on_two_cores_is_read_by_a_child(
     monkeypatch.setattr(reader_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(reader_module, "PROCESS_FROM", jsonl.stat().st_size + 1)
     assert not worthwhile(jsonl)  # small: the child's start-up would not be hidden by the check
+
+
+def test_the_child_cuts_batches_by_rows_and_by_seconds_of_reading(tmp_path: Path) -> None:
+    """As the thread path: a batch of large events is cut by time, not only at 20,000 rows."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        "".join(json.dumps({"id": f"s{i}", "appName": "a", "userId": "u"}) + "\n" for i in range(6)), encoding="utf-8"
+    )
+
+    def sizes(**cuts: Any) -> list[int]:
+        child = ReaderProcess(path, "s.jsonl", **cuts)
+        try:
+            return [len(columns.heads) for columns in child.batches()]
+        finally:
+            child.close()
+
+    assert sizes(first_rows=1, batch_rows=4) == [1, 4, 1]
+    assert sizes(batch_seconds=0.0) == [1] * 6
+    assert sizes() == [6]

@@ -24,6 +24,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -57,7 +58,16 @@ def worthwhile(source: str | Path) -> bool:
 class ReaderProcess:
     """A child reading an import file into batches of columns; `batches()` yields them in order."""
 
-    def __init__(self, source: str | Path, name: str | None, *, batch_rows: int = 20_000, first_rows: int = 1000):
+    def __init__(
+        self,
+        source: str | Path,
+        name: str | None,
+        *,
+        batch_rows: int = 20_000,
+        batch_seconds: float = 0.5,
+        first_rows: int = 1000,
+    ) -> None:
+        """Start the child; batches are cut as the thread path cuts them (rows, or seconds of reading)."""
         # -P: the working directory never shadows a module; the package's own root is searched
         # last, so a source checkout imports as it does here and an installed one is unaffected
         package_root = str(Path(__file__).resolve().parents[2])
@@ -67,7 +77,13 @@ class ReaderProcess:
             stdout=subprocess.PIPE,
         )
         assert self._proc.stdin is not None
-        job = {"source": str(source), "name": name, "batch_rows": batch_rows, "first_rows": first_rows}
+        job = {
+            "source": str(source),
+            "name": name,
+            "batch_rows": batch_rows,
+            "batch_seconds": batch_seconds,
+            "first_rows": first_rows,
+        }
         self._proc.stdin.write(pickle.dumps(job))
         self._proc.stdin.close()
         self._ended = False
@@ -141,19 +157,22 @@ def _child() -> int:
     def put(message: tuple[Any, ...]) -> None:
         frames.put(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
+    def flush(batch: list[Any]) -> None:
+        columns = build_columns(batch)
+        put(("batch", (columns.records, columns.splits, columns.sessions, columns.events)))
+
     try:
         batch: list[Any] = []
-        rows, limit = 0, job["first_rows"]
+        rows, limit, started = 0, job["first_rows"], time.monotonic()
         for _, record in iter_checked(job["source"], job["name"]):
             batch.append(record)
             rows += 1 + (0 if isinstance(record, dict) else len(record.events))
-            if rows >= limit or len(batch) >= 5000:
-                columns = build_columns(batch)
-                put(("batch", (columns.records, columns.splits, columns.sessions, columns.events)))
-                batch, rows, limit = [], 0, job["batch_rows"]
+            # as `writes._take_batch`: rows, sessions, or seconds of reading (large events)
+            if rows >= limit or len(batch) >= 5000 or time.monotonic() - started >= job["batch_seconds"]:
+                flush(batch)
+                batch, rows, limit, started = [], 0, job["batch_rows"], time.monotonic()
         if batch:
-            columns = build_columns(batch)
-            put(("batch", (columns.records, columns.splits, columns.sessions, columns.events)))
+            flush(batch)
         put(("end",))
     except VmemError as exc:
         put(("error", exc.message))
