@@ -207,3 +207,24 @@ def test_the_child_cuts_batches_by_rows_and_by_seconds_of_reading(tmp_path: Path
     assert sizes(first_rows=1, batch_rows=4) == [1, 4, 1]
     assert sizes(batch_seconds=0.0) == [1] * 6
     assert sizes() == [6]
+
+
+def test_a_frame_naming_a_class_is_refused_not_loaded() -> None:
+    """Frames carry data only; anything else on the pipe (a stray write, a crafted pickle) is an error."""
+    import io
+    import os as os_module
+    import pickle
+    import struct
+
+    from veadk_mem.sessions.reader import _read_frame
+
+    def frame(payload: bytes) -> io.BytesIO:
+        return io.BytesIO(struct.pack("<Q", len(payload)) + payload)
+
+    data = ("batch", ([], [], {"id": ["s"]}, {"timestamp": [1.5]}))
+    assert _read_frame(frame(pickle.dumps(data))) == data
+    with pytest.raises(StoreError, match=r"sent \w+\.system"):
+        _read_frame(frame(pickle.dumps(("batch", os_module.system))))
+    with pytest.raises(StoreError, match="unreadable batch"):
+        _read_frame(frame(b"hello, this is not a pickle"))
+    assert _read_frame(io.BytesIO(b"\x05\x00")) is None  # cut short: the child ended

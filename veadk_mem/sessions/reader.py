@@ -17,6 +17,7 @@ its stdout are an 8-byte length and a pickle: ("batch", Columns fields), ("end",
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import pickle
 import queue
@@ -119,6 +120,13 @@ class ReaderProcess:
             self._proc.stdout.close()
 
 
+class _DataOnly(pickle.Unpickler):
+    """Frames hold only containers, strings and numbers: a frame naming any class or function is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"the import's reader sent {module}.{name}, which a frame never holds")
+
+
 def _read_frame(stream: IO[bytes]) -> Any:
     head = stream.read(_FRAME.size)
     if len(head) < _FRAME.size:
@@ -127,7 +135,10 @@ def _read_frame(stream: IO[bytes]) -> Any:
     body = stream.read(size)
     if len(body) < size:
         return None
-    return pickle.loads(body)
+    try:
+        return _DataOnly(io.BytesIO(body)).load()
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise StoreError(f"the import's reader process sent an unreadable batch ({exc})") from None
 
 
 def _child() -> int:
@@ -140,7 +151,10 @@ def _child() -> int:
 
     gc.disable()  # as the parent's import: nothing here makes reference cycles
     job = pickle.loads(sys.stdin.buffer.read())
-    out = sys.stdout.buffer
+    # the frames get stdout's pipe to themselves: anything else writing to fd 1 goes to stderr
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     frames: queue.Queue[bytes | None] = queue.Queue(maxsize=2)  # batches built ahead of the writer, bounded
 
     def send() -> None:
