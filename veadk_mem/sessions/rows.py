@@ -19,6 +19,7 @@ from veadk_mem.sessions.state import split_state
 
 # A session's head: (app, user, id, update time, create time, event count).
 Head = tuple[str, str, str, float, float, int]
+Split = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]  # split_state: app, user and own parts
 
 
 def head_of(session: RawSession, now: float) -> Head:
@@ -33,7 +34,7 @@ class Columns:
     """One batch: heads and state records in file order, and the rows' columns (JSON as text)."""
 
     records: list[Head | dict[str, Any]] = field(default_factory=list)
-    splits: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    splits: list[Split] = field(default_factory=list)
     sessions: dict[str, list[Any]] = field(default_factory=dict)
     events: dict[str, list[Any]] = field(default_factory=dict)
 
@@ -42,14 +43,19 @@ class Columns:
         return [r for r in self.records if not isinstance(r, dict)]
 
 
-def build_columns(records: list[RawSession | dict[str, Any]]) -> Columns:
-    """The columns of `records` (checked sessions and state records), in ADK's v1 / sqlite layout."""
+def heads_of(records: list[RawSession | dict[str, Any]]) -> tuple[list[Head | dict[str, Any]], list[Split]]:
+    """`records` with each session replaced by its head (state records as they are), and each session's split state."""
     now = time.time()
-    out = Columns()
     sessions = [r for r in records if not isinstance(r, dict)]
     heads = iter([head_of(s, now) for s in sessions])
-    out.records = [r if isinstance(r, dict) else next(heads) for r in records]
-    out.splits = [split_state(s.state) for s in sessions]
+    return [r if isinstance(r, dict) else next(heads) for r in records], [split_state(s.state) for s in sessions]
+
+
+def build_columns(records: list[RawSession | dict[str, Any]]) -> Columns:
+    """The columns of `records` (checked sessions and state records), in ADK's v1 / sqlite layout."""
+    out = Columns()
+    sessions = [r for r in records if not isinstance(r, dict)]
+    out.records, out.splits = heads_of(records)
     session_heads = out.heads
     out.sessions = {
         "app_name": [s.app_name for s in sessions],

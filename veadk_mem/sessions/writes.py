@@ -27,8 +27,7 @@ from veadk_mem.sessions.layout import (
 )
 from veadk_mem.sessions.reads import Reads
 from veadk_mem.sessions.records import _BATCH, Progress, _noop
-from veadk_mem.sessions.rows import Columns, Head, build_columns, head_of
-from veadk_mem.sessions.state import split_state
+from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -573,11 +572,8 @@ class Writes(Reads):
         """
         if plans is not None:
             return _rows_batch(build_columns(records), plans)
-        sessions = [r for r in records if not isinstance(r, dict)]
-        now = time.time()
-        heads = iter([head_of(s, now) for s in sessions])
-        mixed: list[Head | dict[str, Any]] = [r if isinstance(r, dict) else next(heads) for r in records]
-        return _Batch(mixed, [split_state(s.state) for s in sessions], sessions)
+        mixed, splits = heads_of(records)
+        return _Batch(mixed, splits, [r for r in records if not isinstance(r, dict)])
 
     async def _insert_prepared(self, conn: AsyncConnection, batch: _Batch, heads: list[Head], kept: list[bool]) -> None:
         """Insert the built rows of the sessions `kept` says are written, and their events."""
@@ -737,7 +733,7 @@ class _Batch:
     """
 
     records: list[Head | dict[str, Any]]
-    splits: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]  # split_state of each session, in order
+    splits: list[Split]  # split_state of each session, in order
     sessions: list[RawSession] | None = None
     session_rows: list[tuple[Any, ...]] = field(default_factory=list)
     event_rows: list[tuple[Any, ...]] = field(default_factory=list)
