@@ -835,3 +835,26 @@ def test_two_first_imports_into_an_empty_mariadb_at_once(tmp_path: Path) -> None
             assert _ids(url) == ["s0", "s1"]
         finally:
             admin(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_ctrl_c_stops_an_import_during_its_check_pass(tmp_path: Path) -> None:
+    """Ctrl-C cancels the running task, which only an await notices: the check pass must yield to the loop."""
+    from veadk_mem.sessions.importer import import_file
+
+    dump = _write(tmp_path / "d.jsonl", [_session(f"s{i}") for i in range(3000)])
+    db = tmp_path / "t.db"
+
+    async def go() -> int:
+        task = asyncio.ensure_future(import_file(SessionStore(str(db), create=True), dump))
+        ticks = 0
+        while ticks < 3:  # the loop gets control back while the file is still being checked
+            await asyncio.sleep(0)
+            ticks += 1
+            assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return ticks
+
+    assert asyncio.run(go()) == 3
+    assert not db.exists()  # stopped before anything was written

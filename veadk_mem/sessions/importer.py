@@ -10,6 +10,7 @@ temporary file for the two passes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -188,14 +189,18 @@ async def import_file(
     states: list[tuple[str, str | None, str]] = []  # (app, user or None, where) of state records
     counts = ImportReport(dry_run=dry_run)
 
-    def first_pass(limits: Limits) -> None:
+    async def first_pass(limits: Limits) -> None:
         with bulk_objects():
-            _check_all(limits)
+            await _check_all(limits)
 
-    def _check_all(limits: Limits) -> None:
+    async def _check_all(limits: Limits) -> None:
         for n, (where, record) in enumerate(iter_checked(source, name, limits), 1):
-            if n % 5000 == 0:
-                collect_young()
+            if n % 500 == 0:
+                # Ctrl-C cancels the running task, which only an await can notice: without
+                # one the whole check pass ran to its end before the command stopped
+                await asyncio.sleep(0)
+                if n % 5000 == 0:
+                    collect_young()
             if isinstance(record, dict):
                 if record.get("kind") == "app_state":
                     counts.app_states += 1
@@ -215,14 +220,14 @@ async def import_file(
         offline = store.offline_limits()
         if offline is not None:
             reader = _reader(store, source, name, dry_run)
-            first_pass(offline)
+            await first_pass(offline)
             if dry_run:  # a sqlite file that does not exist yet: nothing in it to clash with
                 return counts
         async with store:
             if offline is None:
                 limits = await store.limits()
                 reader = _reader(store, source, name, dry_run)
-                first_pass(limits)
+                await first_pass(limits)
             await _check_stored(store, keys, states, force)
             if dry_run:
                 counts.layout = store.layout.value
