@@ -305,13 +305,7 @@ class LongTermMemory:
         timed = since is not None or until is not None
         records = await self.backend_for(index=index).list_memories(user_id, limit=None if timed else limit)
         if timed:
-            records = [
-                r
-                for r in records
-                if r.created_at is not None
-                and (since is None or r.created_at >= since)
-                and (until is None or r.created_at < until)
-            ][:limit]
+            records = [r for r in records if _in_window(r.created_at, since, until)][:limit]
         entries: list[dict[str, Any]] = []
         for record in records:
             entries.extend(to_memory_entries(record, backend=self.backend_name, index=index))
