@@ -17,7 +17,7 @@ from veadk_mem.sessions.layout import (
     stored_time,
     to_epoch,
 )
-from veadk_mem.sessions.records import SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
 from veadk_mem.sessions.state import _decode_json, merge_state
 
 if TYPE_CHECKING:
@@ -170,9 +170,14 @@ class Statements(StoreBase):
         else:
             found = (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
         stmt = select(e.app_name, e.user_id, e.session_id, func.count()).where(found)
-        apps = {s.app_name for s in summaries}
+        # narrow the scan to the listed sessions' index range: one app, one user, a page of ids
+        apps, users = {s.app_name for s in summaries}, {s.user_id for s in summaries}
         if len(apps) == 1:
             stmt = stmt.where(e.app_name == next(iter(apps)))
+        if len(users) == 1:
+            stmt = stmt.where(e.user_id == next(iter(users)))
+        if len(summaries) <= _BATCH:
+            stmt = stmt.where(e.session_id.in_(sorted({s.id for s in summaries})))
         stmt = stmt.group_by(e.app_name, e.user_id, e.session_id)
         counts = {(a, u, i): int(n) for a, u, i, n in await conn.execute(stmt)}
         for summary in summaries:
