@@ -386,9 +386,6 @@ def to_epoch(value: Any) -> float:
     return float(value.timestamp())
 
 
-to_naive_utc = naive_utc  # epoch seconds as the naive UTC datetime ADK stores
-
-
 def stored_time(tables: Tables, epoch: float) -> Any:
     """Epoch seconds in the representation this layout's time columns hold."""
-    return float(epoch) if tables.epoch_times else to_naive_utc(epoch)
+    return float(epoch) if tables.epoch_times else naive_utc(epoch)

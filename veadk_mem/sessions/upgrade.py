@@ -32,7 +32,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
@@ -361,11 +360,8 @@ class Upgrade:
 
         out = []
         warnings = self.store.warnings
-        absent = dict.fromkeys(self.old.missing)  # read as None without SQLAlchemy's slow missing-key path
         with bulk_objects():
-            for row in rows:
-                if absent:
-                    row = SimpleNamespace(**absent, **row._mapping)
+            for row in rows:  # event_from_row skips the columns an old release lacks by name
                 event = ev.Event.model_validate(event_from_row(self.old, row, warnings))
                 values = event_row(self.new, row.app_name, row.user_id, row.session_id, raw_event(event))
                 values["timestamp"] = row.timestamp
