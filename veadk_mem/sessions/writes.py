@@ -325,23 +325,20 @@ class Writes(Reads):
         from veadk_mem.sessions.rawsession import from_model
 
         records_iter = (from_model(r) if isinstance(r, ev.Session) else r for r in records)
-        report = ImportReport()
-        report.created_tables = await self._ensure_tables()
-        report.layout = self.layout.value
-        self._dropped: dict[str, set[tuple[str, ...]]] = {}
-        plans = self._insert_plans()
-        first = [True]
 
-        def take() -> tuple[_Batch, bool]:
-            # the first batch is small: nothing is written while it is read, the rest overlap
-            rows = min(batch_rows, 1000) if first[0] else batch_rows
-            first[0] = False
-            records, done = _take_batch(records_iter, batch_seconds, rows)
-            return self._prepare(records, plans), done
+        def reader(plans: tuple[InsertPlan, InsertPlan] | None) -> Take:
+            first = [True]
 
-        with bulk_objects():
-            await self._write_all(take, report, progress or _noop, force)
-        return report
+            def take() -> tuple[_Batch, bool]:
+                # the first batch is small: nothing is written while it is read, the rest overlap
+                rows = min(batch_rows, 1000) if first[0] else batch_rows
+                first[0] = False
+                records, done = _take_batch(records_iter, batch_seconds, rows)
+                return self._prepare(records, plans), done
+
+            return take
+
+        return await self._import(reader, force, progress)
 
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`).
@@ -359,25 +356,33 @@ class Writes(Reads):
 
         Only where `takes_columns()` is True.
         """
+
+        def reader(plans: tuple[InsertPlan, InsertPlan] | None) -> Take:
+            if plans is None:
+                raise RuntimeError(f"internal: no driver plans for an import into {self.layout.value}")
+
+            def take() -> tuple[_Batch, bool]:
+                columns = next(batches, None)
+                return (_Batch([], []), True) if columns is None else (_rows_batch(columns, plans), False)
+
+            return take
+
+        return await self._import(reader, force, progress)
+
+    async def _import(
+        self, reader: Callable[[tuple[InsertPlan, InsertPlan] | None], Take], force: bool, progress: Progress | None
+    ) -> ImportReport:
+        """Create the tables if there are none, then write what `reader(driver plans)` takes, batch by batch."""
         report = ImportReport()
         report.created_tables = await self._ensure_tables()
         report.layout = self.layout.value
-        self._dropped = {}
-        plans = self._insert_plans()
-        if plans is None:
-            raise RuntimeError(f"internal: no driver plans for an import into {self.layout.value}")
-
-        def take() -> tuple[_Batch, bool]:
-            columns = next(batches, None)
-            return (_Batch([], []), True) if columns is None else (_rows_batch(columns, plans), False)
-
+        self._dropped: dict[str, set[tuple[str, ...]]] = {}
+        take = reader(self._insert_plans())
         with bulk_objects():
             await self._write_all(take, report, progress or _noop, force)
         return report
 
-    async def _write_all(
-        self, take: Callable[[], tuple[_Batch, bool]], report: ImportReport, advance: Progress, force: bool
-    ) -> None:
+    async def _write_all(self, take: Take, report: ImportReport, advance: Progress, force: bool) -> None:
         """Write the batches `take` gives, each in its own transaction.
 
         The next batch is read (and its rows built) in a thread while this one is written: the
@@ -749,6 +754,9 @@ def _rows_batch(columns: Columns, plans: tuple[InsertPlan, InsertPlan]) -> _Batc
         session_plan.rows(columns.sessions) if columns.sessions.get("id") else [],
         event_plan.rows(columns.events) if columns.events.get("id") else [],
     )
+
+
+Take = Callable[[], "tuple[_Batch, bool]"]  # the next batch and whether the input ended, read in a thread
 
 
 def _take_batch(
