@@ -342,10 +342,24 @@ def test_store_skips_a_session_that_changed_during_the_import(tmp_path: Path) ->
 # --- 5. a stalled export never locks the agent out ---------------------------------------------
 
 
-def test_a_stalled_export_does_not_block_adks_append_event(tmp_path: Path) -> None:
-    """`vmem session export | less`: the reader stops mid-stream; ADK must still write."""
+async def _timed_adk_append(url: str, session_id: str, invocation_id: str) -> float:
+    """Seconds ADK's append_event takes on alice's session while a vmem reader holds its place."""
+    import time
+
     from google.adk.events import Event
 
+    service = adk_service(url + "?timeout=2")  # fail fast instead of waiting 5 s
+    try:
+        session = await service.get_session(app_name=APP, user_id="alice", session_id=session_id)
+        started = time.monotonic()
+        await service.append_event(session, Event(author="user", invocation_id=invocation_id))
+        return time.monotonic() - started
+    finally:
+        await service.close()
+
+
+def test_a_stalled_export_does_not_block_adks_append_event(tmp_path: Path) -> None:
+    """`vmem session export | less`: the reader stops mid-stream; ADK must still write."""
     from veadk_mem import events as ev
 
     db = tmp_path / "veadk.db"
@@ -360,21 +374,12 @@ def test_a_stalled_export_does_not_block_adks_append_event(tmp_path: Path) -> No
     asyncio.run(load())
 
     async def go() -> tuple[float, str]:
-        import time
-
         async with SessionStore(str(db)) as store:
             pieces = store.export_jsonl(batch_events=300)
             async for piece in pieces:  # read up to the first session, then stall there
                 if '"events":[' in piece:
                     break
-            service = adk_service(url + "?timeout=2")  # fail fast instead of waiting 5 s
-            try:
-                session = await service.get_session(app_name=APP, user_id="alice", session_id="s39")
-                started = time.monotonic()
-                await service.append_event(session, Event(author="user", invocation_id="while-exporting"))
-                waited = time.monotonic() - started
-            finally:
-                await service.close()
+            waited = await _timed_adk_append(url, "s39", "while-exporting")
             rest = "".join([piece async for piece in pieces])
             return waited, rest
 
@@ -385,8 +390,6 @@ def test_a_stalled_export_does_not_block_adks_append_event(tmp_path: Path) -> No
 
 def test_a_stalled_get_json_of_a_long_session_does_not_block_adks_append_event(tmp_path: Path) -> None:
     """`vmem session get --json | less` on a session of more than one batch (500 events)."""
-    from google.adk.events import Event
-
     from veadk_mem import events as ev
 
     db = tmp_path / "veadk.db"
@@ -401,19 +404,10 @@ def test_a_stalled_get_json_of_a_long_session_does_not_block_adks_append_event(t
     asyncio.run(load())
 
     async def go() -> tuple[float, str]:
-        import time
-
         async with SessionStore(str(db)) as store:
             pieces = store.session_json(APP, "alice", "long")
             head = await anext(pieces)  # the reader takes the head, then stalls
-            service = adk_service(url + "?timeout=2")  # fail fast instead of waiting 5 s
-            try:
-                session = await service.get_session(app_name=APP, user_id="alice", session_id="long")
-                started = time.monotonic()
-                await service.append_event(session, Event(author="user", invocation_id="while-reading"))
-                waited = time.monotonic() - started
-            finally:
-                await service.close()
+            waited = await _timed_adk_append(url, "long", "while-reading")
             rest = "".join([piece async for piece in pieces])
             return waited, head + rest
 
