@@ -4,6 +4,9 @@ VeADK writes long-term memory through llama-index's `RedisVectorStore` with the 
 of `redis_backend.py`; these tests run that same code (same schema, same splitter, one
 deterministic embedder for both sides) and check that each side finds what the other
 saved. The search-less fallback runs on the machine's plain Redis 7 (db 13).
+
+redis-py answers raw commands in RESP2 or RESP3 (redis-py 8's default): the backend's
+tests run with a client of each protocol (`?protocol=2|3` in the URL).
 """
 
 from __future__ import annotations
@@ -46,12 +49,18 @@ def index() -> str:
     return f"vmemtest{uuid.uuid4().hex[:10]}"
 
 
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def stack(redis_stack: str, request: pytest.FixtureRequest) -> str:
+    """The RediSearch server's URL with the reply protocol the backend's client speaks."""
+    return f"{redis_stack}?protocol={request.param}"
+
+
 @pytest.fixture
 def raw(redis_stack: str) -> Iterator[Any]:
-    """A synchronous client on the RediSearch server, for looking at what was written."""
+    """A synchronous client on the RediSearch server, for looking at what was written (RESP2 replies)."""
     import redis
 
-    client = redis.Redis.from_url(redis_stack)
+    client = redis.Redis.from_url(redis_stack, protocol=2)
     yield client
     client.close()
 
@@ -127,8 +136,8 @@ def llama() -> None:
 # --- the backend on Redis 8 + RediSearch ------------------------------------------------
 
 
-async def test_save_search_list_delete(redis_stack: str, index: str, raw: Any) -> None:
-    backend = _backend(redis_stack, index)
+async def test_save_search_list_delete(stack: str, index: str, raw: Any) -> None:
+    backend = _backend(stack, index)
     try:
         ids = await backend.save("alice", _records("alice", MEMORIES))
         assert len(ids) == 3
@@ -169,10 +178,10 @@ async def test_index_and_hashes_have_veadks_layout(redis_stack: str, index: str,
     assert key == f"{index_name(index, 'bob')}_{ours[b'id'].decode()}"
 
 
-async def test_vmem_reads_what_veadk_wrote(redis_stack: str, index: str, llama: None) -> None:
+async def test_vmem_reads_what_veadk_wrote(stack: str, index: str, llama: None) -> None:
     long_text = " ".join(f"Sentence number {i} talks about gardening and tomatoes." for i in range(120))
-    _veadk_save(redis_stack, index, "dave", [*MEMORIES, long_text])
-    backend = _backend(redis_stack, index)
+    _veadk_save(stack, index, "dave", [*MEMORIES, long_text])
+    backend = _backend(stack, index)
     try:
         hits = await backend.search("dave", "favourite city Lisbon", 1)
         assert [h.text for h in hits] == [MEMORIES[1]]  # type: ignore[union-attr]
@@ -198,9 +207,9 @@ async def test_veadk_finds_what_vmem_saved(redis_stack: str, index: str, llama: 
     assert _veadk_search(redis_stack, index, "erin", "morning run before work", 1) == [MEMORIES[2]]
 
 
-async def test_a_user_never_sees_a_user_whose_id_extends_theirs(redis_stack: str, index: str) -> None:
+async def test_a_user_never_sees_a_user_whose_id_extends_theirs(stack: str, index: str) -> None:
     # VeADK's index of "u" has prefix veadk-ltm/{index}/u, which also covers "u2"'s keys.
-    backend = _backend(redis_stack, index)
+    backend = _backend(stack, index)
     try:
         await backend.save("u2", _records("u2", ["u2 secret: peanuts everywhere"]))
         await backend.save("u", _records("u", ["u likes peanuts"]))
@@ -209,12 +218,13 @@ async def test_a_user_never_sees_a_user_whose_id_extends_theirs(redis_stack: str
         nearest = await backend.search("u", "u2 secret: peanuts everywhere", 1)
         assert [h.text for h in nearest] == ["u likes peanuts"]  # type: ignore[union-attr]
         assert [r.text for r in await backend.list_memories("u")] == ["u likes peanuts"]
-        assert await backend.known_indexes("u") == [index]
+        known = await backend.known_indexes("u")  # (the server is shared: other tests have users "u" too)
+        assert [i for i in known if index in i] == [index]
     finally:
         await backend.close()
 
 
-async def test_facade_saves_are_idempotent(redis_stack: str, index: str) -> None:
+async def test_facade_saves_are_idempotent(stack: str, index: str) -> None:
     from veadk_mem.events import Session
 
     session = Session.model_validate(
@@ -228,7 +238,7 @@ async def test_facade_saves_are_idempotent(redis_stack: str, index: str) -> None
             ],
         }
     )
-    ltm = LongTermMemory(backend="redis", settings=_settings(redis_stack), embedder=HASH, app_name=index)
+    ltm = LongTermMemory(backend="redis", settings=_settings(stack), embedder=HASH, app_name=index)
     try:
         first = await ltm.add_session_to_memory(session)
         second = await ltm.add_session_to_memory(session)
@@ -238,9 +248,9 @@ async def test_facade_saves_are_idempotent(redis_stack: str, index: str) -> None
     assert (second.saved, second.duplicates) == (0, 3)
 
 
-async def test_another_dimension_is_refused_naming_both(redis_stack: str, index: str) -> None:
-    backend = _backend(redis_stack, index)
-    other = _backend(redis_stack, index, HashEmbedder(dim=32))
+async def test_another_dimension_is_refused_naming_both(stack: str, index: str) -> None:
+    backend = _backend(stack, index)
+    other = _backend(stack, index, HashEmbedder(dim=32))
     try:
         await backend.save("gina", _records("gina", MEMORIES[:1]))
         with pytest.raises(BadInput) as info:
@@ -312,12 +322,12 @@ def _session_file(tmp_path: Any, user: str, texts: list[str]) -> str:
     return str(path)
 
 
-def test_cli_save_search_delete_and_forget(redis_stack: str, index: str, tmp_path: Any) -> None:
+def test_cli_save_search_delete_and_forget(stack: str, index: str, tmp_path: Any) -> None:
     runner = CliRunner()
     env = {
         "LONG_TERM_MEMORY_BACKEND": "redis",
         "LONG_TERM_MEMORY_INDEX": index,
-        "DATABASE_REDIS_URL": redis_stack,
+        "DATABASE_REDIS_URL": stack,
         "MODEL_EMBEDDING_PROVIDER": "hash",
         "SHORT_TERM_MEMORY_BACKEND": "local",
     }
@@ -367,9 +377,9 @@ def test_invalid_index_name_is_bad_input(redis_stack: str) -> None:
 # --- plain Redis 7 without the search module ---------------------------------------------
 
 
-@pytest.fixture
-def plain_redis(redis_prefix: str) -> Iterator[str]:
-    """The machine's Redis 7 (no RediSearch), db 13, cleaned of this test's keys afterwards."""
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def plain_redis(redis_prefix: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The machine's Redis 7 (no RediSearch), db 13, in either reply protocol; cleaned afterwards."""
     import redis
 
     client = redis.Redis(host="127.0.0.1", port=6379, db=FALLBACK_DB)
@@ -378,7 +388,7 @@ def plain_redis(redis_prefix: str) -> Iterator[str]:
         pytest.skip("the machine's Redis has the search module: no fallback to test")
     except redis.ResponseError:
         pass
-    yield f"redis://127.0.0.1:6379/{FALLBACK_DB}"
+    yield f"redis://127.0.0.1:6379/{FALLBACK_DB}?protocol={request.param}"
     for key in client.scan_iter(f"*{redis_prefix}*"):
         client.delete(key)
     client.close()
@@ -404,9 +414,9 @@ async def test_without_search_module_save_list_delete_and_scan_search(plain_redi
         await backend.close()
 
 
-async def test_health_reports_version_dimension_and_a_clash(redis_stack: str, index: str) -> None:
-    backend = _backend(redis_stack, index)
-    other = _backend(redis_stack, index, HashEmbedder(dim=32))
+async def test_health_reports_version_dimension_and_a_clash(stack: str, index: str) -> None:
+    backend = _backend(stack, index)
+    other = _backend(stack, index, HashEmbedder(dim=32))
     try:
         await backend.save("mo", _records("mo", MEMORIES))
         ok = await backend.health(None)
