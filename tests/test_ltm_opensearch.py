@@ -282,3 +282,43 @@ def test_cli_wrong_password_and_forget(server: opensearch_server.Server, index: 
     assert gone.exit_code == 0, gone.stderr
     assert json.loads(gone.stdout)["deleted"]["memories"] == 1
     assert server.cluster.docs(f"{index}_ivy") == {}
+
+
+# --- opensearch-py without its async extra (no aiohttp) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ltm", "search", "jazz", "--user", "ivy"],
+        ["ltm", "list", "--user", "ivy"],
+        ["ltm", "save", "SOURCE"],
+        ["ltm", "delete", "--user", "ivy", "--id", "x", "--yes"],
+        ["ltm", "export", "--user", "ivy", "-o", "OUT"],
+        ["forget", "ivy", "--yes"],
+        ["doctor"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_without_aiohttp_every_command_exits_4_with_the_install_line(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """opensearch-py installed without `[async]`: its AsyncOpenSearch is absent and aiohttp does not import."""
+    import sys
+
+    import opensearchpy
+
+    from veadk_mem.cli.app import app
+
+    monkeypatch.delattr(opensearchpy, "AsyncOpenSearch")  # what `import opensearchpy` gives without aiohttp
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # and `import aiohttp` raises ImportError
+    source = tmp_path / "s.json"
+    events = [{"id": "e1", "author": "user", "content": {"role": "user", "parts": [{"text": "I like jazz"}]}}]
+    source.write_text(json.dumps({"id": "s1", "appName": "shop", "userId": "ivy", "events": events}))
+    args = [str(source) if a == "SOURCE" else str(tmp_path / "out.jsonl") if a == "OUT" else a for a in args]
+    env = {**_env(9), "MODEL_EMBEDDING_PROVIDER": "hash", "SHORT_TERM_MEMORY_BACKEND": "local"}
+    result = CliRunner().invoke(app, args, env=env)
+    said = result.stderr + result.stdout  # doctor puts its checks on stdout
+    assert result.exit_code == 4, said
+    assert "aiohttp is not installed" in said and "pip install 'opensearch-py[async]'" in said
+    assert "Traceback" not in said and "unexpected" not in said
