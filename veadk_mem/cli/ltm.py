@@ -91,16 +91,16 @@ SEARCH_COLUMNS = [
     Column("score", "score", _score, justify="right"),
     Column("role", "role"),
     Column("author", "author"),
-    Column("text", "text", max_width=80),
-    Column("session", "session", no_wrap=True),
+    Column.text("text", "text", max_width=80),
+    Column.id("session", "session"),
     Column.time("saved", "saved", _time),
 ]
 LIST_COLUMNS = [
-    Column("id", "id", no_wrap=True),
+    Column.id("id", "id"),
     Column("role", "role"),
     Column("author", "author"),
-    Column("text", "text", max_width=80),
-    Column("session", "session", no_wrap=True),
+    Column.text("text", "text", max_width=80),
+    Column.id("session", "session"),
     Column.time("saved", "saved", _time),
 ]
 
@@ -227,17 +227,17 @@ SUMMARY_COLUMNS = [
     Column("failed", "failed", justify="right"),
 ]
 DRY_SESSION_COLUMNS = [
-    Column("app", "app_name"),
-    Column("user", "user_id"),
-    Column("session", "session_id"),
+    Column.id("app", "app_name"),
+    Column.id("user", "user_id"),
+    Column.id("session", "session_id"),
     Column("events", "events", justify="right"),
     Column("would save", "saved", justify="right"),
     Column("duplicates", "duplicates", justify="right"),
     Column("dropped", "dropped", justify="right"),
 ]
 DRY_USER_COLUMNS = [
-    Column("app", "app_name"),
-    Column("user", "user_id"),
+    Column.id("app", "app_name"),
+    Column.id("user", "user_id"),
     Column("index", "index"),
     Column("sessions", "sessions", justify="right"),
     Column("would save", "saved", justify="right"),
@@ -383,9 +383,9 @@ def profile(
 
 DELETE_COLUMNS = [
     Column("index", "index"),
-    Column("id", "id", no_wrap=True),
-    Column("session", "session", no_wrap=True),
-    Column("text", "text", max_width=80),
+    Column.id("id", "id"),
+    Column.id("session", "session"),
+    Column.text("text", "text", max_width=80),
 ]
 
 
@@ -509,7 +509,7 @@ def forget(
         return
     render.table(
         plan.rows(),
-        [Column("store", "store"), Column("where", "where"), Column("items", "items", justify="right")],
+        [Column.id("store", "store"), Column.free("where", "where"), Column("items", "items", justify="right")],
         title=f"dry run: forget {user}" if dry_run else f"forgot {user}",
         empty=f"nothing stored for user {user!r}",
     )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, counted, local_time
+from veadk_mem.cli.render import KEY, Column, counted, local_time
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 
@@ -29,9 +29,9 @@ UntilOpt = Annotated[
 TABLE_EVENTS = 1000  # events a terminal timeline shows when --events is not given
 
 SUMMARY_COLUMNS = [
-    Column("app", "app_name", no_wrap=True),
-    Column("user", "user_id", no_wrap=True),
-    Column("session id", "id", no_wrap=True),
+    Column.id("app", "app_name"),
+    Column.id("user", "user_id"),
+    Column.id("session id", "id"),
     Column("events", "event_count", justify="right"),
     Column("state keys", "state_keys", justify="right"),
     Column.time("created", "create_time"),
@@ -223,13 +223,13 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
 
 
 EVENT_COLUMNS = [
-    Column("#", "n", justify="right"),
+    Column("#", "n", justify="right", kind=KEY),
     Column.time("time", "time"),
     Column("author", "author"),
     Column("role", "role"),
     Column("types", "types", ", ".join),
-    Column("text", "text"),
-    Column("state delta", "state_delta", lambda d: _json_text(d) if d else ""),
+    Column.text("text", "text"),
+    Column.free("state delta", "state_delta", lambda d: _json_text(d) if d else ""),
 ]
 
 
@@ -251,7 +251,7 @@ def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, sh
     state_rows = [{"key": _safe(k), "scope": state_scope(k), "value": _safe(v)} for k, v in summary.state.items()]
     state.render.table(
         state_rows,
-        [Column("state key", "key", no_wrap=True), Column("scope", "scope"), Column("value", "value", _json_text)],
+        [Column.id("state key", "key"), Column("scope", "scope"), Column.text("value", "value", _json_text)],
         title="state",
         empty="state: empty",
     )
