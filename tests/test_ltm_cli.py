@@ -128,7 +128,8 @@ def test_list_keeps_ids_whole_on_a_narrow_terminal(runner: CliRunner, monkeypatc
     code, out = result.exit_code, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # bold headers
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
     first_cells = [line.split("│")[0].strip() for line in out.splitlines() if "│" in line]
-    assert [c for c in first_cells if c] == ids  # whole, one line each, for `ltm delete --id`
+    record_ids = [line.split()[1] for line in out.splitlines() if line.startswith("id:")]  # one block per row
+    assert [c for c in first_cells if c] + record_ids == ids  # whole, one line each, for `ltm delete --id`
 
 
 def test_delete_dry_run_then_by_session(runner: CliRunner) -> None:
