@@ -278,7 +278,7 @@ def search(
     user: UserOpt,
     app_name: AppOpt = None,
     top_k: Annotated[
-        int | None, typer.Option("--top-k", "-k", min=1, metavar="K", help="Memories to return (default: top_k).")
+        int | None, typer.Option("--top-k", "-k", min=1, metavar="N", help="Memories to return (default: top_k).")
     ] = None,
     min_score: Annotated[
         float | None, typer.Option("--min-score", metavar="SCORE", help="Drop results scoring below this.")
