@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from json import JSONDecodeError
-
 
 class VmemError(Exception):
     """Root of every error vmem reports to a user as a one-line message."""
@@ -49,10 +44,3 @@ def missing_extra(package: str, extra: str) -> NotSupported:
         f"{package} is not installed",
         hint=f"install it with: pip install 'veadk-mem[{extra}]'",
     )
-
-
-def invalid_json(where: str, exc: JSONDecodeError, line_offset: int = 0) -> BadInput:
-    """The error for a JSON syntax error in `where`, naming its line and column."""
-    reason = exc.msg.removesuffix(" at")  # json's messages end "... at" before the position
-    reason = reason[:1].lower() + reason[1:]
-    return BadInput(f"{where}: line {exc.lineno + line_offset}, column {exc.colno}: invalid JSON: {reason}")

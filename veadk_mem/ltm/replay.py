@@ -53,7 +53,7 @@ def count_sessions(sources: list[str]) -> int | None:
     JSONL counts its non-blank lines that are not state records; a JSON file is one
     session, or the length of its list.
     """
-    import json
+    from veadk_mem.jsonio import try_loads
 
     if any(s == "-" for s in sources) or sum(Path(s).stat().st_size for s in sources) > COUNT_LIMIT:
         return None
@@ -63,9 +63,8 @@ def count_sessions(sources: list[str]) -> int | None:
             data = handle.read()
         head = data.lstrip()[:1]
         if head == b"[":
-            try:
-                value = json.loads(data)
-            except ValueError:
+            value = try_loads(data)
+            if value is None:
                 return None
             total += len(value) if isinstance(value, list) else 1
         else:

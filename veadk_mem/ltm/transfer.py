@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotSupported, VmemError, invalid_json
+from veadk_mem.errors import BadInput, NotSupported, VmemError
+from veadk_mem.jsonio import loads
 from veadk_mem.ltm.base import MemoryRecord
 
 if TYPE_CHECKING:
@@ -282,18 +283,8 @@ def _vectors(vectors: Any, packed: Any, dim: int, where: str, line: int) -> Any:
 
 
 def _loads(text: str, where: str, line: int) -> Any:
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise invalid_json(f"{where}:{line}", exc) from None
-    except ValueError as exc:
-        raise _fail(where, line, str(exc)) from None
-    except RecursionError:
-        raise _fail(where, line, "JSON nested too deeply") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    """One line of an export, decoded; NaN and Infinity are refused (they are not JSON)."""
+    return loads(text, f"{where}:{line}", finite=True)
 
 
 @dataclass
