@@ -120,3 +120,42 @@ def test_the_reader_names_line_and_column() -> None:
         loads("[NaN]", "f", finite=True)
     with pytest.raises(BadInput, match=r"^f: line 4, column \d+: JSON nested too deeply$"):
         loads("[" * DEPTH + "]" * DEPTH, "f", line=4)
+
+
+# --- 7. one JSON encoder: NaN in stored state is null in every output ------------------------------
+
+
+def test_nan_in_stored_state_is_null_in_every_json_output(runner: CliRunner, tmp_path: Path) -> None:
+    import sqlite3
+
+    from sessions_helpers import APP, build, sqlite_url
+
+    db = tmp_path / "veadk.db"
+    build(sqlite_url(db), {("alice", "s1"): 2})
+    with sqlite3.connect(db) as conn:
+        conn.execute("""UPDATE sessions SET state = '{"score": NaN, "top": Infinity, "low": -Infinity}'""")
+    runs = {
+        "list --json": ["session", "list", "--json"],
+        "list --jsonl": ["session", "list", "--jsonl"],
+        "get --json": ["session", "get", APP, "alice", "s1", "--json"],
+        "get --jsonl": ["session", "get", APP, "alice", "s1", "--jsonl"],
+        "export": ["session", "export"],
+    }
+    for name, args in runs.items():
+        result = vmem(runner, *args, "--db-url", str(db))
+        assert result.exit_code == 0, (name, result.output)
+        documents = [_strict(result.stdout)] if "--json" in args else [_strict(x) for x in result.stdout.splitlines()]
+        text = json.dumps(documents)
+        assert "NaN" not in text and "Infinity" not in text, name
+    listed = _strict(vmem(runner, "session", "list", "--json", "--db-url", str(db)).stdout)
+    assert {k: listed[0]["state"][k] for k in ("score", "top", "low")} == {"score": None, "top": None, "low": None}
+
+
+def test_the_encoder_writes_null_for_nan() -> None:
+    from datetime import UTC, datetime
+
+    from veadk_mem.jsonio import dumps
+
+    data = {"a": float("nan"), "b": [float("inf"), 1.5], "t": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)}
+    assert dumps(data, compact=True) == '{"a":null,"b":[null,1.5],"t":"2026-01-02T03:04:05Z"}'
+    assert dumps({"x": "ü"}) == '{"x": "ü"}'

@@ -8,7 +8,6 @@ they arrived in, so a round trip is byte-exact.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serial
 from pydantic.alias_generators import to_camel
 
 from veadk_mem.errors import BadInput
-from veadk_mem.jsonio import loads, try_loads
+from veadk_mem.jsonio import dumps, loads, try_loads
 
 STATE_RECORD_KINDS = ("app_state", "user_state")
 
@@ -143,7 +142,7 @@ class Session(AdkModel):
 
     def to_json(self) -> str:
         """The session as one line of ADK camelCase JSON, non-ASCII kept as is."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        return dumps(self.to_dict(), compact=True)
 
 
 def event_types(event: Event) -> list[str]:

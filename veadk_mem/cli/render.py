@@ -12,13 +12,14 @@ warning, error and hint is one line however long.
 from __future__ import annotations
 
 import csv
-import json
 import sys
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
+
+from veadk_mem.jsonio import dumps, iso_utc
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,27 +59,8 @@ class Column:
 
 
 def to_json(data: Any, *, indent: int | None = 2) -> str:
-    """Stable JSON for --json output: keys as given, non-ASCII kept."""
-    return json.dumps(data, ensure_ascii=False, indent=indent, default=_json_default)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return iso_utc(value)
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def iso_utc(value: datetime | float | None) -> str | None:
-    """An ISO-8601 UTC time for JSON output."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        value = datetime.fromtimestamp(value, tz=UTC)
-    elif value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """Stable JSON for --json output: keys as given, non-ASCII kept, NaN as null (the one encoder)."""
+    return dumps(data, indent=indent)
 
 
 TIME_WIDTH = 10  # a squeezed time column wraps between date and time, never inside the date

@@ -259,9 +259,9 @@ def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, sh
 
 def _json_text(value: Any) -> str:
     """A state value or delta as compact JSON, whole: the table wraps it."""
-    import json
+    from veadk_mem.jsonio import dumps
 
-    return str(_safe(json.dumps(value, ensure_ascii=False, default=str)))
+    return str(_safe(dumps(value, default=str)))
 
 
 @app.command("delete")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 import os
 import re
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from veadk_mem import jsonio
 from veadk_mem.errors import BadInput, NotSupported, VmemError
 from veadk_mem.jsonio import loads
 from veadk_mem.ltm.base import MemoryRecord
@@ -127,8 +127,8 @@ async def export_lines(
 
 
 def dumps(line: dict[str, Any]) -> str:
-    """One JSONL line; NaN never appears (json.dumps would write bare NaN, which is not JSON)."""
-    return json.dumps(line, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """One JSONL line, compact (the one encoder: NaN in metadata is written as null)."""
+    return jsonio.dumps(line, compact=True)
 
 
 @contextmanager
