@@ -5,6 +5,7 @@ Each test here failed on the code before its fix."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,62 @@ def test_the_encoder_writes_null_for_nan() -> None:
     data = {"a": float("nan"), "b": [float("inf"), 1.5], "t": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)}
     assert dumps(data, compact=True) == '{"a":null,"b":[null,1.5],"t":"2026-01-02T03:04:05Z"}'
     assert dumps({"x": "ü"}) == '{"x": "ü"}'
+
+
+# --- 4. terminal escapes never reach a terminal raw ----------------------------------------------
+
+EVIL = {
+    "clear": "\x1b[2J",
+    "title": "\x1b]0;pwned\x07",
+    "csi": "\x9b31m",
+    "bidi": "\u202e",
+}
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # Rich's own bold header on a forced terminal
+
+
+def _evil_sessions(tmp_path: Path) -> Path:
+    sessions = []
+    for n, (name, seq) in enumerate(EVIL.items()):
+        s = _session(f"s{n}-{seq}x", texts=(f"remember {name} {seq} here",))
+        s["events"][0]["author"] = f"user{seq}"
+        sessions.append(s)
+    file = tmp_path / "evil.jsonl"
+    file.write_text("".join(json.dumps(s) + "\n" for s in sessions))
+    return file
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
+def test_escapes_from_memories_are_neutralised_in_human_output(
+    runner: CliRunner, tmp_path: Path, terminal: bool
+) -> None:
+    file = _evil_sessions(tmp_path)
+    env = {"LONG_TERM_MEMORY_LOCAL_PATH": str(tmp_path / "ltm.db"), "COLUMNS": "200"}
+    if terminal:
+        env["TTY_COMPATIBLE"] = "1"
+    policy = '{"include_roles": ["user"], "include_authors": null}'
+    saved = vmem(runner, "ltm", "save", str(file), "-p", policy, env=env)
+    assert saved.exit_code == 0, saved.output
+    runs = {
+        "ltm list": ["ltm", "list", "-u", "u", "-a", "a"],
+        "ltm search": ["ltm", "search", "remember", "-u", "u", "-a", "a", "-k", "10"],
+        "policy test": ["policy", "test", str(file), "-p", policy],
+        "ltm save --dry-run": ["ltm", "save", str(file), "-p", policy, "--dry-run", "-q"],  # -q: no progress bar
+    }
+    for name, args in runs.items():
+        result = vmem(runner, *args, env=env)
+        assert result.exit_code == 0, (name, result.output)
+        for stream in (result.stdout, result.stderr):
+            found = RAW.findall(SGR.sub("", stream))
+            assert not found, f"{name}: raw {found!r} in {stream!r}"
+        out = SGR.sub("", result.stdout)
+        assert "\\x1b[2J" in out and "\\x9b" in out and "\\u202e" in out, (name, out)
+
+
+def test_json_output_keeps_the_text_exactly(runner: CliRunner, tmp_path: Path) -> None:
+    file = _evil_sessions(tmp_path)
+    env = {"LONG_TERM_MEMORY_LOCAL_PATH": str(tmp_path / "ltm.db")}
+    assert vmem(runner, "ltm", "save", str(file), env=env).exit_code == 0
+    listed = json.loads(vmem(runner, "ltm", "list", "-u", "u", "-a", "a", "--json", env=env).stdout)
+    texts = {part["text"] for entry in listed for part in entry["content"]["parts"]}
+    assert "remember clear \x1b[2J here" in texts

@@ -74,7 +74,7 @@ def _filter(app_name: str | None, user: str | None, since: str | None, until: st
 
 def _safe(value: Any) -> Any:
     """A table cell with terminal escape sequences neutralised (JSON output needs none of this)."""
-    from veadk_mem.sessions.timeline import terminal_safe
+    from veadk_mem.cli.render import terminal_safe
 
     return terminal_safe(value)
 
