@@ -219,3 +219,64 @@ def test_json_output_keeps_the_text_exactly(runner: CliRunner, tmp_path: Path) -
     listed = json.loads(vmem(runner, "ltm", "list", "-u", "u", "-a", "a", "--json", env=env).stdout)
     texts = {part["text"] for entry in listed for part in entry["content"]["parts"]}
     assert "remember clear \x1b[2J here" in texts
+
+
+# --- 2. ltm import recomputes the content hash -----------------------------------------------------
+
+
+@pytest.fixture(params=["local", pytest.param("redis", marks=pytest.mark.redis)])
+def ltm_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The environment of a long-term store: a local file, or the RediSearch server of the tests."""
+    if request.param == "local":
+        return {"LONG_TERM_MEMORY_LOCAL_PATH": str(tmp_path / "ltm.db")}
+    url = request.getfixturevalue("redis_stack")
+    return {"LONG_TERM_MEMORY_BACKEND": "redis", "DATABASE_REDIS_URL": url}
+
+
+def _memories(runner: CliRunner, env: dict[str, str], app_name: str) -> list[str]:
+    result = vmem(runner, "ltm", "list", "-u", "u", "-a", app_name, "--json", env=env)
+    assert result.exit_code == 0, result.output
+    return sorted(part["text"] for entry in json.loads(result.stdout) for part in entry["content"]["parts"])
+
+
+def test_an_edited_text_keeping_its_hash_is_refused_or_rehashed(
+    runner: CliRunner, tmp_path: Path, ltm_env: dict[str, str]
+) -> None:
+    import uuid
+
+    from veadk_mem.ltm.base import content_hash
+
+    first, second = f"a{uuid.uuid4().hex[:8]}", f"b{uuid.uuid4().hex[:8]}"
+    session = tmp_path / "s.json"
+    session.write_text(json.dumps(_session(app_name=first, texts=("my phone is 555-1234",))))
+    assert vmem(runner, "ltm", "save", str(session), env=ltm_env).exit_code == 0
+    exported = tmp_path / "export.jsonl"
+    result = vmem(runner, "ltm", "export", "-u", "u", "-a", first, "-o", str(exported), env=ltm_env)
+    assert result.exit_code == 0, result.output
+    header, line = (json.loads(x) for x in exported.read_text().splitlines())
+    original = line["text"]
+    line["text"] = original.replace("555-1234", "[redacted]")  # PII redacted, hash kept
+    assert line["content_hash"] == content_hash(original)
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(json.dumps(header) + "\n" + json.dumps(line) + "\n")
+
+    # into the store holding the original: not a duplicate, an error naming the line
+    result = vmem(runner, "ltm", "import", str(edited), env=ltm_env)
+    assert result.exit_code == 2, result.output
+    assert f"{edited}:2: field 'content_hash' is not the hash of field 'text'" in result.stderr
+    assert "--rehash" in result.stderr
+    assert _memories(runner, ltm_env, first) == ["my phone is 555-1234"]
+    result = vmem(runner, "ltm", "import", str(edited), "--rehash", "--json", env=ltm_env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["saved"] == 1
+    assert _memories(runner, ltm_env, first) == ["my phone is 555-1234", "my phone is [redacted]"]
+
+    # into an empty index: stored under its own hash, so saving the real session still stores the original
+    result = vmem(runner, "ltm", "import", str(edited), "--index", second, env=ltm_env)
+    assert result.exit_code == 2, result.output
+    result = vmem(runner, "ltm", "import", str(edited), "--index", second, "--rehash", env=ltm_env)
+    assert result.exit_code == 0, result.output
+    saved = vmem(runner, "ltm", "save", str(session), "--json", env={**ltm_env, "LONG_TERM_MEMORY_INDEX": second})
+    assert saved.exit_code == 0, saved.output
+    assert json.loads(saved.stdout)["totals"]["saved"] == 1
+    assert _memories(runner, ltm_env, second) == ["my phone is 555-1234", "my phone is [redacted]"]

@@ -204,8 +204,15 @@ def parse_header(obj: Any, where: str) -> FileHeader:
     return FileHeader(str(obj.get("backend") or ""), model, dim)
 
 
-def parse_record(obj: Any, where: str, line: int) -> tuple[str, MemoryRecord, str | None, int | None]:
-    """(index, record, vector model, dimension) of one memory line, or BadInput naming the line and field."""
+def parse_record(
+    obj: Any, where: str, line: int, *, rehash: bool = False
+) -> tuple[str, MemoryRecord, str | None, int | None]:
+    """(index, record, vector model, dimension) of one memory line, or BadInput naming the line and field.
+
+    The content hash is vmem's own: always recomputed from the text. A line whose
+    `content_hash` disagrees (text edited, hash kept) is refused unless `rehash` says to
+    recompute and go on; trusted, it would store the text under another text's identity.
+    """
     if not isinstance(obj, dict):
         raise _fail(where, line, "a memory line must be a JSON object")
     if obj.get("kind", "memory") != "memory":
@@ -224,7 +231,13 @@ def parse_record(obj: Any, where: str, line: int) -> tuple[str, MemoryRecord, st
     if digest not in (None, ""):
         if not isinstance(digest, str) or not _HASH.fullmatch(digest):
             raise _fail(where, line, "field 'content_hash' must be 64 lowercase hex digits")
-        record.content_hash = digest
+        if digest != record.content_hash and not rehash:
+            raise _fail(
+                where,
+                line,
+                "field 'content_hash' is not the hash of field 'text' (was the text edited?); "
+                "pass --rehash to recompute it",
+            )
     created = obj.get("created_at")
     if created is not None:
         if not isinstance(created, (int, float)) or isinstance(created, bool) or not math.isfinite(created):
@@ -297,6 +310,8 @@ class ExportFile:
     memories: int
     spooled: bool = False
     indexes: set[str] = field(default_factory=set)  # the indexes the lines name ("" for none)
+    rehash: bool = False  # a content_hash that disagrees with its text is recomputed, not refused
+    rehashed: int = 0  # lines whose content_hash was recomputed
 
     def records(self) -> Iterator[tuple[str, MemoryRecord, str | None, int | None]]:
         """Every memory line, parsed (the file was validated already)."""
@@ -304,15 +319,18 @@ class ExportFile:
             for number, text in enumerate(handle, start=1):
                 if number == 1 or not text.strip():
                     continue
-                yield parse_record(_loads(text, self.where, number), self.where, number)
+                yield parse_record(_loads(text, self.where, number), self.where, number, rehash=self.rehash)
 
     def close(self) -> None:
         if self.spooled:
             self.path.unlink(missing_ok=True)
 
 
-def open_export(source: str, progress: Callable[[int], None] | None = None) -> ExportFile:
-    """Validate every line of an export file (or `-`) before anything is written."""
+def open_export(source: str, progress: Callable[[int], None] | None = None, *, rehash: bool = False) -> ExportFile:
+    """Validate every line of an export file (or `-`) before anything is written.
+
+    rehash: recompute a content_hash that disagrees with its text instead of refusing the line.
+    """
     spooled = False
     if source == "-":
         fd, temp = tempfile.mkstemp(prefix="vmem-ltm-import-", suffix=".jsonl")  # 0600
@@ -333,7 +351,7 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
             raise BadInput(f"{source}: is a directory, not an export file")
     try:
         head: FileHeader | None = None
-        count = 0
+        count = rehashed = 0
         indexes: set[str] = set()
         with path.open(encoding="utf-8", errors="strict") as handle:
             try:
@@ -344,7 +362,9 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
                     if number == 1:
                         head = parse_header(obj, where)
                         continue
-                    indexes.add(parse_record(obj, where, number)[0])
+                    index, record, _, _ = parse_record(obj, where, number, rehash=rehash)
+                    indexes.add(index)
+                    rehashed += obj.get("content_hash") not in (None, "", record.content_hash)
                     count += 1
                     if progress is not None:
                         progress(1)
@@ -352,7 +372,7 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
                 raise BadInput(f"{where}: not UTF-8 text") from None
         if head is None:
             raise BadInput(f"{where}: empty file; a {FORMAT} export starts with a header line")
-        return ExportFile(path, where, head, count, spooled, indexes)
+        return ExportFile(path, where, head, count, spooled, indexes, rehash, rehashed)
     except BaseException:
         if spooled:
             path.unlink(missing_ok=True)
@@ -515,8 +535,7 @@ def _line_record(line: dict[str, Any]) -> tuple[str, MemoryRecord, str | None, i
         session_id=line["session_id"],
         event_id=line["event_id"],
         author=line["author"],
-        content_hash=line["content_hash"],
-        created_at=line["created_at"],
+        created_at=line["created_at"],  # the content hash is recomputed from the text, never carried
         metadata=dict(line["metadata"] or {}),
     )
     if "vectors_b64" in line:
