@@ -4,6 +4,7 @@ Each test here failed on the code before its fix."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -280,3 +281,158 @@ def test_an_edited_text_keeping_its_hash_is_refused_or_rehashed(
     assert saved.exit_code == 0, saved.output
     assert json.loads(saved.stdout)["totals"]["saved"] == 1
     assert _memories(runner, ltm_env, second) == ["my phone is 555-1234", "my phone is [redacted]"]
+
+
+# --- 9. Redis lost during ltm import: one line, and the count the server acknowledged -------------
+
+
+class CuttingProxy:
+    """A TCP proxy to a Redis server that goes away after `limit` bytes from the client.
+
+    At the cut it forwards nothing more to the server (a command cut in half is never run)
+    and refuses new connections; it relays the replies the server still sends for a moment,
+    reading and dropping what the client sends, then closes both sides: to the client, the
+    server is lost mid-write, after acknowledging the commands it ran.
+    """
+
+    def __init__(self, port: int, limit: int) -> None:
+        import socket
+        import threading
+
+        self.target, self.limit, self.sent = port, limit, 0
+        self.cut = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self.cut.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._up, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._down, args=(server, client), daemon=True).start()
+
+    def _up(self, client: Any, server: Any) -> None:
+        while True:
+            try:
+                data = client.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self.lock:
+                room = self.limit - self.sent
+                self.sent += len(data)
+                if len(data) >= room and not self.cut.is_set():
+                    server.sendall(data[: max(room, 0)])
+                    self.cut.set()
+                    self.listener.close()
+            if not self.cut.is_set():
+                server.sendall(data)
+
+    def _down(self, server: Any, client: Any) -> None:
+        server.settimeout(0.2)
+        while True:
+            try:
+                data = server.recv(65536)
+            except TimeoutError:
+                if self.cut.is_set():
+                    break
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            try:
+                client.sendall(data)
+            except OSError:
+                break
+        self._close_later(client, server)
+
+    @staticmethod
+    def _close_later(*socks: Any) -> None:
+        import socket
+
+        for sock in socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+@pytest.fixture
+def plain_redis(tmp_path: Path) -> Any:
+    """A redis-server of our own on a free port (no persistence), stopped afterwards."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("*** redis-server is not on PATH ***")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    process = subprocess.Popen([*args, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                process.kill()
+                raise
+            time.sleep(0.05)
+    yield port
+    process.kill()
+    process.wait()
+
+
+def test_redis_lost_mid_import_is_one_line_and_the_count_the_server_holds(
+    runner: CliRunner, tmp_path: Path, plain_redis: int
+) -> None:
+    import redis
+
+    total = 2000
+    file = tmp_path / "big.jsonl"
+    lines = [json.dumps({"kind": "header", "format": "vmem-ltm", "version": 1})]
+    lines += [json.dumps({"text": f"memory {i} about tea", "user_id": "u", "index": "idx"}) for i in range(total)]
+    file.write_text("\n".join(lines) + "\n")
+    proxy = CuttingProxy(plain_redis, limit=2_500_000)  # past the first batch of 500, inside a later one
+    env = {"LONG_TERM_MEMORY_BACKEND": "redis", "DATABASE_REDIS_URL": f"redis://127.0.0.1:{proxy.port}/0"}
+    result = vmem(runner, "ltm", "import", str(file), "--json", env=env)
+    assert proxy.cut.is_set(), "the proxy never cut: raise the file size or lower the limit"
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("vmem: error:")]
+    assert len(errors) == 1, result.stderr
+    assert f"redis://127.0.0.1:{proxy.port}/0" in errors[0] and "****" not in errors[0]  # no secret to mask
+    summary = json.loads(result.stdout)
+    held = redis.Redis(port=plain_redis).dbsize()
+    assert 0 < held < total
+    assert summary["saved"] == held and summary["stopped"] is True
+    assert summary["failed"] + summary["saved"] <= summary["read"] < total
+
+
+def test_a_redis_url_is_masked_only_where_it_holds_a_secret(runner: CliRunner) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once the socket is closed
+    for url, shown in (
+        (f"redis://127.0.0.1:{port}/0", f"redis at redis://127.0.0.1:{port}/0 "),
+        (f"redis://:s3cret-pw@127.0.0.1:{port}/0", f"redis at redis://:****@127.0.0.1:{port}/0 "),
+    ):
+        env = {"LONG_TERM_MEMORY_BACKEND": "redis", "DATABASE_REDIS_URL": url}
+        result = vmem(runner, "ltm", "list", "-u", "u", "-a", "a", env=env)
+        assert result.exit_code == 1, result.output
+        assert shown in result.stderr and "s3cret" not in result.stderr, result.stderr

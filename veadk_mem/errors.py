@@ -20,6 +20,24 @@ class StoreError(VmemError):
     exit_code = 1
 
 
+class StoreUnreachable(StoreError):
+    """The store could not be reached, or the connection went away mid-command: every
+    following call would fail the same way, so bulk work stops at the first."""
+
+
+class PartialWrite(StoreError):
+    """A save failed part-way: `stored` are the ids the store acknowledged before it failed.
+
+    `lost` says the connection went away (the store is unreachable, not refusing one
+    batch): a bulk write stops there instead of failing every following batch the same way.
+    """
+
+    def __init__(self, message: str, *, stored: list[str], lost: bool, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.stored = stored
+        self.lost = lost
+
+
 class BadInput(VmemError):
     """Usage error or bad input (file, field, flag, config value): exit 2."""
 

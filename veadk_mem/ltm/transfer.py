@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from veadk_mem import jsonio
-from veadk_mem.errors import BadInput, NotSupported, VmemError
+from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreUnreachable, VmemError
 from veadk_mem.jsonio import loads
 from veadk_mem.ltm.base import MemoryRecord
 
@@ -393,10 +393,12 @@ class ImportSummary:
     reembedded: int = 0
     reused_vectors: int = 0
     failures: list[str] = field(default_factory=list)
+    stopped: bool = False  # the store went away: the rest of the input was not read
 
     def as_dict(self, dry_run: bool) -> dict[str, Any]:
         return {
             "dry_run": dry_run,
+            "stopped": self.stopped,
             "read": self.read,
             "saved": self.saved,
             "duplicates": self.duplicates,
@@ -439,8 +441,10 @@ async def import_records(
         if not batch:
             return
         name, user_id = key
+        attempted = len(batch)  # what a failure leaves unsaved: the batch, less what was there already
         try:
             new = await target._new_records(user_id, batch, name)
+            attempted = len(new)
             summary.duplicates += len(batch) - len(new)
             reused = sum(1 for r in new if r.vectors is not None)
             summary.reused_vectors += reused
@@ -453,8 +457,16 @@ async def import_records(
                 summary.saved += len(ids)
                 summary.duplicates += len(new) - len(ids)
         except VmemError as exc:
-            summary.failed += len(batch)
-            summary.failures.append(f"index {name}, user {user_id}: {len(batch)} memories: {exc.message}")
+            # what the store acknowledged before failing is saved; the rest of this batch failed
+            stored = len(exc.stored) if isinstance(exc, PartialWrite) else 0
+            summary.saved += stored
+            summary.failed += attempted - stored
+            if isinstance(exc, StoreUnreachable) or (isinstance(exc, PartialWrite) and exc.lost):
+                # every later batch would fail the same way: one line, and stop here
+                summary.stopped = True
+                summary.failures.append(f"stopped after {summary.read:,} memories read: {exc.message}")
+            else:
+                summary.failures.append(f"index {name}, user {user_id}: {len(batch)} memories: {exc.message}")
         if progress is not None:
             progress(len(batch))
 
@@ -485,8 +497,12 @@ async def import_records(
         pending.setdefault(key, []).append(record)
         if len(pending[key]) >= BATCH:
             await flush(key)
+            if summary.stopped:
+                return summary
     for key in list(pending):
         await flush(key)
+        if summary.stopped:
+            break
     return summary
 
 
