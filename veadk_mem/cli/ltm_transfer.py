@@ -62,7 +62,10 @@ def _finish(state: AppState, summary: Any, dry_run: bool) -> None:
         render.json(data)
     else:
         title = "dry run: nothing was saved" if dry_run else None
-        render.table([data], SUMMARY_COLUMNS, title=title)
+        columns = list(SUMMARY_COLUMNS)
+        if summary.ledger_skipped:  # the replay ledger's count, only where a store needs one
+            columns.insert(3, Column("skipped by ledger", "ledger_skipped", justify="right"))
+        render.table([data], columns, title=title)
     for failure in summary.failures:
         render.error(failure)
     if summary.failed:

@@ -128,6 +128,7 @@ class ReplaySummary:
             "saved": sum(r.saved for r in ok),
             "duplicates": sum(r.duplicates for r in ok),
             "dropped": sum(r.dropped for r in ok),
+            "ledger_skipped": sum(len(r.ledger_skipped) for r in ok),
             "failed": len(self.failed),
         }
 
@@ -147,11 +148,13 @@ class ReplaySummary:
                     "saved": 0,
                     "duplicates": 0,
                     "dropped": 0,
+                    "ledger_skipped": 0,
                 },
             )
             row["sessions"] += 1
             for key in ("saved", "duplicates", "dropped"):
                 row[key] += getattr(r, key)
+            row["ledger_skipped"] += len(r.ledger_skipped)
         return list(groups.values())
 
 

@@ -392,6 +392,7 @@ class ImportSummary:
     failed: int = 0
     reembedded: int = 0
     reused_vectors: int = 0
+    ledger_skipped: int = 0  # sent before, by vmem's replay ledger (a store that cannot say what it holds)
     failures: list[str] = field(default_factory=list)
     stopped: bool = False  # the store went away: the rest of the input was not read
 
@@ -402,6 +403,7 @@ class ImportSummary:
             "read": self.read,
             "saved": self.saved,
             "duplicates": self.duplicates,
+            "ledger_skipped": self.ledger_skipped,
             "failed": self.failed,
             "reused_vectors": self.reused_vectors,
             "reembedded": self.reembedded,
@@ -443,7 +445,9 @@ async def import_records(
         name, user_id = key
         attempted = len(batch)  # what a failure leaves unsaved: the batch, less what was there already
         try:
-            new = await target._new_records(user_id, batch, name)
+            skipped: list[MemoryRecord] = []
+            new = await target._new_records(user_id, batch, name, skipped)
+            summary.ledger_skipped += len(skipped)
             attempted = len(new)
             summary.duplicates += len(batch) - len(new)
             reused = sum(1 for r in new if r.vectors is not None)
@@ -453,7 +457,7 @@ async def import_records(
             if dry_run or not new:
                 summary.saved += len(new) if dry_run else 0
             else:
-                ids = await target.backend_for(index=name).save(user_id, new)
+                ids = await target.save_records(user_id, new, name)
                 summary.saved += len(ids)
                 summary.duplicates += len(new) - len(ids)
         except VmemError as exc:
