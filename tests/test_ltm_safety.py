@@ -213,13 +213,18 @@ def test_escapes_from_memories_are_neutralised_in_human_output(
         assert "\\x1b[2J" in out and "\\x9b" in out and "\\u202e" in out, (name, out)
 
 
-def test_json_output_keeps_the_text_exactly(runner: CliRunner, tmp_path: Path) -> None:
+def test_json_output_escapes_every_control_and_keeps_the_text_exactly(runner: CliRunner, tmp_path: Path) -> None:
+    """json.dumps(ensure_ascii=False) leaves C1 controls and bidi overrides raw: the encoder escapes them."""
     file = _evil_sessions(tmp_path)
     env = {"LONG_TERM_MEMORY_LOCAL_PATH": str(tmp_path / "ltm.db")}
     assert vmem(runner, "ltm", "save", str(file), env=env).exit_code == 0
-    listed = json.loads(vmem(runner, "ltm", "list", "-u", "u", "-a", "a", "--json", env=env).stdout)
-    texts = {part["text"] for entry in listed for part in entry["content"]["parts"]}
-    assert "remember clear \x1b[2J here" in texts
+    for fmt in ("--json", "--jsonl"):
+        result = vmem(runner, "ltm", "list", "-u", "u", "-a", "a", fmt, env=env)
+        assert result.exit_code == 0 and not RAW.findall(result.stdout), (fmt, result.stdout)
+        lines = [result.stdout] if fmt == "--json" else result.stdout.splitlines()
+        entries = [e for line in lines for e in (json.loads(line) if fmt == "--json" else [json.loads(line)])]
+        texts = {part["text"] for entry in entries for part in entry["content"]["parts"]}
+        assert {f"remember {name} {seq} here" for name, seq in EVIL.items()} <= texts
 
 
 # --- 2. ltm import recomputes the content hash -----------------------------------------------------

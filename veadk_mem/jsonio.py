@@ -23,6 +23,10 @@ from pydantic_core import from_json
 from veadk_mem.errors import BadInput
 
 _POSITION = re.compile(r"at line (\d+) column (\d+)$")
+# What json leaves raw with ensure_ascii=False but a terminal acts on: DEL, the C1 controls
+# (0x9b is a one-byte CSI) and the bidirectional overrides and isolates. They can only be
+# inside strings, where \uXXXX is the same value.
+_TERMINAL = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _where(where: str, line: int | None, lineno: int | None, column: int | None) -> str:
@@ -82,18 +86,22 @@ def dumps(
 
     indent: pretty-printed (--json documents); compact: no spaces after separators (files
     and JSONL records vmem writes for machines). Times become ISO-8601 UTC, pydantic models
-    their JSON dump; anything else goes to `default` (or is an error).
+    their JSON dump; anything else goes to `default` (or is an error). Every control
+    character is escaped (C1 and bidi overrides too), so JSON is safe on a terminal.
     """
     separators = (",", ":") if compact else None
     fallback = _default if default is None else _or(default)
     try:
-        return json.dumps(
+        text = json.dumps(
             data, ensure_ascii=False, indent=indent, separators=separators, default=fallback, allow_nan=False
         )
     except ValueError:  # a non-finite float somewhere: the rare case pays for a copy
-        return json.dumps(
+        text = json.dumps(
             _finite(data), ensure_ascii=False, indent=indent, separators=separators, default=fallback, allow_nan=False
         )
+    if _TERMINAL.search(text):  # escaped like the C0 controls, so JSON on a terminal is safe too
+        text = _TERMINAL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return text
 
 
 def _finite(value: Any) -> Any:
