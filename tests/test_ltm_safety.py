@@ -528,6 +528,24 @@ def test_a_tos_context_replay_sends_nothing_twice(runner: CliRunner, tmp_path: P
     assert len(posts) == 2 and [m["content"] for m in posts[-1].body["messages"]] == ["new"]
 
 
+def test_an_import_into_tos_context_twice_sends_nothing_the_second_time(
+    runner: CliRunner, tmp_path: Path, tos_server: Any
+) -> None:
+    file = tmp_path / "export.jsonl"
+    lines = [{"kind": "header", "format": "vmem-ltm", "version": 1}]
+    lines += [{"text": f"memory {i}", "user_id": "user-42", "index": "ltm_demo"} for i in range(3)]
+    file.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    first = vmem(runner, "ltm", "import", str(file), "--json")
+    assert first.exit_code == 0 and json.loads(first.stdout)["saved"] == 3, first.output
+    second = vmem(runner, "ltm", "import", str(file), "--json")
+    assert second.exit_code == 0, second.output
+    summary = json.loads(second.stdout)
+    assert (summary["saved"], summary["ledger_skipped"]) == (0, 3)
+    assert len(tos_server.calls("/v1/memories")) == 1
+    table = vmem(runner, "ltm", "import", str(file))
+    assert "skipped by ledger" in table.stdout
+
+
 def test_the_ledger_keeps_stores_users_and_indexes_apart(tmp_path: Path) -> None:
     from veadk_mem.ltm.ledger import Ledger, Scope
 
