@@ -339,6 +339,10 @@ def test_forget_dry_run_then_for_real(runner: CliRunner, session_db: str) -> Non
     assert plan["dry_run"] is True and plan["deleted"] is None
     assert len(plan["sessions"]["sessions"]) == 4
     assert set(plan["memories"]["indexes"]) == {"ltm_demo", "other_app"}
+    # vmem's own report: snake_case, the same keys `session delete --json` gives the same record
+    code, out, err = invoke(runner, "--json", "session", "delete", "-u", "user-42", "--dry-run", "--db-url", session_db)
+    assert code == 0, err
+    assert set(plan["sessions"]["sessions"][0]) == set(json.loads(out)["sessions"][0]) == {"app_name", "user_id", "id"}
     code, _, err = invoke(runner, "forget", "user-42", "--db-url", session_db)
     assert code == 2 and "nothing was deleted" in err and "--yes" in err
     code, out, err = invoke(runner, "--json", "forget", "user-42", "--db-url", session_db, "--yes")
