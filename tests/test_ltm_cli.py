@@ -226,9 +226,9 @@ def test_save_summary_table(runner: CliRunner) -> None:
     assert [h.strip() for h in header if h] == [
         "sessions",
         "events",
-        "memories saved",
-        "duplicates skipped",
-        "dropped by policy",
+        "memories_saved",
+        "duplicates_skipped",
+        "dropped_by_policy",
         "failed",
     ]
 

@@ -194,3 +194,10 @@ def test_long_messages_and_warnings_stay_on_one_line(
     renderer.message(text)
     renderer.warn(text)
     assert capsys.readouterr().err.splitlines() == [text, f"vmem: warning: {text}"]
+
+
+def test_piped_headers_are_one_word_so_awk_fields_line_up(capsys: pytest.CaptureFixture[str]) -> None:
+    columns = [Column.id("app", "app"), Column.id("session id", "id"), Column("state keys", "n", justify="right")]
+    Renderer().table([{"app": "a", "id": "s-1", "n": 3}], columns)
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["app", "session_id", "state_keys"] and row.split()[1] == "s-1"

@@ -437,7 +437,7 @@ class Renderer:
 
         cells = [[one_line(_person_cell(row.get(col.key), col)) for col in columns] for row in rows]
         widths = [
-            max(cell_len(col.header) if header else 0, *(cell_len(line[i]) for line in cells))
+            max(cell_len(plain_header(col)) if header else 0, *(cell_len(line[i]) for line in cells))
             for i, col in enumerate(columns)
         ]
 
@@ -448,7 +448,10 @@ class Renderer:
         if header:
             if self._blocks and stream is sys.stdout:
                 stream.write("\n")
-            stream.write("  ".join(pad(c.header, c, w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+            names = [plain_header(c) for c in columns]
+            stream.write(
+                "  ".join(pad(n, c, w) for n, c, w in zip(names, columns, widths, strict=True)).rstrip() + "\n"
+            )
         for line in cells:
             stream.write("  ".join(pad(t, c, w) for t, c, w in zip(line, columns, widths, strict=True)).rstrip() + "\n")
         stream.flush()
@@ -589,6 +592,12 @@ class Renderer:
         from rich.prompt import Confirm
 
         return bool(Confirm.ask(_UNSAFE.sub(_visible, question), console=self.err, default=False))
+
+
+def plain_header(col: Column) -> str:
+    """A header off a terminal: one word ("session_id"), so awk's fields in the header line
+    up with the data's."""
+    return "_".join(col.header.split()) or "-"
 
 
 def wrap_words(text: str, width: int, *, indent: str = "  ") -> str:
