@@ -86,6 +86,11 @@ class LongTermMemoryBackend(ABC):
     warn: Callable[[str], None] | None = None
     notice: Callable[[str], None] | None = None
 
+    # `ltm search --mode`: the rankings this store can give (`vector` is what a VeADK agent
+    # retrieves; a hosted service's own search counts as its vector mode) and its default.
+    search_modes: ClassVar[tuple[str, ...]] = ("vector",)
+    default_search_mode: ClassVar[str] = "vector"
+
     @abstractmethod
     def precheck_index_naming(self) -> None:
         """Raise BadInput with a clear message when `index` is not a valid name for this store."""
@@ -97,6 +102,16 @@ class LongTermMemoryBackend(ABC):
     @abstractmethod
     async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
         """The top_k memories of this user closest to the query, best first."""
+
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+        """`search` in one of `search_modes` (the facade has checked the mode is one of them)."""
+        return await self.search(user_id, query, top_k)
+
+    async def prepare_queries(self, queries: list[str]) -> None:  # noqa: B027  (a service embeds its own)
+        """Embed many queries in batches ahead of their searches (batch search); stores that embed locally."""
+
+    async def prepare_memories(self, memories: list[MemoryRecord]) -> None:  # noqa: B027
+        """Embed the memories of many sessions in batches ahead of their saves (`memory.vectors`)."""
 
     async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
         """Which of these content hashes the user's index already holds (empty when unknown)."""

@@ -260,22 +260,27 @@ class LongTermMemory:
         min_score: float | None = None,
         since: float | None = None,
         until: float | None = None,
+        mode: str | None = None,
     ) -> list[dict[str, Any]]:
         """The user's memories closest to the query, as MemoryEntry dicts, best first.
 
-        since/until (epoch seconds, until exclusive) keep memories saved in that range: the
-        closest `top_k` of those, found by asking the backend for more results (4x at a
-        time, up to SEARCH_WINDOW_CAP) until enough fall in the range or it has no more.
+        `mode` (vector, keyword, hybrid; default `search_mode`, else the backend's own)
+        picks the ranking; `vector` is what a VeADK agent retrieves. since/until (epoch
+        seconds, until exclusive) keep memories saved in that range: the closest `top_k`
+        of those, found by asking the backend for more results (4x at a time, up to
+        SEARCH_WINDOW_CAP) until enough fall in the range or it has no more. `min_score`
+        compares the cosine in hybrid mode (a fused score is a rank, not a similarity).
         """
         if not query.strip():
             raise BadInput("the search query is empty")
         index = await self.user_index(app_name, user_id)
         backend = self.backend_for(index=index)
+        mode = self.search_mode(backend, mode)
         k = top_k or self.top_k
         timed = since is not None or until is not None
         asked = k
         while True:
-            chunks = await backend.search(user_id, query, asked)
+            chunks = await backend.search_by(user_id, query, asked, mode)
             entries: list[dict[str, Any]] = []
             for chunk in chunks:
                 entries.extend(to_memory_entries(chunk, backend=self.backend_name, index=index))
@@ -287,8 +292,64 @@ class LongTermMemory:
                 break
             asked = min(asked * 4, SEARCH_WINDOW_CAP)
         if min_score is not None:
-            entries = [e for e in entries if (e["custom_metadata"]["score"] or 0.0) >= min_score]
+            entries = [e for e in entries if _filter_score(e["custom_metadata"]) >= min_score]
         return entries
+
+    def search_mode(self, backend: LongTermMemoryBackend, mode: str | None) -> str:
+        """The mode asked for, else `search_mode`, else the backend's default; exit 4 when it has no such mode."""
+        from veadk_mem.ltm.keywords import SEARCH_MODES
+
+        configured = self.settings.long_term_memory.search_mode
+        chosen = mode or (configured if configured != "auto" else backend.default_search_mode)
+        if chosen not in SEARCH_MODES:
+            raise BadInput(f"unknown search mode {chosen!r}: use one of {', '.join(SEARCH_MODES)}")
+        if chosen not in backend.search_modes:
+            raise NotSupported(
+                f"the {self.backend_name} backend has no {chosen} search: it searches by "
+                f"{' or '.join(backend.search_modes)}",
+                hint="leave out --mode (and long_term_memory.search_mode) to search as the backend does",
+            )
+        return chosen
+
+    async def search_batch(
+        self, requests: list[SearchRequest], *, mode: str | None = None, **options: Any
+    ) -> list[SearchRequest]:
+        """Run many searches in one process: the queries of each index embedded together, in batches.
+
+        Each request gets its `entries`, or its `error` (one failing query does not stop the rest).
+        """
+        from veadk_mem.errors import VmemError
+
+        by_index: dict[str, list[SearchRequest]] = {}
+        for request in requests:
+            try:
+                request.index = await self.user_index(request.app_name, request.user_id)
+            except VmemError as exc:
+                request.error = exc
+                continue
+            by_index.setdefault(request.index, []).append(request)
+        for index, group in by_index.items():
+            backend = self.backend_for(index=index)
+            try:
+                if self.search_mode(backend, mode) != "keyword":
+                    await backend.prepare_queries([r.query for r in group if r.query.strip()])
+            except VmemError as exc:
+                for request in group:
+                    request.error = exc
+                continue
+            for request in group:
+                try:
+                    request.entries = await self.search_memory(
+                        app_name=request.app_name or None,
+                        user_id=request.user_id,
+                        query=request.query,
+                        top_k=request.top_k,
+                        mode=mode,
+                        **options,
+                    )
+                except VmemError as exc:
+                    request.error = exc
+        return requests
 
     async def list_memories(
         self,
@@ -372,6 +433,35 @@ class LongTermMemory:
 
 
 SEARCH_WINDOW_CAP = 1000  # results a time-windowed search asks a backend for, at most
+
+
+@dataclass
+class SearchRequest:
+    """One query of a batch search, and what it found (entries) or why it failed (error)."""
+
+    query: str
+    user_id: str
+    app_name: str = ""
+    top_k: int | None = None
+    index: str = ""
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    error: Any = None  # a VmemError
+
+    def as_dict(self) -> dict[str, Any]:
+        """One line of `ltm search --queries` output."""
+        out: dict[str, Any] = {"query": self.query, "user_id": self.user_id, "app_name": self.app_name}
+        out["index"] = self.index or None
+        if self.error is not None:
+            out["error"] = str(getattr(self.error, "message", self.error))
+        else:
+            out["results"] = self.entries
+        return out
+
+
+def _filter_score(meta: dict[str, Any]) -> float:
+    """The score --min-score compares: the cosine of a fused result, else its score."""
+    value = meta.get("vector_score") if meta.get("score_kind") == "rrf" else meta.get("score")
+    return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 def _in_window(stamp: Any, since: float | None, until: float | None) -> bool:
