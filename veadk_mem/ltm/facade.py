@@ -92,6 +92,8 @@ class LongTermMemory:
         else:
             self.backend_name = canonical_name(backend, warn)
         self._backends: dict[str, LongTermMemoryBackend] = {}
+        # (index, content hash) -> vectors embedded ahead by prepare_sessions, taken by the save.
+        self._prepared: dict[tuple[str, str], Any] = {}
 
     @classmethod
     def from_settings(
@@ -203,16 +205,37 @@ class LongTermMemory:
         progress: Callable[[int], None] | None = None,
     ) -> SessionReport:
         """Filter a session's events through the policy and save the new memory strings."""
-        from veadk_mem.policy import evaluate
-
         if policy is None:
             policy = self.resolve_policy()
         index = self.index_for(session.app_name)
         report = SessionReport(session.app_name, session.user_id, session.id, index, events=len(session.events))
+        records, report.dropped = self._memories_of(session, policy)
+        report.memories = len(records)
+        new = await self._new_records(session.user_id, records, index)
+        report.duplicates = len(records) - len(new)
+        for record in new:  # embedded with other sessions' memories by prepare_sessions
+            if record.vectors is None:
+                record.vectors = self._prepared.pop((index, record.content_hash), None)
+        if dry_run or not new:
+            report.saved = len(new)
+            return report
+        backend = self.backend_for(index=index)
+        save: Any = backend.save
+        ids = await (save(session.user_id, new, progress=progress) if progress else save(session.user_id, new))
+        report.ids = list(ids)
+        report.saved = len(ids)
+        report.duplicates = len(records) - len(ids)
+        return report
+
+    def _memories_of(self, session: Session, policy: Any) -> tuple[list[MemoryRecord], int]:
+        """The memory records the policy keeps of a session's events, and how many events it dropped."""
+        from veadk_mem.policy import evaluate
+
         records: list[MemoryRecord] = []
+        dropped = 0
         for decision in evaluate(session.events, policy):
             if not decision.saved or decision.memory is None:
-                report.dropped += 1
+                dropped += 1
                 continue
             records.append(
                 MemoryRecord(
@@ -224,19 +247,35 @@ class LongTermMemory:
                     author=decision.event.author,
                 )
             )
-        report.memories = len(records)
-        new = await self._new_records(session.user_id, records, index)
-        report.duplicates = len(records) - len(new)
-        if dry_run or not new:
-            report.saved = len(new)
-            return report
-        backend = self.backend_for(index=index)
-        save: Any = backend.save
-        ids = await (save(session.user_id, new, progress=progress) if progress else save(session.user_id, new))
-        report.ids = list(ids)
-        report.saved = len(ids)
-        report.duplicates = len(records) - len(ids)
-        return report
+        return records, dropped
+
+    async def prepare_sessions(self, sessions: list[Session], policy: Any) -> None:
+        """Embed the new memories of many sessions together, in the embedder's batches, before they are saved.
+
+        A replay of thousands of short sessions is then bound by the model, not by one embed
+        call per session. Only for backends that embed in this process; a failure here is
+        left for each session's own save to report.
+        """
+        from veadk_mem.errors import VmemError
+        from veadk_mem.ltm.base import LongTermMemoryBackend
+
+        self._prepared.clear()  # what an earlier batch left unsaved (duplicates, failures)
+        groups: dict[str, list[MemoryRecord]] = {}
+        try:
+            for session in sessions:
+                index = self.index_for(session.app_name)
+                backend = self.backend_for(index=index)
+                if type(backend).prepare_memories is LongTermMemoryBackend.prepare_memories:
+                    return
+                records, _ = self._memories_of(session, policy)
+                new = await self._new_records(session.user_id, records, index)
+                groups.setdefault(index, []).extend(new)
+            for index, records in groups.items():
+                unique = list({r.content_hash: r for r in records}.values())
+                await self.backend_for(index=index).prepare_memories(unique)
+                self._prepared.update(((index, r.content_hash), r.vectors) for r in unique if r.vectors is not None)
+        except VmemError:
+            return
 
     async def _new_records(self, user_id: str, records: list[MemoryRecord], index: str) -> list[MemoryRecord]:
         """Records whose content hash is neither earlier in the batch nor in the store."""
