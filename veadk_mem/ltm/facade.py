@@ -312,9 +312,9 @@ class LongTermMemory:
         """
         if not query.strip():
             raise BadInput("the search query is empty")
+        mode = self.search_mode(mode)  # before the backend is built: a hosted one needs its credentials
         index = await self.user_index(app_name, user_id)
         backend = self.backend_for(index=index)
-        mode = self.search_mode(backend, mode)
         k = top_k or self.top_k
         timed = since is not None or until is not None
         asked = k
@@ -334,18 +334,19 @@ class LongTermMemory:
             entries = [e for e in entries if _filter_score(e["custom_metadata"]) >= min_score]
         return entries
 
-    def search_mode(self, backend: LongTermMemoryBackend, mode: str | None) -> str:
+    def search_mode(self, mode: str | None) -> str:
         """The mode asked for, else `search_mode`, else the backend's default; exit 4 when it has no such mode."""
         from veadk_mem.ltm.keywords import SEARCH_MODES
 
+        backend: Any = self._instance if self._instance is not None else load_backend(self.backend_name)
+        modes: tuple[str, ...] = getattr(backend, "search_modes", ("vector",))
         configured = self.settings.long_term_memory.search_mode
-        chosen = mode or (configured if configured != "auto" else backend.default_search_mode)
+        chosen = mode or (configured if configured != "auto" else getattr(backend, "default_search_mode", "vector"))
         if chosen not in SEARCH_MODES:
             raise BadInput(f"unknown search mode {chosen!r}: use one of {', '.join(SEARCH_MODES)}")
-        if chosen not in backend.search_modes:
+        if chosen not in modes:
             raise NotSupported(
-                f"the {self.backend_name} backend has no {chosen} search: it searches by "
-                f"{' or '.join(backend.search_modes)}",
+                f"the {self.backend_name} backend has no {chosen} search: it searches by {' or '.join(modes)}",
                 hint="leave out --mode (and long_term_memory.search_mode) to search as the backend does",
             )
         return chosen
@@ -359,6 +360,7 @@ class LongTermMemory:
         """
         from veadk_mem.errors import VmemError
 
+        top_k = options.pop("top_k", None)
         by_index: dict[str, list[SearchRequest]] = {}
         for request in requests:
             try:
@@ -368,9 +370,9 @@ class LongTermMemory:
                 continue
             by_index.setdefault(request.index, []).append(request)
         for index, group in by_index.items():
-            backend = self.backend_for(index=index)
             try:
-                if self.search_mode(backend, mode) != "keyword":
+                backend = self.backend_for(index=index)
+                if self.search_mode(mode) != "keyword":
                     await backend.prepare_queries([r.query for r in group if r.query.strip()])
             except VmemError as exc:
                 for request in group:
@@ -382,7 +384,7 @@ class LongTermMemory:
                         app_name=request.app_name or None,
                         user_id=request.user_id,
                         query=request.query,
-                        top_k=request.top_k,
+                        top_k=request.top_k or top_k,
                         mode=mode,
                         **options,
                     )
