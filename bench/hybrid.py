@@ -182,7 +182,8 @@ class Corpus:
     turns: int = 0
 
 
-SLOT = {"companies": "company", "cities": "city", "hobbies": "hobby", "unis": "uni"}  # vocabulary -> slot; the rest drop their s
+# vocabulary -> slot name; the rest drop their s
+SLOT = {"companies": "company", "cities": "city", "hobbies": "hobby", "unis": "uni"}
 
 
 def _fill(template: str, slots: dict[str, str]) -> str:

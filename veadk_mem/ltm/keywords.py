@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Hashable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 SEARCH_MODES = ("vector", "keyword", "hybrid")
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al. 2009), as the issue measured
@@ -137,3 +137,29 @@ def fuse(rankings: Sequence[Sequence[K]], k: int = RRF_K) -> list[tuple[K, float
         for rank, key in enumerate(ranking, start=1):
             scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda item: -item[1])
+
+
+def redisearch_query(text: str) -> str:
+    """A RediSearch query for any of the terms in the `text` field.
+
+    VeADK's index does not segment Chinese (its language is RediSearch's default), so a
+    run of Chinese is one token there: a character pair matches inside it (`*北京*`).
+    """
+    parts = [f"*{term}*" if _CJK_RUN.match(term) else term for term in query_terms(text)]
+    return f"@text:({' | '.join(parts)})" if parts else ""
+
+
+def fuse_records(by_vector: Sequence[Any], by_keyword: Sequence[Any], top_k: int, k: int = RRF_K) -> list[Any]:
+    """Two rankings of MemoryRecords (same memory, same id) fused by reciprocal rank, with each one's score."""
+    records = {r.id: r for r in by_keyword} | {r.id: r for r in by_vector}
+    vector_scores = {r.id: r.score for r in by_vector}
+    keyword_scores = {r.id: r.score for r in by_keyword}
+    out = []
+    for memory_id, rrf in fuse([[r.id for r in by_vector], [r.id for r in by_keyword]], k)[:top_k]:
+        record = records[memory_id]
+        record.score = rrf
+        record.metadata.update(
+            score_kind="rrf", vector_score=vector_scores.get(memory_id), keyword_score=keyword_scores.get(memory_id)
+        )
+        out.append(record)
+    return out
