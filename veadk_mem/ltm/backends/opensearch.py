@@ -93,6 +93,7 @@ class OpensearchBackend(LongTermMemoryBackend):
     """Memories of one index in OpenSearch, one OpenSearch index per user, as VeADK lays them out."""
 
     name: ClassVar[str] = "opensearch"
+    search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
 
     def __init__(
         self,
@@ -369,6 +370,41 @@ class OpensearchBackend(LongTermMemoryBackend):
             best[doc.doc_id] = record
         chunks: list[Chunk] = list(best.values())
         return chunks[:top_k]
+
+    # --- keyword and hybrid search (`ltm search --mode`): `match` on VeADK's `content` ---
+
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+        """vector: `search`, as VeADK retrieves; keyword: a BM25 `match` on `content`; hybrid: both fused."""
+        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
+
+        if mode == "vector":
+            return await self.search(user_id, query, top_k)
+        depth = max(FUSION_DEPTH, top_k)
+        keyword = await self._match(user_id, query, top_k if mode == "keyword" else depth)
+        if mode == "keyword":
+            return list(keyword)
+        by_vector = [r for r in await self.search(user_id, query, depth) if isinstance(r, MemoryRecord)]
+        return list(fuse_records(by_vector, keyword, top_k))
+
+    async def _match(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+        """The user's top_k memories by OpenSearch's own full text search of `content` (its analyzer, BM25)."""
+        name = self._name(user_id)
+        if top_k <= 0 or await self.index_dim(name) is None:
+            return []
+        size = max(top_k * 3, 10)  # a long memory's chunks may take several places
+        body = {"size": size, "query": {"match": {"content": {"query": query}}}, "_source": {"excludes": ["embedding"]}}
+        async with self._guard(f"searching {name}"):
+            answer = await self.client.search(index=name, body=body)
+        best: dict[str, MemoryRecord] = {}
+        for hit in answer.get("hits", {}).get("hits", []):
+            doc = self._add_hit({}, hit)
+            if doc.doc_id in best:
+                continue
+            record = self._record(user_id, doc)
+            record.score = float(hit.get("_score") or 0.0)
+            record.metadata.update(score_kind="bm25", keyword_score=record.score)
+            best[doc.doc_id] = record
+        return list(best.values())[:top_k]
 
     async def list_memories(self, user_id: str, *, limit: int | None = None) -> list[MemoryRecord]:
         """The user's memories (documents), newest first; VeADK's carry no time and come last."""
