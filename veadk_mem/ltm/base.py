@@ -13,9 +13,12 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import NotSupported
+
+if TYPE_CHECKING:
+    from veadk_mem.embedding.base import Embedder
 
 
 def content_hash(text: str) -> str:
@@ -69,6 +72,25 @@ class BackendHealth:
     model: str = ""
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+
+class QueryVectors:
+    """Query vectors embedded ahead, for a batch search: one run of batches instead of a call per query."""
+
+    def __init__(self) -> None:
+        self._vectors: dict[str, Any] = {}
+
+    def prepare(self, embedder: Embedder, queries: list[str]) -> None:
+        """Embed the queries not yet known, in the embedder's batches."""
+        # A query too long for one chunk is left to embed_one, which averages its chunks.
+        todo = [q for q in dict.fromkeys(queries) if q not in self._vectors and embedder.fits(q)]
+        if todo:
+            self._vectors.update(zip(todo, embedder.embed(todo), strict=True))
+
+    def vector(self, embedder: Embedder, query: str) -> Any:
+        """The query's vector: embedded ahead, or now."""
+        found = self._vectors.get(query)
+        return found if found is not None else embedder.embed_one(query)
 
 
 # What a backend's search may return: records, or the raw chunks a hosted service gives

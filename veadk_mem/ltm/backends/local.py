@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, StoreError
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 
 if TYPE_CHECKING:
     import numpy as np
@@ -174,7 +174,7 @@ class LocalBackend(LongTermMemoryBackend):
         self.path = local_path or str(default_path())
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
-        self._query_vectors: dict[str, npt.NDArray[np.float32]] = {}
+        self._queries = QueryVectors()
         self.precheck_index_naming()
 
     @property
@@ -469,8 +469,7 @@ class LocalBackend(LongTermMemoryBackend):
     def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
         embedder = self.embedder
         self._check_model(embedder)
-        cached = self._query_vectors.get(query)
-        return cached if cached is not None else embedder.embed_one(query)
+        return self._queries.vector(embedder, query)
 
     async def prepare_queries(self, queries: list[str]) -> None:
         """Embed the queries of a batch search in the embedder's batches, once each."""
@@ -478,9 +477,7 @@ class LocalBackend(LongTermMemoryBackend):
             return
         embedder = self.embedder
         self._check_model(embedder)
-        todo = [q for q in dict.fromkeys(queries) if q not in self._query_vectors]
-        if todo:
-            self._query_vectors.update(zip(todo, embedder.embed(todo), strict=True))
+        self._queries.prepare(embedder, queries)
 
     async def prepare_memories(self, memories: list[MemoryRecord]) -> None:
         """Embed the memories of many sessions in one run of batches; `save` then stores their vectors."""

@@ -27,7 +27,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, StoreError, VmemError
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
     check_embedder,
@@ -110,6 +110,7 @@ class OpensearchBackend(LongTermMemoryBackend):
         self._config = self.settings.database.opensearch
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
+        self._queries = QueryVectors()
         self._client: Any = None
         self._docs: dict[str, dict[str, Doc]] = {}
         self._held: dict[str, set[str]] = {}  # content hashes per user, kept up to date by save
@@ -350,7 +351,7 @@ class OpensearchBackend(LongTermMemoryBackend):
             return []
         embedder = self.embedder
         self._check_dim(name, stored, embedder)
-        vector = [float(x) for x in embedder.embed_one(query)]
+        vector = [float(x) for x in self._queries.vector(embedder, query)]
         k = max(top_k * 3, 10)
         body = {
             "size": k,
@@ -370,6 +371,10 @@ class OpensearchBackend(LongTermMemoryBackend):
             best[doc.doc_id] = record
         chunks: list[Chunk] = list(best.values())
         return chunks[:top_k]
+
+    async def prepare_queries(self, queries: list[str]) -> None:
+        """Embed a batch search's queries together (the store is asked one query at a time)."""
+        self._queries.prepare(self.embedder, queries)
 
     # --- keyword and hybrid search (`ltm search --mode`): `match` on VeADK's `content` ---
 

@@ -27,7 +27,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
     check_embedder,
@@ -88,6 +88,7 @@ class RedisBackend(LongTermMemoryBackend):
         self._config = config
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
+        self._queries = QueryVectors()
         self._client: Any = None
         self._search: bool | None = None
         self._docs: dict[str, dict[str, Doc]] = {}
@@ -435,7 +436,7 @@ class RedisBackend(LongTermMemoryBackend):
         if stored is None:
             return []
         self._check_dim(user_id, stored, embedder)
-        vector = embedder.embed_one(query)
+        vector = self._queries.vector(embedder, query)
         if not await self.has_search():
             if self.warn is not None and not self._warned:
                 self.warn(
@@ -444,6 +445,10 @@ class RedisBackend(LongTermMemoryBackend):
                 self._warned = True
             return list(await self._scan_search(user_id, vector, top_k))
         return list(await self._knn(user_id, vector, top_k))
+
+    async def prepare_queries(self, queries: list[str]) -> None:
+        """Embed a batch search's queries together (the store is asked one query at a time)."""
+        self._queries.prepare(self.embedder, queries)
 
     # --- keyword and hybrid search (`ltm search --mode`): RediSearch full text on `text` ---
 
