@@ -336,7 +336,9 @@ def main() -> None:
     parser.add_argument("--latency-memories", type=int, default=6000)
     parser.add_argument("--embedder", default="local", help="local (the offline MiniLM) or hash")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--keep", metavar="DIR", help="build the store in DIR and keep it (default: a temp dir)")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="build the store in DIR and keep it; run again to skip the save (default: temp)"
+    )
     args = parser.parse_args()
     corpus = build(args.users, args.sessions, args.turns, args.facts)
     with tempfile.TemporaryDirectory() as tmp:
@@ -350,7 +352,9 @@ def main() -> None:
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
         sessions_file = folder / "sessions.jsonl"
         sessions_file.write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in corpus.sessions), "utf-8")
-        save_s, _ = vmem(["--quiet", "ltm", "save", str(sessions_file), "--policy", "all"], env)
+        save_s = 0.0
+        if not (args.keep and (folder / "ltm.db").exists()):  # --keep DIR a second time: measure the saved store
+            save_s, _ = vmem(["--quiet", "ltm", "save", str(sessions_file), "--policy", "all"], env)
         queries_file = folder / "queries.jsonl"
         queries_file.write_text(
             "".join(
