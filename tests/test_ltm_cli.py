@@ -201,6 +201,7 @@ def test_doctor_reports_the_local_store(runner: CliRunner) -> None:
     check = checks["long_term_memory (local)"]
     assert check["status"] == "ok"
     assert "4 memories" in check["detail"] and "2 users in 1 indexes" in check["detail"]
+    assert "keyword index: 4 of 4 memories" in check["detail"]
     assert "embedder hash-v1-384" in check["detail"]
 
 

@@ -682,6 +682,10 @@ class LocalBackend(LongTermMemoryBackend):
             report.memories = len(await self.list_memories(user_id))
         report.model = ", ".join(info["models"]) or "no vectors yet"
         report.notes.append(f"{info['users']} users in {info['indexes']} indexes")
+        terms = int(self.conn.execute("SELECT count(*) FROM memory_terms").fetchone()[0])
+        report.notes.append(f"keyword index: {terms} of {info['memories']} memories")
+        if terms != info["memories"]:
+            report.problems.append(f"the keyword index holds {terms} memories, the store {info['memories']}")
         return report
 
     def stats(self) -> dict[str, Any]:
