@@ -289,7 +289,7 @@ async def recall(env: dict[str, str], questions: list[Question]) -> dict[str, di
 async def latency(env: dict[str, str], corpus: Corpus, size: int) -> dict[str, float]:
     """In-process search p50/p95 (ms) per mode on `size` memories of one user (vectors copied from the corpus)."""
     from veadk_mem.config import load_settings
-    from veadk_mem.ltm.base import content_hash
+    from veadk_mem.ltm.base import QueryVectors, content_hash
     from veadk_mem.ltm.facade import LongTermMemory
 
     ltm = LongTermMemory.from_settings(load_settings(environ=env).settings, app_name=APP)
@@ -312,6 +312,7 @@ async def latency(env: dict[str, str], corpus: Corpus, size: int) -> dict[str, f
     for mode in ("vector", "keyword", "hybrid"):
         await ltm.search_memory(app_name="latency_bench", user_id="big", query=queries[0], mode=mode)  # warm
         for embedded in (False, True):
+            big._queries = QueryVectors()  # forget the vectors a previous round embedded ahead
             if embedded:  # the search alone: its query embedded ahead, as `--queries` does
                 await big.prepare_queries(queries)
             times = []
