@@ -366,3 +366,40 @@ def test_save_embeds_many_sessions_in_shared_batches(runner: CliRunner, tmp_path
     assert again.totals()["duplicates"] == 200 and len(calls) == 4  # nothing new: nothing embedded
     found = asyncio.run(ltm.search_memory(app_name=APP, user_id="alice", query="fact 42.1", mode="keyword"))
     assert found[0]["content"]["parts"][0]["text"] == "fact 42.1"
+
+
+def test_a_dropped_keyword_index_is_rebuilt_on_open(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    env = {"LONG_TERM_MEMORY_LOCAL_PATH": str(path)}
+    runner.invoke(app, ["ltm", "search", "x", "-u", "alice", "-a", APP], env=env)  # creates nothing
+    from veadk_mem.ltm.backends import local
+
+    settings = load_settings(environ={"MODEL_EMBEDDING_PROVIDER": "hash", **env}).settings
+    backend = LongTermMemory.from_settings(settings).backend_for(APP)
+    asyncio.run(backend.save("alice", [MemoryRecord(text=content("Lena lives in Porto"), user_id="alice")]))
+    local._CONNECTIONS.pop(str(path)).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE memory_terms")
+    result = runner.invoke(
+        app, ["--json", "ltm", "search", "Porto", "-u", "alice", "-a", APP, "-m", "keyword"], env=env
+    )
+    assert result.exit_code == 0, result.stderr
+    assert texts(json.loads(result.stdout)) == ["Lena lives in Porto"]
+
+
+def test_hybrid_leaves_out_a_memory_saved_after_the_vectors_were_read() -> None:
+    """Another vmem saving between this one's matrix read and its keyword query: no crash, no wrong cosine."""
+    seed()
+    ltm = LongTermMemory.from_settings(load_settings().settings)
+    backend: Any = ltm.backend_for(APP)
+    vector = backend.embedder.embed_one("Zanzibar")
+    backend.matrix("alice")  # read and cached at this generation
+    backend.conn.execute(
+        "INSERT INTO memories (id, index_name, user_id, text, content_hash, model, dim, created_at, vector) "
+        "SELECT 'late', index_name, user_id, ?, 'h-late', model, dim, created_at, vector FROM memories LIMIT 1",
+        (content("Zanzibar trip"),),
+    )
+    rowid = backend.conn.execute("SELECT rowid FROM memories WHERE id = 'late'").fetchone()[0]
+    backend.conn.execute("INSERT INTO memory_terms (rowid, terms) VALUES (?, 'zanzibar trip')", (rowid,))
+    found = backend.search_hybrid("alice", "Zanzibar", vector, 3)
+    assert "late" not in [r.id for r in found] and len(found) == 3

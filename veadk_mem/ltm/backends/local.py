@@ -114,7 +114,7 @@ def ensure_terms(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")  # two vmem opening an old store: one builds, the other finds it built
     try:
         version = conn.execute("SELECT value FROM ltm_meta WHERE key = 'terms_version'").fetchone()
-        if version is None or version[0] != TERMS_VERSION:
+        if version is None or version[0] != TERMS_VERSION or _terms_missing(conn):
             conn.execute("DROP TABLE IF EXISTS memory_terms")
         for statement in TERMS_SCHEMA:
             conn.execute(statement)
@@ -133,12 +133,19 @@ def ensure_terms(conn: sqlite3.Connection) -> None:
         raise
 
 
+def _terms_missing(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_terms'").fetchone() is None
+
+
 def _terms_behind(conn: sqlite3.Connection) -> bool:
     """Whether the newest memory has no terms (appended by a vmem without a keyword index)."""
     newest = conn.execute("SELECT rowid FROM memories ORDER BY rowid DESC LIMIT 1").fetchone()
     if newest is None:
         return False
-    return conn.execute("SELECT 1 FROM memory_terms WHERE rowid = ?", (newest[0],)).fetchone() is None
+    try:
+        return conn.execute("SELECT 1 FROM memory_terms WHERE rowid = ?", (newest[0],)).fetchone() is None
+    except sqlite3.OperationalError:  # the table is gone (dropped by hand): build it again
+        return True
 
 
 def _terms(text: str) -> str:
@@ -553,9 +560,12 @@ class LocalBackend(LongTermMemoryBackend):
         cosines = self._cosines(m, query_vector)
         by_vector = [int(m.rowids[i]) for i in self._best(cosines, depth)]
         keyword = dict(self.keyword_hits(user_id, query, depth))
+        # The matrix is in rowid order; a memory saved since it was read (another vmem) is left out.
+        where = dict(zip(keyword, np.searchsorted(m.rowids, list(keyword)).tolist(), strict=True))
+        keyword = {r: v for r, v in keyword.items() if where[r] < len(m.rowids) and m.rowids[where[r]] == r}
         fused = fuse([by_vector, list(keyword)])[:top_k]
         by_rowid = self._records_by_rowid([rowid for rowid, _ in fused])
-        positions = np.searchsorted(m.rowids, [rowid for rowid, _ in fused])  # the matrix is in rowid order
+        positions = np.searchsorted(m.rowids, [rowid for rowid, _ in fused])
         out: list[MemoryRecord] = []
         for (rowid, rrf), position in zip(fused, positions, strict=True):
             record = by_rowid[rowid]
