@@ -34,6 +34,8 @@ _CONFIG_ENV_PREFIXES = (
     "AUTO_SAVE_",
     "POLICY_",
 )
+# ... except the ones that say where the test-only venvs are (tests/llama_venv.py, tests/redis_stack.py).
+_TEST_ENV_KEPT = ("VMEM_LLAMA_VENV", "VMEM_REDIS8_VENV")
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +44,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     for name in list(os.environ):
-        if name.startswith(_CONFIG_ENV_PREFIXES):
+        if name.startswith(_CONFIG_ENV_PREFIXES) and name not in _TEST_ENV_KEPT:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))

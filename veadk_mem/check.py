@@ -13,6 +13,7 @@ class Check:
     name: str
     status: str
     detail: str
+    exit_code: int = 1  # what a failed check makes `vmem doctor` exit with (4: an SDK is missing)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "detail": self.detail}

@@ -43,9 +43,17 @@ class NotSupported(VmemError):
     exit_code = 4
 
 
+class MissingSdk(NotSupported):
+    """The configured backend's SDK (or a piece of it) is not installed: exit 4, with the install line.
+
+    `vmem doctor` fails its check on this one (exit 4) rather than skipping it: the store the
+    configuration names cannot be used at all until it is installed.
+    """
+
+
 def missing_extra(package: str, extra: str) -> NotSupported:
     """The error for an optional SDK that is not installed, naming the extra to install."""
-    return NotSupported(
+    return MissingSdk(
         f"{package} is not installed",
         hint=f"install it with: pip install 'veadk-mem[{extra}]'",
     )

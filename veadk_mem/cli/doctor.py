@@ -15,7 +15,11 @@ def doctor(
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Check the reachability of every configured store; exit 1 when one fails."""
+    """Check the reachability of every configured store; exit 1 when one fails.
+
+    When the configured backend's SDK is not installed, that check fails with the install
+    line and the exit code is 4.
+    """
     from veadk_mem.doctor import run_checks
 
     state = get_state(ctx, json_flag=json_flag)
@@ -25,5 +29,6 @@ def doctor(
     state.render.records(
         rows, [Column("check", "name", no_wrap=True), Column("status", "status"), Column("detail", "detail")]
     )
-    if any(r.status == "fail" for r in results):
-        raise typer.Exit(1)
+    codes = {r.exit_code for r in results if r.status == "fail"}
+    if codes:
+        raise typer.Exit(1 if 1 in codes else max(codes))

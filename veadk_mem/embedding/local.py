@@ -15,26 +15,18 @@ import importlib.util
 import json
 import math
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.embedding.openblas import kernel_env
+from veadk_mem.embedding.openblas import prepare_blas
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # belt and braces: nothing here may reach for a hub
-if "numpy" not in sys.modules:
-    # OpenBLAS reads these once, when numpy loads it; an explicit setting wins.
-    # One query at a time gains nothing from BLAS threads and pays ~0.2 s to start them;
-    # batches run one per core on threads instead (LocalEmbedder.embed_batch).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # And the kernels for this CPU where OpenBLAS may guess them wrong (see openblas.py).
-    for key, value in kernel_env().items():
-        os.environ.setdefault(key, value)
+prepare_blas()  # the CLI did it first; this is for library use that loads the model before numpy
 
-import numpy as np
+import numpy as np  # noqa: E402  (after prepare_blas: BLAS reads its variables when numpy loads)
 
-from veadk_mem.embedding.base import Embedder
-from veadk_mem.errors import BadInput, missing_extra
+from veadk_mem.embedding.base import Embedder  # noqa: E402
+from veadk_mem.errors import BadInput, missing_extra  # noqa: E402
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import MutableMapping
+
+# Each variable vmem sets, and the variables that, when the user set any of them, already
+# decide it: OpenBLAS reads OPENBLAS_NUM_THREADS, then GOTO_NUM_THREADS, then
+# OMP_NUM_THREADS; MKL (numpy from conda) reads MKL_NUM_THREADS, then OMP_NUM_THREADS.
+THREAD_VARIABLES = {
+    "OPENBLAS_NUM_THREADS": ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"),
+    "MKL_NUM_THREADS": ("MKL_NUM_THREADS", "OMP_NUM_THREADS"),
+}
+
 # The AVX-512 subsets that OpenBLAS's SkylakeX kernels use.
 SKYLAKEX_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"})
 
@@ -24,3 +36,26 @@ def kernel_env() -> dict[str, str]:
     so naming it loses nothing where the guess is right.
     """
     return {"OPENBLAS_CORETYPE": "SkylakeX"} if cpu_flags() >= SKYLAKEX_FLAGS else {}
+
+
+def prepare_blas(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Before numpy loads: one BLAS thread and OpenBLAS's kernels for this CPU, unless the user chose.
+
+    BLAS libraries read these once, when numpy loads them, so this must run before anything
+    imports numpy: the console entry point calls it first (veadk_mem/cli/__init__.py), the
+    offline model again for library use. One query at a time gains nothing from BLAS
+    threads and pays ~0.2 s to start them; on a machine busy with other work a save with
+    BLAS threads ran 3-5x slower (bench/blas_threads.py). The offline model runs batches
+    one per core on its own threads instead. A variable the user set wins. Returns False
+    (and changes nothing) when numpy is already loaded, where it would only leak into
+    child processes.
+    """
+    if "numpy" in sys.modules:
+        return False
+    env = os.environ if environ is None else environ
+    for name, chosen_by in THREAD_VARIABLES.items():
+        if not any(env.get(v) for v in chosen_by):
+            env[name] = "1"
+    for key, value in kernel_env().items():
+        env.setdefault(key, value)
+    return True

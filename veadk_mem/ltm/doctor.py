@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from veadk_mem.check import Check
-from veadk_mem.errors import VmemError
+from veadk_mem.errors import MissingSdk, VmemError
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -46,6 +46,8 @@ async def check_ltm(settings: VmemSettings) -> Check:
     ltm = LongTermMemory.from_settings(settings)
     try:
         health = await ltm.backend_for(None).health(user_id=None)
+    except MissingSdk as exc:  # the configured store cannot be used at all: fail, exit 4, with the install line
+        return Check(name, "fail", f"{exc.message}; {exc.hint}" if exc.hint else exc.message, exit_code=4)
     except VmemError as exc:
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
     except Exception as exc:  # a broken store is a failed check, never a crash

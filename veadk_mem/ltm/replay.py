@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, VmemError
+from veadk_mem.errors import BadInput, MissingSdk, VmemError
 from veadk_mem.ltm.facade import SessionReport
 
 if TYPE_CHECKING:
@@ -185,6 +185,8 @@ async def replay(
                     report = await ltm.add_session_to_memory(item, policy, dry_run=dry_run)
                 except Exception as exc:  # one session's failure must not stop the others
                     message = exc.message if isinstance(exc, VmemError) else f"unexpected {type(exc).__name__}: {exc}"
+                    if isinstance(exc, MissingSdk) and exc.hint:  # the one fix for every session: say it
+                        message = f"{message}; {exc.hint}"
                     summary.codes.append(exc.exit_code if isinstance(exc, VmemError) else 1)
                     report = SessionReport(
                         item.app_name, item.user_id, item.id, ltm.index_for(item.app_name), events=len(item.events)

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, StoreError, VmemError
+from veadk_mem.errors import BadInput, MissingSdk, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
@@ -49,6 +49,31 @@ EmbedderFactory = Callable[[str | None], "Embedder"]
 BATCH = 500  # memories per _bulk request
 PAGE = 1000  # documents per _search page when listing
 _NAME_CHARS = re.compile(r"[a-z0-9_\-.]")
+
+
+ASYNC_HINT = "install it with: pip install 'opensearch-py[async]' (veadk-mem declares it; aiohttp is what is missing)"
+
+
+def async_client_class() -> Any:
+    """opensearch-py's AsyncOpenSearch, or MissingSdk (exit 4) naming the install line.
+
+    opensearch-py imports its async client only when aiohttp is installed (its `async`
+    extra); without it `from opensearchpy import AsyncOpenSearch` is a bare ImportError.
+    """
+    try:
+        import opensearchpy
+    except ImportError:
+        raise MissingSdk("opensearch-py is not installed", hint=ASYNC_HINT) from None
+    found = getattr(opensearchpy, "AsyncOpenSearch", None)
+    if found is None:
+        try:
+            import aiohttp  # noqa: F401  (what opensearch-py's async client needs)
+        except ImportError:
+            reason = "aiohttp is not installed"
+        else:
+            reason = "it does not import in this environment"
+        raise MissingSdk(f"opensearch-py's async client is not available: {reason}", hint=ASYNC_HINT)
+    return found
 
 
 def index_name(index: str, user_id: str) -> str:
@@ -137,8 +162,7 @@ class OpensearchBackend(LongTermMemoryBackend):
     @property
     def client(self) -> Any:
         if self._client is None:
-            from opensearchpy import AsyncOpenSearch
-
+            async_client = async_client_class()
             config = self._config
             verify = bool(config.cert_path)
             if config.use_ssl and not verify and not self._warned_tls and self.warn is not None:
@@ -148,7 +172,7 @@ class OpensearchBackend(LongTermMemoryBackend):
                 )
                 self._warned_tls = True
             auth = (config.username, config.password.get_secret_value()) if config.username else None
-            self._client = AsyncOpenSearch(
+            self._client = async_client(
                 hosts=[{"host": config.host, "port": config.port}],
                 http_auth=auth,
                 use_ssl=config.use_ssl,

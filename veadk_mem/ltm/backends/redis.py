@@ -696,7 +696,12 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def _pairs(items: Any) -> dict[str, Any]:
-    """A RESP2 flat list [k1, v1, k2, v2 ...] (or a RESP3 map) as a dict with str keys."""
+    """A RESP2 flat list [k1, v1, k2, v2 ...] or a RESP3 map, as a dict with str keys.
+
+    redis-py answers raw commands in the protocol the connection speaks: RESP2 (redis-py
+    before 8, or `protocol=2`) or RESP3 (redis-py 8's default, or `protocol=3`), so every
+    reply read here goes through this, whatever its shape.
+    """
     if isinstance(items, dict):
         return {_text(k) or "": v for k, v in items.items()}
     items = list(items or [])
@@ -704,46 +709,58 @@ def _pairs(items: Any) -> dict[str, Any]:
 
 
 def _info_dim(info: Any) -> int | None:
-    """The `vector` field's DIM in an FT.INFO answer."""
+    """The `vector` field's DIM in an FT.INFO answer (attributes are flat lists in RESP2, maps in RESP3)."""
     for attribute in _pairs(info).get("attributes", []) or []:
-        fields = [_text(x) if isinstance(x, bytes | str) else x for x in attribute]
-        mapping = _pairs(fields)
+        mapping = {k: _text(v) if isinstance(v, bytes) else v for k, v in _pairs(attribute).items()}
         if mapping.get("identifier") == "vector" or mapping.get("attribute") == "vector":
-            for key in ("dim", "DIM"):
-                if key in mapping:
-                    return int(mapping[key])
-            for i, item in enumerate(fields[:-1]):
-                if isinstance(item, str) and item.lower() == "dim":
-                    return int(str(fields[i + 1]))
+            for key, value in mapping.items():
+                if key.lower() == "dim":
+                    return int(str(value))
+            if not isinstance(attribute, dict):  # an older module's list, where DIM may sit at any offset
+                fields = [_text(x) if isinstance(x, bytes | str) else x for x in attribute]
+                for i, item in enumerate(fields[:-1]):
+                    if isinstance(item, str) and item.lower() == "dim":
+                        return int(str(fields[i + 1]))
     return None
 
 
 def _scored_hits(raw: Any) -> tuple[int, list[tuple[str, float, dict[str, str]]]]:
-    """(total, [(key, score, fields)]) from an FT.SEARCH ... WITHSCORES answer, RESP2 or RESP3."""
-    if isinstance(raw, dict):  # RESP3: {"total_results", "results": [{"id", "score", "extra_attributes"}]}
-        decoded = {_text(k): v for k, v in raw.items()}
-        out = []
-        for item in decoded.get("results") or []:
-            row = {_text(k): v for k, v in item.items()}
-            fields = {k: _text(v) or "" for k, v in _pairs(row.get("extra_attributes") or {}).items()}
-            out.append((_text(row.get("id")) or "", float(row.get("score") or 0.0), fields))
-        return int(decoded.get("total_results") or 0), out
-    items = list(raw or [])
-    if not items:
-        return 0, []
-    scores = [float(_text(items[i]) or 0.0) for i in range(2, len(items), 3)]
-    unscored = [items[0], *[x for i, x in enumerate(items[1:]) if i % 3 != 1]]  # drop the scores
-    total, hits = _search_hits(unscored)
+    """(total, [(key, score, fields)]) from an FT.SEARCH ... WITHSCORES answer in either protocol.
+
+    RESP2 puts each score after its key (`[total, key1, score1, [f1, v1, ...], ...]`); RESP3
+    gives it as `score` in each result map. The rest is `_search_hits`'s.
+    """
+    if isinstance(raw, dict):
+        total, hits = _search_hits(raw)
+        scores = [float(_text(_pairs(r).get("score")) or 0.0) for r in _pairs(raw).get("results") or []]
+    else:
+        items = list(raw or [])
+        if not items:
+            return 0, []
+        scores = [float(_text(items[i]) or 0.0) for i in range(2, len(items), 3)]
+        total, hits = _search_hits([items[0], *(x for i, x in enumerate(items[1:]) if i % 3 != 1)])
     return total, [(key, score, fields) for (key, fields), score in zip(hits, scores, strict=True)]
 
 
 def _search_hits(raw: Any) -> tuple[int, list[tuple[str, dict[str, str]]]]:
-    """(total, [(key, fields)]) from a RESP2 FT.SEARCH answer."""
+    """(total, [(key, fields)]) from an FT.SEARCH answer in either protocol.
+
+    RESP2: `[total, key1, [f1, v1, ...], key2, ...]`. RESP3: a map with `total_results` and
+    `results`, each a map with `id` and `extra_attributes` (the RETURNed fields).
+    """
+    if isinstance(raw, dict):
+        reply = _pairs(raw)
+        hits: list[tuple[str, dict[str, str]]] = []
+        for result in reply.get("results") or []:
+            row = _pairs(result)
+            fields = {k: _text(v) or "" for k, v in _pairs(row.get("extra_attributes") or {}).items()}
+            hits.append((_text(row.get("id")) or "", fields))
+        return int(reply.get("total_results") or 0), hits
     items = list(raw or [])
     if not items:
         return 0, []
     total = int(items[0])
-    hits: list[tuple[str, dict[str, str]]] = []
+    hits = []
     for i in range(1, len(items) - 1, 2):
         key = _text(items[i]) or ""
         fields = {k: _text(v) or "" for k, v in _pairs(items[i + 1]).items()}

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, NotFound, NotSupported, StoreError, VmemError
+from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError, VmemError
 from veadk_mem.ltm.backends.hosted import (
     RETRY_DELAYS,
     Failure,
@@ -122,7 +122,7 @@ class TosContextBackend(LongTermMemoryBackend):
             try:
                 import tos
             except ImportError:
-                raise NotSupported("the tos SDK is not installed", hint=INSTALL_HINT) from None
+                raise MissingSdk("the tos SDK is not installed", hint=INSTALL_HINT) from None
             missing = [m for m in REQUIRED_METHODS if not hasattr(tos.TosClientV2, m)]
             if missing:
                 version = getattr(getattr(tos, "__version__", None), "__version__", "unknown")
