@@ -29,7 +29,7 @@ _vmem() {
     " ltm profile") opts='--app -a --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm delete") opts='--user -u --id --session -s --all --app -a --since --until --dry-run --yes -y --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm export") opts='--user -u --all-users --app -a --index -i --output -o --vectors --backend -b --config -c --json --quiet -q --verbose -v'; cmds='' ;;
-    " ltm import") opts='--backend -b --index -i --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " ltm import") opts='--backend -b --index -i --dry-run --rehash --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm copy") opts='--from-backend --to-backend --from-index --to-index --user -u --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " policy") opts=''; cmds='test show' ;;
     " policy test") opts='--from-store --db-url --policy -p --include-assistant --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;

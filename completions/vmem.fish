@@ -336,6 +336,7 @@ complete -c vmem -n "__vmem_at 'ltm import'" -s 'b' -x -a 'local mem0 opensearch
 complete -c vmem -n "__vmem_at 'ltm import'" -l 'index' -d 'Save into this index (default: each memory\'s).'
 complete -c vmem -n "__vmem_at 'ltm import'" -s 'i' -d 'Save into this index (default: each memory\'s).'
 complete -c vmem -n "__vmem_at 'ltm import'" -l 'dry-run' -d 'Count what would be saved; change nothing.'
+complete -c vmem -n "__vmem_at 'ltm import'" -l 'rehash' -d 'Recompute a content_hash that is not its text\'s instead of refusing the line.'
 complete -c vmem -n "__vmem_at 'ltm import'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'ltm import'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at 'ltm import'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'

@@ -324,6 +324,7 @@ def test_save_from_store_one_session_and_by_app(runner: CliRunner, session_db: s
         "saved": 1,
         "duplicates": 0,
         "dropped": 1,
+        "ledger_skipped": 0,
         "failed": 0,
     }
     code, out, err = invoke(runner, *args, "--app", "ltm_demo", "--user", "user-42")

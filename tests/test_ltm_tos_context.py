@@ -82,6 +82,15 @@ def session_file(tmp: Path, session_id: str = "sess-1", user: str = "user-42") -
     return path
 
 
+def other_session(tmp: Path, session_id: str) -> Path:
+    """A session with a text not saved before (vmem's replay ledger skips what it sent already)."""
+    path = session_file(tmp, session_id)
+    data = json.loads(path.read_text())
+    data["events"][0]["content"]["parts"][0]["text"] = f"I moved to Shanghai ({session_id})."
+    path.write_text(json.dumps(data))
+    return path
+
+
 def invoke(runner: CliRunner, *args: str) -> tuple[int, str, str]:
     result = runner.invoke(app, list(args))
     return result.exit_code, result.stdout, result.stderr
@@ -131,7 +140,7 @@ def test_save_creates_bucket_and_memory_set_then_one_request(server: TosContextS
 def test_second_save_reuses_bucket_and_set(server: TosContextServer, runner: CliRunner) -> None:
     invoke(runner, "ltm", "save", str(session_file(Path.cwd())))
     server.requests.clear()
-    code, _, err = invoke(runner, "ltm", "save", str(session_file(Path.cwd(), "sess-2")))
+    code, _, err = invoke(runner, "ltm", "save", str(other_session(Path.cwd(), "sess-2")))
     assert code == 0, err
     assert [r.path for r in server.requests] == ["/GetContextBucket", "/GetContextSet", "/v1/memories"]
 
@@ -268,7 +277,7 @@ def test_5xx_is_retried_then_reported(server: TosContextServer, runner: CliRunne
     assert code == 0, err
     assert len(server.calls("/v1/memories")) == 2
     server.fail("/v1/memories", 503, b"<html>\nService Unavailable\n</html>", times=9)
-    code, _, err = invoke(runner, "ltm", "save", str(session_file(Path.cwd(), "sess-2")))
+    code, _, err = invoke(runner, "ltm", "save", str(other_session(Path.cwd(), "sess-2")))
     assert code == 1 and "failed on POST /v1/memories (HTTP 503) after 4 attempts" in err
     assert "Traceback" not in err
 

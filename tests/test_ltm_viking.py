@@ -123,11 +123,18 @@ def test_replay_lands_on_the_same_viking_session(server: VikingMemoryServer, run
     assert invoke(runner, "ltm", "save", str(path))[0] == 0
     code, _, err = invoke(runner, "ltm", "save", str(path))
     assert code == 0, err
-    adds = server.calls("/api/memory/session/add")
-    assert [a.body["session_id"] for a in adds] == ["sess-1", "sess-1"]
-    assert len(server.calls("/api/memory/collection/create")) == 1  # exists the second time
+    # the same memories again: vmem's replay ledger sends nothing (the service cannot say what it holds)
+    assert len(server.calls("/api/memory/session/add")) == 1
     events = [m for m in server.memories.values() if m["memory_type"] == "sys_event_v1"]
     assert len(events) == 2  # same session, same memories: nothing doubled
+    data = json.loads(path.read_text())
+    data["events"].append({**data["events"][0], "id": "e9", "content": {"role": "user", "parts": [{"text": "new"}]}})
+    path.write_text(json.dumps(data))
+    code, _, err = invoke(runner, "ltm", "save", str(path))
+    assert code == 0, err
+    adds = server.calls("/api/memory/session/add")
+    assert [a.body["session_id"] for a in adds] == ["sess-1", "sess-1"]  # a later save lands on the same session
+    assert len(server.calls("/api/memory/collection/create")) == 1  # exists the second time
 
 
 def test_existing_collection_is_not_created_again(server: VikingMemoryServer, runner: CliRunner) -> None:

@@ -541,7 +541,7 @@ def _remember_secrets(settings: VmemSettings) -> None:
         value = get_value(settings, key)
         if isinstance(value, SecretStr) and value.get_secret_value():
             raw = value.get_secret_value()
-            if key.dotted == "short_term_memory.db_url":
+            if key.dotted.endswith("url"):  # a URL's secret is its password, not its host and port
                 _remember_url_secrets(raw)
             else:
                 remember_secret(raw)

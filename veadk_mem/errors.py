@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from json import JSONDecodeError
-
 
 class VmemError(Exception):
     """Root of every error vmem reports to a user as a one-line message."""
@@ -23,6 +18,24 @@ class StoreError(VmemError):
     """A store or API failed at run time (unreachable, refused, API error): exit 1."""
 
     exit_code = 1
+
+
+class StoreUnreachable(StoreError):
+    """The store could not be reached, or the connection went away mid-command: every
+    following call would fail the same way, so bulk work stops at the first."""
+
+
+class PartialWrite(StoreError):
+    """A save failed part-way: `stored` are the ids the store acknowledged before it failed.
+
+    `lost` says the connection went away (the store is unreachable, not refusing one
+    batch): a bulk write stops there instead of failing every following batch the same way.
+    """
+
+    def __init__(self, message: str, *, stored: list[str], lost: bool, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.stored = stored
+        self.lost = lost
 
 
 class BadInput(VmemError):
@@ -57,10 +70,3 @@ def missing_extra(package: str, extra: str) -> NotSupported:
         f"{package} is not installed",
         hint=f"install it with: pip install 'veadk-mem[{extra}]'",
     )
-
-
-def invalid_json(where: str, exc: JSONDecodeError, line_offset: int = 0) -> BadInput:
-    """The error for a JSON syntax error in `where`, naming its line and column."""
-    reason = exc.msg.removesuffix(" at")  # json's messages end "... at" before the position
-    reason = reason[:1].lower() + reason[1:]
-    return BadInput(f"{where}: line {exc.lineno + line_offset}, column {exc.colno}: invalid JSON: {reason}")

@@ -8,7 +8,6 @@ they arrived in, so a round trip is byte-exact.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,9 +15,9 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 from pydantic.alias_generators import to_camel
-from pydantic_core import from_json
 
-from veadk_mem.errors import BadInput, invalid_json
+from veadk_mem.errors import BadInput
+from veadk_mem.jsonio import dumps, loads, try_loads
 
 STATE_RECORD_KINDS = ("app_state", "user_state")
 
@@ -143,7 +142,7 @@ class Session(AdkModel):
 
     def to_json(self) -> str:
         """The session as one line of ADK camelCase JSON, non-ASCII kept as is."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        return dumps(self.to_dict(), compact=True)
 
 
 def event_types(event: Event) -> list[str]:
@@ -205,24 +204,6 @@ def _open_text(source: str | Path, name: str | None = None) -> tuple[TextIO, str
         raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def _decode(text: str, name: str, line_offset: int = 0) -> Any:
-    try:
-        # pydantic-core's parser is twice as fast and gives the same values; what it refuses
-        # (a lone surrogate escape, which json keeps, or an error) goes to json for its verdict
-        return from_json(text, cache_strings="keys")
-    except ValueError:
-        pass
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise invalid_json(name, exc, line_offset) from None
-    except RecursionError:
-        where = f"{name}: line {line_offset + 1}" if line_offset else name
-        raise BadInput(f"{where}: JSON nested too deeply") from None
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{name}: not UTF-8 text ({exc.reason})") from None
-
-
 def iter_documents(source: str | Path, name: str | None = None) -> Iterator[tuple[str, Any]]:
     """Yield (location, JSON value) for each document in a JSON object, list or JSONL file.
 
@@ -241,17 +222,14 @@ def iter_documents(source: str | Path, name: str | None = None) -> Iterator[tupl
             raise BadInput(f"{name}: not UTF-8 text ({exc.reason})") from None
         if not first:
             raise BadInput(f"{name}: empty input, expected session JSON")
-        single: Any = None
-        try:
-            single = json.loads(first)
-        except json.JSONDecodeError:
-            single = None
+        # one JSON object per line, or one document (an object or a list) over many lines
+        single = try_loads(first) if first.lstrip().startswith("{") else None
         if isinstance(single, dict):
             yield f"{name}: line {first_line}", single
             yield from _iter_jsonl(stream, name, start=first_line + 1)
             return
         text = first + stream.read()
-        value = _decode(text, name)
+        value = loads(text, name)
         if isinstance(value, list):
             for index, item in enumerate(value):
                 yield f"{name}: [{index}]", item
@@ -265,7 +243,7 @@ def iter_documents(source: str | Path, name: str | None = None) -> Iterator[tupl
 def _iter_jsonl(stream: TextIO, name: str, start: int) -> Iterator[tuple[str, Any]]:
     for lineno, line in enumerate(stream, start):
         if line.strip():
-            yield f"{name}: line {lineno}", _decode(line, name, lineno - 1)
+            yield f"{name}: line {lineno}", loads(line, name, line=lineno)
 
 
 def read_sessions(source: str | Path) -> Iterator[Session]:

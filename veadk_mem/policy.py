@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from veadk_mem.errors import BadInput, invalid_json
+from veadk_mem.errors import BadInput
 from veadk_mem.events import Event, Session
 
 if TYPE_CHECKING:
@@ -189,10 +189,9 @@ def _read_policy_file(path: Path) -> Any:
 
 
 def _decode_json(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise invalid_json(where, exc) from None
+    from veadk_mem.jsonio import loads
+
+    return loads(text, where)
 
 
 def resolve_policy(

@@ -248,9 +248,18 @@ DRY_USER_COLUMNS = [
 ]
 
 
+LEDGER_COLUMN = Column("skipped by ledger", "ledger_skipped", justify="right")
+
+
+def _with_ledger(columns: list[Column], shown: bool) -> list[Column]:
+    """The columns, plus the ledger's count before the last one when the ledger skipped anything."""
+    return [*columns[:-1], LEDGER_COLUMN, columns[-1]] if shown else columns
+
+
 def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
     render = state.render
     totals = summary.totals()
+    ledger = totals["ledger_skipped"] > 0
     if render.json_mode:
         render.json(
             {
@@ -264,9 +273,24 @@ def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
         return
     if dry_run:
         ok = [r.as_dict() for r in summary.reports if r.error is None]
-        render.table(ok, DRY_SESSION_COLUMNS, title="dry run: per session", empty="no sessions")
-        render.table(summary.per_user(), DRY_USER_COLUMNS, title="dry run: per user", empty="no users")
-    render.table([totals], SUMMARY_COLUMNS, title="dry run: nothing was saved" if dry_run else None)
+        render.table(ok, _with_ledger(DRY_SESSION_COLUMNS, ledger), title="dry run: per session", empty="no sessions")
+        render.table(
+            summary.per_user(), _with_ledger(DRY_USER_COLUMNS, ledger), title="dry run: per user", empty="no users"
+        )
+    render.table(
+        [totals], _with_ledger(SUMMARY_COLUMNS, ledger), title="dry run: nothing was saved" if dry_run else None
+    )
+    if ledger:
+        for r in summary.reports:
+            if r.ledger_skipped:
+                events = ", ".join(r.ledger_skipped)
+                render.message(
+                    f"ledger: {r.app_name}/{r.user_id}/{r.session_id}: sent before, skipped: events {events}"
+                )
+        render.message(
+            f"vmem's replay ledger skipped {counted(totals['ledger_skipped'], 'memory')} it sent to this store "
+            "before (the store cannot say what it holds); `vmem ltm delete` and `vmem forget` clear its entries"
+        )
 
 
 # --- search / list / profile ---------------------------------------------------------
@@ -541,7 +565,9 @@ def delete(
             confirm_deletion(
                 state, f"delete {counted(len(found), 'memory')} of user {user!r} from index {index!r}?", yes=yes
             )
-            return index, found, await ltm.delete(app_name=app_name, user_id=user, records=found, index=index)
+            whole = everything and after is None and before is None  # the user's whole index: its ledger too
+            deleted = await ltm.delete(app_name=app_name, user_id=user, records=found, index=index, everything=whole)
+            return index, found, deleted
         finally:
             await ltm.close()
 

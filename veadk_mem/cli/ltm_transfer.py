@@ -62,7 +62,10 @@ def _finish(state: AppState, summary: Any, dry_run: bool) -> None:
         render.json(data)
     else:
         title = "dry run: nothing was saved" if dry_run else None
-        render.table([data], SUMMARY_COLUMNS, title=title)
+        columns = list(SUMMARY_COLUMNS)
+        if summary.ledger_skipped:  # the replay ledger's count, only where a store needs one
+            columns.insert(3, Column("skipped by ledger", "ledger_skipped", justify="right"))
+        render.table([data], columns, title=title)
     for failure in summary.failures:
         render.error(failure)
     if summary.failed:
@@ -133,19 +136,27 @@ def import_(
         str | None, typer.Option("--index", "-i", metavar="I", help="Save into this index (default: each memory's).")
     ] = None,
     dry_run: DryRunOpt = False,
+    rehash: Annotated[
+        bool,
+        typer.Option("--rehash", help="Recompute a content_hash that is not its text's instead of refusing the line."),
+    ] = False,
     json_flag: JsonOption = False,
 ) -> None:
     """Load an export into a backend: every line checked first, then saved through VeADK's layout.
 
-    Idempotent: memories the target already holds (by content hash) are skipped. Vectors
-    are reused when the file's model and dimension are the target's, re-embedded otherwise.
+    Idempotent: memories the target already holds (by content hash, recomputed from the
+    text) are skipped. A line whose content_hash is not its text's is exit 2 naming it,
+    unless --rehash. Vectors are reused when the file's model and dimension are the
+    target's, re-embedded otherwise.
     """
     from veadk_mem.ltm.transfer import import_records, open_export, precheck_indexes
 
     state = get_state(ctx, json_flag=json_flag)
     render = state.render
     with render.progress("checking the file") as advance:
-        file = open_export(source, progress=advance)
+        file = open_export(source, progress=advance, rehash=rehash)
+    if file.rehashed:
+        render.message(f"--rehash: recomputed the content hash of {counted(file.rehashed, 'edited memory')}")
     try:
         ltm = _facade(state, backend)
         precheck_indexes(ltm, file.indexes, index)

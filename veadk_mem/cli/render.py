@@ -12,13 +12,15 @@ warning, error and hint is one line however long.
 from __future__ import annotations
 
 import csv
-import json
+import re
 import sys
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
+
+from veadk_mem.jsonio import dumps, iso_utc
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,27 +60,8 @@ class Column:
 
 
 def to_json(data: Any, *, indent: int | None = 2) -> str:
-    """Stable JSON for --json output: keys as given, non-ASCII kept."""
-    return json.dumps(data, ensure_ascii=False, indent=indent, default=_json_default)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return iso_utc(value)
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def iso_utc(value: datetime | float | None) -> str | None:
-    """An ISO-8601 UTC time for JSON output."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        value = datetime.fromtimestamp(value, tz=UTC)
-    elif value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """Stable JSON for --json output: keys as given, non-ASCII kept, NaN as null (the one encoder)."""
+    return dumps(data, indent=indent)
 
 
 TIME_WIDTH = 10  # a squeezed time column wraps between date and time, never inside the date
@@ -93,6 +76,37 @@ def local_time(value: datetime | float | None) -> str:
     elif value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI), and the
+# bidirectional overrides and isolates that reorder what a terminal shows.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(value: Any) -> Any:
+    """`value` with escape sequences and control characters made visible (\\x1b), for people.
+
+    Memory text, authors, ids and state come from users and models: printed raw, an ESC
+    sequence could clear the screen, retitle the terminal, hide rows or reorder what the
+    operator reads. The renderer applies this to every cell, title and message it prints for
+    people (JSON escapes them by construction); lists and dicts are cleaned item by item.
+    """
+    if isinstance(value, str):
+        return _UNSAFE.sub(_visible, value)
+    if isinstance(value, list):
+        return [terminal_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {terminal_safe(k): terminal_safe(v) for k, v in value.items()}
+    return value
+
+
+def _safe_text(text: str | None) -> str | None:
+    return None if text is None else _UNSAFE.sub(_visible, text)
 
 
 def counted(n: int, noun: str) -> str:
@@ -238,7 +252,8 @@ class Renderer:
         return count
 
     def text(self, text: str) -> None:
-        """A line of data for people and scripts alike (a path, a profile), as it is."""
+        """A line of data for people and scripts alike (a path, a profile), control characters made visible."""
+        text = _UNSAFE.sub(_visible, text)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
 
@@ -272,6 +287,7 @@ class Renderer:
         continued: more rows of the table printed just before (no new header off a terminal).
         to_stderr: not data (a plan shown before a question), so it goes to stderr.
         """
+        title = _safe_text(title)
         if self.fmt is not None and not to_stderr:
             self._machine_table(rows, columns, header=not continued)  # a header even with no rows
             if not rows and not continued:
@@ -387,7 +403,8 @@ class Renderer:
 
     def fields(self, pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
         """A two-column key/value listing for people: keys never wrap, values wrap whole."""
-        rows = [{"key": k, "value": v} for k, v in pairs]
+        rows = [{"key": terminal_safe(str(k)), "value": v} for k, v in pairs]
+        title = _safe_text(title)
         columns = [Column("", "key", no_wrap=True), Column("", "value")]
         if not self.out.is_terminal:
             self._plain_fields(rows)
@@ -419,20 +436,20 @@ class Renderer:
     def message(self, text: str) -> None:
         """A progress or status note on stderr; silenced by --quiet."""
         if not self.quiet:
-            self.err.print(text, markup=False, soft_wrap=True)
+            self.err.print(_UNSAFE.sub(_visible, text), markup=False, soft_wrap=True)
 
     def warn(self, text: str) -> None:
         """A warning on stderr, shown even with --quiet."""
-        self.err.print(f"vmem: warning: {text}", markup=False, style="yellow", soft_wrap=True)
+        self.err.print(f"vmem: warning: {_UNSAFE.sub(_visible, text)}", markup=False, style="yellow", soft_wrap=True)
 
     def error(self, text: str) -> None:
         """The one-line error message on stderr."""
-        self.err.print(f"vmem: error: {text}", markup=False, style="red", soft_wrap=True)
+        self.err.print(f"vmem: error: {_UNSAFE.sub(_visible, text)}", markup=False, style="red", soft_wrap=True)
 
     def hint(self, text: str) -> None:
         """The line after an error saying what to try."""
         if not self.quiet:
-            self.err.print(f"  hint: {text}", markup=False, soft_wrap=True)
+            self.err.print(f"  hint: {_UNSAFE.sub(_visible, text)}", markup=False, soft_wrap=True)
 
     @contextmanager
     def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
@@ -464,7 +481,7 @@ class Renderer:
             return False
         from rich.prompt import Confirm
 
-        return bool(Confirm.ask(question, console=self.err, default=False))
+        return bool(Confirm.ask(_UNSAFE.sub(_visible, question), console=self.err, default=False))
 
 
 def tsv_escape(text: str) -> str:
@@ -473,7 +490,12 @@ def tsv_escape(text: str) -> str:
 
 
 def _person_cell(value: Any, col: Column | None) -> str:
-    """A cell for people: the column's formatter, else JSON for dicts and lists, else str()."""
+    """A cell for people, control characters made visible: the column's formatter, else JSON
+    for dicts and lists, else str()."""
+    return _UNSAFE.sub(_visible, _cell_text(value, col))
+
+
+def _cell_text(value: Any, col: Column | None) -> str:
     if col is not None and col.fmt is not None:
         return str(col.fmt(value))
     if value is None:

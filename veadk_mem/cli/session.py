@@ -74,7 +74,7 @@ def _filter(app_name: str | None, user: str | None, since: str | None, until: st
 
 def _safe(value: Any) -> Any:
     """A table cell with terminal escape sequences neutralised (JSON output needs none of this)."""
-    from veadk_mem.sessions.timeline import terminal_safe
+    from veadk_mem.cli.render import terminal_safe
 
     return terminal_safe(value)
 
@@ -259,9 +259,9 @@ def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, sh
 
 def _json_text(value: Any) -> str:
     """A state value or delta as compact JSON, whole: the table wraps it."""
-    import json
+    from veadk_mem.jsonio import dumps
 
-    return str(_safe(json.dumps(value, ensure_ascii=False, default=str)))
+    return str(_safe(dumps(value, default=str)))
 
 
 @app.command("delete")

@@ -139,6 +139,10 @@ class LongTermMemoryBackend(ABC):
         """Which of these content hashes the user's index already holds (empty when unknown)."""
         return set()
 
+    def knows_what_it_holds(self) -> bool:
+        """Whether `existing_hashes` asks the store; if not, the facade keeps a replay ledger instead."""
+        return type(self).existing_hashes is not LongTermMemoryBackend.existing_hashes
+
     async def list_memories(self, user_id: str, *, limit: int | None = None) -> list[MemoryRecord]:
         """The user's memories, newest first."""
         raise NotSupported(f"the {self.name} backend cannot list memories")

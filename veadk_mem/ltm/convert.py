@@ -12,6 +12,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from veadk_mem.jsonio import try_loads
 from veadk_mem.ltm.base import Chunk, MemoryRecord
 
 TEXT_KEYS = ("text", "abstract", "summary", "content", "memory", "memory_info")
@@ -22,10 +23,7 @@ def _loads(text: str) -> Any:
     stripped = text.strip()
     if not stripped or stripped[0] not in "{[":
         return None
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        return None
+    return try_loads(stripped)  # a stored memory may be anything, even nested past any parser's limit
 
 
 def _is_content(value: Any) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from veadk_mem.errors import BadInput, NotSupported
 from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import to_memory_entries
+from veadk_mem.ltm.ledger import Ledger, Scope
 from veadk_mem.ltm.registry import canonical_name, load_backend
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class SessionReport:
     error: str | None = None
     ids: list[str] = field(default_factory=list)
     source: str = ""
+    ledger_skipped: list[str] = field(default_factory=list)  # event ids of memories the ledger says were sent
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +56,8 @@ class SessionReport:
             "saved": self.saved,
             "duplicates": self.duplicates,
             "dropped": self.dropped,
+            "ledger_skipped": len(self.ledger_skipped),
+            "ledger_skipped_events": self.ledger_skipped,
             "error": self.error,
         }
 
@@ -94,6 +98,18 @@ class LongTermMemory:
         self._backends: dict[str, LongTermMemoryBackend] = {}
         # (index, content hash) -> vectors embedded ahead by prepare_sessions, taken by the save.
         self._prepared: dict[tuple[str, str], Any] = {}
+        self._ledger: Ledger | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        """The replay ledger (opened on first use) for backends that cannot say what they hold."""
+        if self._ledger is None:
+            self._ledger = Ledger()
+        return self._ledger
+
+    def _scope(self, backend: LongTermMemoryBackend, user_id: str) -> Scope:
+        store = getattr(backend, "target", "")
+        return Scope(self.backend_name, store if isinstance(store, str) else "", backend.index, user_id)
 
     @classmethod
     def from_settings(
@@ -211,7 +227,9 @@ class LongTermMemory:
         report = SessionReport(session.app_name, session.user_id, session.id, index, events=len(session.events))
         records, report.dropped = self._memories_of(session, policy)
         report.memories = len(records)
-        new = await self._new_records(session.user_id, records, index)
+        skipped: list[MemoryRecord] = []
+        new = await self._new_records(session.user_id, records, index, skipped)
+        report.ledger_skipped = [r.event_id for r in skipped]
         report.duplicates = len(records) - len(new)
         for record in new:  # embedded with other sessions' memories by prepare_sessions
             if record.vectors is None:
@@ -219,9 +237,7 @@ class LongTermMemory:
         if dry_run or not new:
             report.saved = len(new)
             return report
-        backend = self.backend_for(index=index)
-        save: Any = backend.save
-        ids = await (save(session.user_id, new, progress=progress) if progress else save(session.user_id, new))
+        ids = await self.save_records(session.user_id, new, index, progress=progress)
         report.ids = list(ids)
         report.saved = len(ids)
         report.duplicates = len(records) - len(ids)
@@ -277,15 +293,43 @@ class LongTermMemory:
         except VmemError:
             return
 
-    async def _new_records(self, user_id: str, records: list[MemoryRecord], index: str) -> list[MemoryRecord]:
-        """Records whose content hash is neither earlier in the batch nor in the store."""
+    async def _new_records(
+        self, user_id: str, records: list[MemoryRecord], index: str, skipped: list[MemoryRecord] | None = None
+    ) -> list[MemoryRecord]:
+        """Records whose content hash is neither earlier in the batch nor in the store.
+
+        A store that cannot say what it holds is asked of the replay ledger instead;
+        `skipped` collects the records the ledger (not the store) said were sent already.
+        """
         unique: dict[str, MemoryRecord] = {}
         for record in records:
             unique.setdefault(record.content_hash, record)
         if not unique:
             return []
-        existing = await self.backend_for(index=index).existing_hashes(user_id, list(unique))
+        backend = self.backend_for(index=index)
+        if backend.knows_what_it_holds():
+            existing = await backend.existing_hashes(user_id, list(unique))
+        else:
+            existing = self.ledger.sent(self._scope(backend, user_id), unique)
+            if skipped is not None:
+                skipped.extend(r for h, r in unique.items() if h in existing)
         return [r for h, r in unique.items() if h not in existing]
+
+    async def save_records(
+        self, user_id: str, records: list[MemoryRecord], index: str, *, progress: Callable[[int], None] | None = None
+    ) -> list[str]:
+        """Save new records into the index; a store that cannot say what it holds gets them
+        entered in the replay ledger, so the next replay skips them."""
+        backend = self.backend_for(index=index)
+        save: Any = backend.save
+        ids: list[str] = await (save(user_id, records, progress=progress) if progress else save(user_id, records))
+        if not backend.knows_what_it_holds():
+            given = ids if len(ids) == len(records) else [""] * len(records)
+            self.ledger.record(
+                self._scope(backend, user_id),
+                [(r.content_hash, i, r.session_id) for r, i in zip(records, given, strict=True)],
+            )
+        return ids
 
     # --- read --------------------------------------------------------------------------
 
@@ -443,13 +487,29 @@ class LongTermMemory:
         return records
 
     async def delete(
-        self, *, app_name: str | None, user_id: str, records: list[MemoryRecord], index: str | None = None
+        self,
+        *,
+        app_name: str | None,
+        user_id: str,
+        records: list[MemoryRecord],
+        index: str | None = None,
+        everything: bool = False,
     ) -> int:
-        """Delete these (selected) memories of the user."""
+        """Delete these (selected) memories of the user, and their replay-ledger entries
+        (every entry of the user's index when `everything`), so a later save resends them."""
         if not records:
             return 0
         backend = self.backend_for(app_name, index=index)
-        return await backend.delete_memories(user_id, [r.id for r in records])
+        deleted = await backend.delete_memories(user_id, [r.id for r in records])
+        if not backend.knows_what_it_holds():
+            self.ledger.forget(
+                self._scope(backend, user_id),
+                ids=[r.id for r in records],
+                hashes=[r.content_hash for r in records],
+                sessions=[r.session_id for r in records],
+                everything=everything,
+            )
+        return deleted
 
     async def forget_plan(self, *, user_id: str, app_name: str | None = None) -> dict[str, list[MemoryRecord]]:
         """index -> the user's memories there: every index the store knows of, or the app's."""
@@ -471,6 +531,8 @@ class LongTermMemory:
     async def close(self) -> None:
         for backend in self._backends.values():
             await backend.close()
+        if self._ledger is not None:
+            self._ledger.close()
 
 
 SEARCH_WINDOW_CAP = 1000  # results a time-windowed search asks a backend for, at most

@@ -136,7 +136,9 @@ async def forget_user(settings: VmemSettings, ltm: LongTermMemory, plan: ForgetP
     from veadk_mem.sessions.store import SessionStore
 
     for index, records in plan.memories.items():
-        plan.deleted_memories += await ltm.delete(app_name=None, user_id=plan.user_id, records=records, index=index)
+        plan.deleted_memories += await ltm.delete(
+            app_name=None, user_id=plan.user_id, records=records, index=index, everything=True
+        )
     await ltm.close()
     if plan.sessions:
         store = SessionStore.from_settings(settings)

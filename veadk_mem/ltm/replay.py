@@ -53,7 +53,7 @@ def count_sessions(sources: list[str]) -> int | None:
     JSONL counts its non-blank lines that are not state records; a JSON file is one
     session, or the length of its list.
     """
-    import json
+    from veadk_mem.jsonio import try_loads
 
     if any(s == "-" for s in sources) or sum(Path(s).stat().st_size for s in sources) > COUNT_LIMIT:
         return None
@@ -63,9 +63,8 @@ def count_sessions(sources: list[str]) -> int | None:
             data = handle.read()
         head = data.lstrip()[:1]
         if head == b"[":
-            try:
-                value = json.loads(data)
-            except ValueError:
+            value = try_loads(data)
+            if value is None:
                 return None
             total += len(value) if isinstance(value, list) else 1
         else:
@@ -129,6 +128,7 @@ class ReplaySummary:
             "saved": sum(r.saved for r in ok),
             "duplicates": sum(r.duplicates for r in ok),
             "dropped": sum(r.dropped for r in ok),
+            "ledger_skipped": sum(len(r.ledger_skipped) for r in ok),
             "failed": len(self.failed),
         }
 
@@ -148,11 +148,13 @@ class ReplaySummary:
                     "saved": 0,
                     "duplicates": 0,
                     "dropped": 0,
+                    "ledger_skipped": 0,
                 },
             )
             row["sessions"] += 1
             for key in ("saved", "duplicates", "dropped"):
                 row[key] += getattr(r, key)
+            row["ledger_skipped"] += len(r.ledger_skipped)
         return list(groups.values())
 
 

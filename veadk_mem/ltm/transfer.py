@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 import os
 import re
@@ -23,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotSupported, VmemError, invalid_json
+from veadk_mem import jsonio
+from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreUnreachable, VmemError
+from veadk_mem.jsonio import loads
 from veadk_mem.ltm.base import MemoryRecord
 
 if TYPE_CHECKING:
@@ -126,8 +127,8 @@ async def export_lines(
 
 
 def dumps(line: dict[str, Any]) -> str:
-    """One JSONL line; NaN never appears (json.dumps would write bare NaN, which is not JSON)."""
-    return json.dumps(line, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """One JSONL line, compact (the one encoder: NaN in metadata is written as null)."""
+    return jsonio.dumps(line, compact=True)
 
 
 @contextmanager
@@ -203,8 +204,15 @@ def parse_header(obj: Any, where: str) -> FileHeader:
     return FileHeader(str(obj.get("backend") or ""), model, dim)
 
 
-def parse_record(obj: Any, where: str, line: int) -> tuple[str, MemoryRecord, str | None, int | None]:
-    """(index, record, vector model, dimension) of one memory line, or BadInput naming the line and field."""
+def parse_record(
+    obj: Any, where: str, line: int, *, rehash: bool = False
+) -> tuple[str, MemoryRecord, str | None, int | None]:
+    """(index, record, vector model, dimension) of one memory line, or BadInput naming the line and field.
+
+    The content hash is vmem's own: always recomputed from the text. A line whose
+    `content_hash` disagrees (text edited, hash kept) is refused unless `rehash` says to
+    recompute and go on; trusted, it would store the text under another text's identity.
+    """
     if not isinstance(obj, dict):
         raise _fail(where, line, "a memory line must be a JSON object")
     if obj.get("kind", "memory") != "memory":
@@ -223,7 +231,13 @@ def parse_record(obj: Any, where: str, line: int) -> tuple[str, MemoryRecord, st
     if digest not in (None, ""):
         if not isinstance(digest, str) or not _HASH.fullmatch(digest):
             raise _fail(where, line, "field 'content_hash' must be 64 lowercase hex digits")
-        record.content_hash = digest
+        if digest != record.content_hash and not rehash:
+            raise _fail(
+                where,
+                line,
+                "field 'content_hash' is not the hash of field 'text' (was the text edited?); "
+                "pass --rehash to recompute it",
+            )
     created = obj.get("created_at")
     if created is not None:
         if not isinstance(created, (int, float)) or isinstance(created, bool) or not math.isfinite(created):
@@ -282,18 +296,8 @@ def _vectors(vectors: Any, packed: Any, dim: int, where: str, line: int) -> Any:
 
 
 def _loads(text: str, where: str, line: int) -> Any:
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise invalid_json(f"{where}:{line}", exc) from None
-    except ValueError as exc:
-        raise _fail(where, line, str(exc)) from None
-    except RecursionError:
-        raise _fail(where, line, "JSON nested too deeply") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    """One line of an export, decoded; NaN and Infinity are refused (they are not JSON)."""
+    return loads(text, f"{where}:{line}", finite=True)
 
 
 @dataclass
@@ -306,6 +310,8 @@ class ExportFile:
     memories: int
     spooled: bool = False
     indexes: set[str] = field(default_factory=set)  # the indexes the lines name ("" for none)
+    rehash: bool = False  # a content_hash that disagrees with its text is recomputed, not refused
+    rehashed: int = 0  # lines whose content_hash was recomputed
 
     def records(self) -> Iterator[tuple[str, MemoryRecord, str | None, int | None]]:
         """Every memory line, parsed (the file was validated already)."""
@@ -313,15 +319,18 @@ class ExportFile:
             for number, text in enumerate(handle, start=1):
                 if number == 1 or not text.strip():
                     continue
-                yield parse_record(_loads(text, self.where, number), self.where, number)
+                yield parse_record(_loads(text, self.where, number), self.where, number, rehash=self.rehash)
 
     def close(self) -> None:
         if self.spooled:
             self.path.unlink(missing_ok=True)
 
 
-def open_export(source: str, progress: Callable[[int], None] | None = None) -> ExportFile:
-    """Validate every line of an export file (or `-`) before anything is written."""
+def open_export(source: str, progress: Callable[[int], None] | None = None, *, rehash: bool = False) -> ExportFile:
+    """Validate every line of an export file (or `-`) before anything is written.
+
+    rehash: recompute a content_hash that disagrees with its text instead of refusing the line.
+    """
     spooled = False
     if source == "-":
         fd, temp = tempfile.mkstemp(prefix="vmem-ltm-import-", suffix=".jsonl")  # 0600
@@ -342,7 +351,7 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
             raise BadInput(f"{source}: is a directory, not an export file")
     try:
         head: FileHeader | None = None
-        count = 0
+        count = rehashed = 0
         indexes: set[str] = set()
         with path.open(encoding="utf-8", errors="strict") as handle:
             try:
@@ -353,7 +362,9 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
                     if number == 1:
                         head = parse_header(obj, where)
                         continue
-                    indexes.add(parse_record(obj, where, number)[0])
+                    index, record, _, _ = parse_record(obj, where, number, rehash=rehash)
+                    indexes.add(index)
+                    rehashed += obj.get("content_hash") not in (None, "", record.content_hash)
                     count += 1
                     if progress is not None:
                         progress(1)
@@ -361,7 +372,7 @@ def open_export(source: str, progress: Callable[[int], None] | None = None) -> E
                 raise BadInput(f"{where}: not UTF-8 text") from None
         if head is None:
             raise BadInput(f"{where}: empty file; a {FORMAT} export starts with a header line")
-        return ExportFile(path, where, head, count, spooled, indexes)
+        return ExportFile(path, where, head, count, spooled, indexes, rehash, rehashed)
     except BaseException:
         if spooled:
             path.unlink(missing_ok=True)
@@ -381,14 +392,18 @@ class ImportSummary:
     failed: int = 0
     reembedded: int = 0
     reused_vectors: int = 0
+    ledger_skipped: int = 0  # sent before, by vmem's replay ledger (a store that cannot say what it holds)
     failures: list[str] = field(default_factory=list)
+    stopped: bool = False  # the store went away: the rest of the input was not read
 
     def as_dict(self, dry_run: bool) -> dict[str, Any]:
         return {
             "dry_run": dry_run,
+            "stopped": self.stopped,
             "read": self.read,
             "saved": self.saved,
             "duplicates": self.duplicates,
+            "ledger_skipped": self.ledger_skipped,
             "failed": self.failed,
             "reused_vectors": self.reused_vectors,
             "reembedded": self.reembedded,
@@ -428,8 +443,12 @@ async def import_records(
         if not batch:
             return
         name, user_id = key
+        attempted = len(batch)  # what a failure leaves unsaved: the batch, less what was there already
         try:
-            new = await target._new_records(user_id, batch, name)
+            skipped: list[MemoryRecord] = []
+            new = await target._new_records(user_id, batch, name, skipped)
+            summary.ledger_skipped += len(skipped)
+            attempted = len(new)
             summary.duplicates += len(batch) - len(new)
             reused = sum(1 for r in new if r.vectors is not None)
             summary.reused_vectors += reused
@@ -438,12 +457,20 @@ async def import_records(
             if dry_run or not new:
                 summary.saved += len(new) if dry_run else 0
             else:
-                ids = await target.backend_for(index=name).save(user_id, new)
+                ids = await target.save_records(user_id, new, name)
                 summary.saved += len(ids)
                 summary.duplicates += len(new) - len(ids)
         except VmemError as exc:
-            summary.failed += len(batch)
-            summary.failures.append(f"index {name}, user {user_id}: {len(batch)} memories: {exc.message}")
+            # what the store acknowledged before failing is saved; the rest of this batch failed
+            stored = len(exc.stored) if isinstance(exc, PartialWrite) else 0
+            summary.saved += stored
+            summary.failed += attempted - stored
+            if isinstance(exc, StoreUnreachable) or (isinstance(exc, PartialWrite) and exc.lost):
+                # every later batch would fail the same way: one line, and stop here
+                summary.stopped = True
+                summary.failures.append(f"stopped after {summary.read:,} memories read: {exc.message}")
+            else:
+                summary.failures.append(f"index {name}, user {user_id}: {len(batch)} memories: {exc.message}")
         if progress is not None:
             progress(len(batch))
 
@@ -474,8 +501,12 @@ async def import_records(
         pending.setdefault(key, []).append(record)
         if len(pending[key]) >= BATCH:
             await flush(key)
+            if summary.stopped:
+                return summary
     for key in list(pending):
         await flush(key)
+        if summary.stopped:
+            break
     return summary
 
 
@@ -524,8 +555,7 @@ def _line_record(line: dict[str, Any]) -> tuple[str, MemoryRecord, str | None, i
         session_id=line["session_id"],
         event_id=line["event_id"],
         author=line["author"],
-        content_hash=line["content_hash"],
-        created_at=line["created_at"],
+        created_at=line["created_at"],  # the content hash is recomputed from the text, never carried
         metadata=dict(line["metadata"] or {}),
     )
     if "vectors_b64" in line:

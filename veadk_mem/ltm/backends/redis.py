@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
+from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreError, StoreUnreachable, VmemError
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
@@ -146,7 +146,7 @@ class RedisBackend(LongTermMemoryBackend):
                 hint="check DATABASE_REDIS_USERNAME / DATABASE_REDIS_PASSWORD",
             ) from None
         except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
-            raise StoreError(f"cannot reach redis at {self.target} while {doing}: {_first_line(exc)}") from None
+            raise StoreUnreachable(f"cannot reach redis at {self.target} while {doing}: {_first_line(exc)}") from None
         except rex.ResponseError as exc:
             text = _first_line(exc)
             if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
@@ -323,13 +323,22 @@ class RedisBackend(LongTermMemoryBackend):
                 pieces.extend((memory, n, offset, text) for n, (offset, text) in enumerate(chunks))
             vectors = self._vectors(embedder, pieces, given)
             mappings = self._mappings(user_id, pieces, vectors)
+            acked = [0]  # HSET replies read: what the server acknowledged
             try:
                 async with self._guard(f"saving into {name}"):
-                    await self._send_hsets(mappings)
+                    await self._send_hsets(mappings, acked)
             except StoreError as exc:
-                raise StoreError(
-                    f"{exc.message}; {len(done)} of {len(memories)} memories were stored, "
-                    f"{len(memories) - len(done)} were not (re-run to store the rest)",
+                # a memory is stored when the replies to all its chunks' HSETs came back
+                whole = [m.id for m, n, _, _ in pieces[: acked[0]] if n == 0]
+                last = pieces[acked[0] - 1] if acked[0] else None
+                if whole and last is not None and acked[0] < len(pieces) and pieces[acked[0]][0] is last[0]:
+                    whole.pop()  # its last chunks were not acknowledged
+                stored = [*done, *whole]
+                raise PartialWrite(
+                    f"{exc.message}; {len(stored)} of {len(memories)} memories were stored, "
+                    f"{len(memories) - len(stored)} were not (re-run to store the rest)",
+                    stored=stored,
+                    lost=isinstance(exc, StoreUnreachable),
                     hint=exc.hint,
                 ) from None
             done.extend(m.id for m in batch)
@@ -374,8 +383,9 @@ class RedisBackend(LongTermMemoryBackend):
                 found.add((index, user))
         return sorted(found)
 
-    async def _send_hsets(self, mappings: list[tuple[str, dict[str, Any]]]) -> None:
-        """Every HSET of a batch in one write, then their replies: one round trip.
+    async def _send_hsets(self, mappings: list[tuple[str, dict[str, Any]]], acked: list[int]) -> None:
+        """Every HSET of a batch in one write, then their replies: one round trip; acked[0]
+        counts the replies read, so a failure part-way knows what the server stored.
 
         The same as a redis-py pipeline, framed here (RESP is a length-prefixed list of
         byte strings) because redis-py's pure-Python packing of 8 fields per hash cost more
@@ -394,6 +404,7 @@ class RedisBackend(LongTermMemoryBackend):
             while pending:
                 await conn.read_response()
                 pending -= 1
+                acked[0] += 1
         finally:
             if pending:
                 await conn.disconnect()

@@ -1,0 +1,149 @@
+"""The one JSON reader for every input and the one JSON encoder for every output.
+
+Reading: a file, a line of JSONL, a policy or inline JSON all decode here, so every bad
+document is the same exit 2 naming where it is: a syntax error by line and column, and
+nesting deeper than pydantic-core parses (about 200 levels, the limit of ADK's own
+`model_validate_json`) as "JSON nested too deeply" instead of a RecursionError.
+
+Writing: NaN and infinities (an agent may store them in state) become null, as ADK's
+`model_dump_json` writes them; bare NaN is not JSON and breaks every strict parser.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic_core import from_json
+
+from veadk_mem.errors import BadInput
+
+_POSITION = re.compile(r"at line (\d+) column (\d+)$")
+# What json leaves raw with ensure_ascii=False but a terminal acts on: DEL, the C1 controls
+# (0x9b is a one-byte CSI) and the bidirectional overrides and isolates. They can only be
+# inside strings, where \uXXXX is the same value.
+_TERMINAL = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _where(where: str, line: int | None, lineno: int | None, column: int | None) -> str:
+    """'file: line L, column C' with L counted in the file when `line` says where the text starts."""
+    if lineno is None:
+        return f"{where}: line {line}" if line is not None else where
+    absolute = lineno if line is None else line + lineno - 1
+    return f"{where}: line {absolute}, column {column}"
+
+
+def loads(text: str | bytes, where: str, *, line: int | None = None, finite: bool = False) -> Any:
+    """Decode one JSON document, or raise BadInput naming `where` (and the line and column).
+
+    `line` is the line of its file the text starts on (JSONL), None for a whole file or a
+    string. `finite` refuses NaN and Infinity, which are not JSON numbers.
+    """
+    try:
+        # pydantic-core's parser is twice as fast as json's and bounds the nesting; what it
+        # refuses for another reason (a lone surrogate escape, which json keeps, or an error)
+        # goes to json for its verdict and its wording
+        return from_json(text, cache_strings="keys", allow_inf_nan=not finite)
+    except ValueError as exc:
+        if "recursion limit exceeded" in str(exc):
+            found = _POSITION.search(str(exc))
+            lineno, column = (int(found[1]), int(found[2])) if found else (None, None)
+            raise BadInput(f"{_where(where, line, lineno, column)}: JSON nested too deeply") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant if finite else None)
+    except json.JSONDecodeError as exc:
+        reason = exc.msg.removesuffix(" at")  # json's messages end "... at" before the position
+        reason = reason[:1].lower() + reason[1:]
+        raise BadInput(f"{_where(where, line, exc.lineno, exc.colno)}: invalid JSON: {reason}") from None
+    except RecursionError:
+        raise BadInput(f"{_where(where, line, None, None)}: JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{where}: not UTF-8 text ({exc.reason})") from None
+    except ValueError as exc:  # a NaN or Infinity under `finite`
+        raise BadInput(f"{_where(where, line, None, None)}: {exc}") from None
+
+
+def try_loads(text: str | bytes) -> Any:
+    """The decoded document, or None when it is not JSON (for sniffing, never for input checks)."""
+    try:
+        return loads(text, "")
+    except BadInput:
+        return None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def dumps(
+    data: Any, *, indent: int | None = None, compact: bool = False, default: Callable[[Any], Any] | None = None
+) -> str:
+    """JSON text of `data`, non-ASCII kept, NaN and infinities as null.
+
+    indent: pretty-printed (--json documents); compact: no spaces after separators (files
+    and JSONL records vmem writes for machines). Times become ISO-8601 UTC, pydantic models
+    their JSON dump; anything else goes to `default` (or is an error). Every control
+    character is escaped (C1 and bidi overrides too), so JSON is safe on a terminal.
+    """
+    separators = (",", ":") if compact else None
+    fallback = _default if default is None else _or(default)
+    try:
+        text = json.dumps(
+            data, ensure_ascii=False, indent=indent, separators=separators, default=fallback, allow_nan=False
+        )
+    except ValueError:  # a non-finite float somewhere: the rare case pays for a copy
+        text = json.dumps(
+            _finite(data), ensure_ascii=False, indent=indent, separators=separators, default=fallback, allow_nan=False
+        )
+    if _TERMINAL.search(text):  # escaped like the C0 controls, so JSON on a terminal is safe too
+        text = _TERMINAL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return text
+
+
+def _finite(value: Any) -> Any:
+    """A copy with NaN and infinities replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return _finite(_default(value))
+    return value
+
+
+def iso_utc(value: datetime | float | None) -> str | None:
+    """An ISO-8601 UTC time for JSON output (a naive time is taken as UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        value = datetime.fromtimestamp(value, tz=UTC)
+    elif value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _or(default: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Times and models as usual, then the caller's fallback."""
+
+    def either(value: Any) -> Any:
+        try:
+            return _default(value)
+        except TypeError:
+            return default(value)
+
+    return either
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso_utc(value)
+    if hasattr(value, "model_dump"):
+        dump: Callable[..., Any] = value.model_dump
+        return dump(mode="json", by_alias=True, exclude_none=True)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
