@@ -283,10 +283,10 @@ def test_batch_search_embeds_the_queries_in_batches(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("{not json", "q.txt:2: not a JSON object"),
-        ('{"user": "alice"}', "q.txt:2: field 'query' must be a non-empty string"),
-        ('{"query": "x", "top_k": 0}', "q.txt:2: field 'top_k' must be a positive integer"),
-        ('{"query": "x", "user": 3}', "q.txt:2: field 'user' must be a non-empty string"),
+        ("{not json", "q.txt: line 2, column 2: invalid JSON"),
+        ('{"user": "alice"}', "q.txt: line 2: field 'query' must be a non-empty string"),
+        ('{"query": "x", "top_k": 0}', "q.txt: line 2: field 'top_k' must be a positive integer"),
+        ('{"query": "x", "user": 3}', "q.txt: line 2: field 'user' must be a non-empty string"),
     ],
 )
 def test_a_bad_query_line_is_exit_2_naming_it(runner: CliRunner, tmp_path: Path, line: str, message: str) -> None:

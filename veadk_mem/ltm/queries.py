@@ -7,10 +7,10 @@ The whole file is checked before anything is searched, so a bad line costs nothi
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
+from veadk_mem import jsonio
 from veadk_mem.errors import BadInput
 from veadk_mem.ltm.facade import SearchRequest
 
@@ -31,21 +31,19 @@ def read_queries(source: str, *, user_id: str | None, app_name: str | None) -> l
     requests = []
     for number, line in enumerate(lines, start=1):
         if line.strip():
-            requests.append(_request(line, f"{where}:{number}", user_id, app_name))
+            requests.append(_request(line, where, number, user_id, app_name))
     if not requests:
         raise BadInput(f"{where}: no queries (one a line, or JSONL objects with a 'query' field)")
     return requests
 
 
-def _request(line: str, at: str, user_id: str | None, app_name: str | None) -> SearchRequest:
+def _request(line: str, where: str, number: int, user_id: str | None, app_name: str | None) -> SearchRequest:
+    at = f"{where}: line {number}"
     if not line.lstrip().startswith("{"):
         if not user_id:
             raise BadInput(f"{at}: a plain query needs --user (or give JSONL lines with a 'user' field)")
         return SearchRequest(query=line.strip(), user_id=user_id, app_name=app_name or "")
-    try:
-        data: Any = json.loads(line)
-    except ValueError as exc:
-        raise BadInput(f"{at}: not a JSON object: {exc}") from None
+    data: Any = jsonio.loads(line, where, line=number, finite=True)
     if not isinstance(data, dict):
         raise BadInput(f"{at}: not a JSON object")
     query, user, app, top_k = data.get("query"), data.get("user", user_id), data.get("app", app_name), data.get("top_k")
