@@ -24,7 +24,7 @@ _vmem() {
     " session upgrade") opts='--backup --dry-run --drop-old --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm") opts=''; cmds='save search list profile delete export import copy' ;;
     " ltm save") opts='--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v'; cmds='' ;;
-    " ltm search") opts='--user -u --app -a --top-k -k --min-score --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " ltm search") opts='--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " ltm list") opts='--user -u --app -a --limit -n --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " ltm profile") opts='--app -a --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm delete") opts='--user -u --id --session -s --all --app -a --since --until --dry-run --yes -y --json --config -c --quiet -q --verbose -v'; cmds='' ;;

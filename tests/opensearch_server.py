@@ -2,9 +2,12 @@
 
 OpenSearch cannot run here. This speaks the documented REST API for what the opensearch
 backend and llama-index's OpensearchVectorClient use: `GET /`, index create / get /
-exists / mapping, `_bulk`, `_refresh`, `_search` (`match_all`, `terms`/`term` and
-`knn`, with `size`/`from`), `_count` and `_delete_by_query`, and 404 / 400 errors in
-OpenSearch's error shape. It computes the k-NN answer itself, exactly, scoring with the
+exists / mapping, `_bulk`, `_refresh`, `_search` (`match_all`, `terms`/`term`, `knn`
+and `match`, with `size`/`from`), `_count` and `_delete_by_query`, and 404 / 400 errors in
+OpenSearch's error shape. A `match` scores by how often the query's terms occur (words;
+Han characters one by one, as the standard analyzer splits them), not by BM25: enough to
+check the request and what a client does with the ranking, not OpenSearch's scores.
+It computes the k-NN answer itself, exactly, scoring with the
 space type the mapping names (`l2`: 1 / (1 + d^2); `cosinesimil`: (1 + cos) / 2), as
 OpenSearch's faiss / lucene engines do. Optional basic auth and TLS (a self-signed
 certificate made with the openssl command). Every request is logged.
@@ -16,6 +19,7 @@ import base64
 import fnmatch
 import json
 import math
+import re
 import ssl
 import subprocess
 import threading
@@ -231,6 +235,14 @@ def _handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
                 scored = [(_score(space, spec["vector"], d[field_name]), i, d) for i, d in candidates]
                 scored.sort(key=lambda t: -t[0])
                 scored = scored[: int(spec.get("k", size))]
+            elif "match" in query:
+                ((field_name, spec),) = query["match"].items()
+                terms = _analyze(spec["query"] if isinstance(spec, dict) else spec)
+                scored = [
+                    (float(sum(_analyze(str(d.get(field_name, ""))).count(t) for t in terms)), i, d)
+                    for i, d in docs.items()
+                ]
+                scored = sorted((t for t in scored if t[0] > 0), key=lambda t: -t[0])
             else:
                 scored = [(1.0, i, d) for i, d in docs.items() if _matches(query, d)]
             excludes = (body.get("_source") or {}).get("excludes") or (body.get("_source") or {}).get("exclude") or []
@@ -244,6 +256,11 @@ def _handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _route
 
     return Handler
+
+
+def _analyze(text: str) -> list[str]:
+    """The standard analyzer, roughly: lowercase words, and each Han character a token of its own."""
+    return re.findall(r"[\u4e00-\u9fff]|[^\W_\u4e00-\u9fff]+", text.lower())
 
 
 def _field(mappings: dict[str, Any], name: str) -> dict[str, Any]:

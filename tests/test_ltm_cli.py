@@ -66,12 +66,20 @@ def test_search_table_and_json(runner: CliRunner) -> None:
     seed(SEED)
     code, out, _ = invoke(runner, "ltm", "search", "peanuts allergic", "--user", "user-42", "--app", "ltm_demo")
     assert code == 0
-    assert out.splitlines()[0].split() == ["score", "role", "author", "text", "session", "saved"]  # off a terminal
+    assert out.splitlines()[0].split() == [
+        "score",
+        "by",
+        "role",
+        "author",
+        "text",
+        "session",
+        "saved",
+    ]  # off a terminal
     assert "I am allergic to peanuts" in out and "favourite snack" not in out
     code, out, _ = invoke(runner, "ltm", "search", "peanuts allergic", "-u", "user-42", "-a", "ltm_demo", "--tsv")
     lines = [line.split("\t") for line in out.splitlines()]
-    assert lines[0] == ["score", "role", "author", "text", "session", "saved"]
-    assert lines[1][3:5] == ["I am allergic to peanuts", "s1"] and lines[1][5].endswith("Z")
+    assert lines[0] == ["score", "score_kind", "role", "author", "text", "session", "saved"]
+    assert lines[1][4:6] == ["I am allergic to peanuts", "s1"] and lines[1][6].endswith("Z")
     code, out, _ = invoke(runner, "--json", "ltm", "search", "peanuts", "-u", "user-42", "-a", "ltm_demo", "-k", "2")
     entries = json.loads(out)
     assert len(entries) == 2
@@ -79,7 +87,9 @@ def test_search_table_and_json(runner: CliRunner) -> None:
     assert set(first) == {"id", "author", "timestamp", "content", "custom_metadata"}
     assert first["content"] == {"role": "user", "parts": [{"text": "I am allergic to peanuts"}]}
     assert first["timestamp"].endswith("Z")
-    assert set(first["custom_metadata"]) == {"score", "origin"}
+    # local's default ranking is hybrid: the fused score, and the cosine and BM25 it came from
+    assert set(first["custom_metadata"]) == {"score", "origin", "score_kind", "vector_score", "keyword_score"}
+    assert first["custom_metadata"]["score_kind"] == "rrf"
     assert first["custom_metadata"]["origin"]["session_id"] == "s1"
 
 
@@ -192,6 +202,7 @@ def test_doctor_reports_the_local_store(runner: CliRunner) -> None:
     check = checks["long_term_memory (local)"]
     assert check["status"] == "ok"
     assert "4 memories" in check["detail"] and "2 users in 1 indexes" in check["detail"]
+    assert "keyword index: 4 of 4 memories" in check["detail"]
     assert "embedder hash-v1-384" in check["detail"]
 
 

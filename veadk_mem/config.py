@@ -55,6 +55,10 @@ class LongTermMemorySettings(Section):
     )
     index: str = Field("", description="Index or collection; falls back to the app name, then default_app")
     top_k: int = Field(5, ge=1, description="Memories a search returns")
+    search_mode: Literal["auto", "vector", "keyword", "hybrid"] = Field(
+        "auto",
+        description="ltm search ranking: auto is hybrid for local, vector (what the agent retrieves) elsewhere",
+    )
     local_path: str = Field("", description="sqlite file of the local backend; empty means $XDG_DATA_HOME/vmem/ltm.db")
 
 

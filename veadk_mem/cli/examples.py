@@ -69,8 +69,9 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("one session from the database", "vmem ltm save --from-store my_agent user-42 SESSION_ID"),
     ],
     "ltm search": [
-        ("the closest memories", 'vmem ltm search "dietary restrictions" -u user-42'),
-        ("the best 3 of this week", 'vmem ltm search "travel" -u user-42 -k 3 --since 7d'),
+        ("by meaning and keywords (hybrid, local backend)", 'vmem ltm search "where does my sister live" -u alice'),
+        ("by keywords only", "vmem ltm search 北京 -u alice --mode keyword"),
+        ("many queries, one JSON line of results each", "vmem ltm search --queries q.jsonl -u alice > r.jsonl"),
     ],
     "ltm list": [
         ("a user's memories, newest first", "vmem ltm list -u user-42"),

@@ -6,6 +6,7 @@ hands the result to the renderer. numpy, embedders and backends load inside comm
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -65,6 +66,7 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "id": entry.get("id") or "",
                 "score": meta.get("score"),
+                "score_kind": meta.get("score_kind") or "",
                 "role": entry["content"].get("role", ""),
                 "author": entry.get("author", ""),
                 "text": entry_text(entry),
@@ -294,30 +296,78 @@ def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
 # --- search / list / profile ---------------------------------------------------------
 
 
+class SearchMode(StrEnum):
+    """`ltm search --mode`: which ranking finds the memories."""
+
+    vector = "vector"
+    keyword = "keyword"
+    hybrid = "hybrid"
+
+
 @app.command("search")
 @table_shaped
 def search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for, in plain words.")],
-    user: UserOpt,
+    query: Annotated[
+        str | None, typer.Argument(metavar="QUERY", help="What to look for, in plain words (or --queries).")
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", metavar="USER", help="The user whose memories to search (required for QUERY)."),
+    ] = None,
     app_name: AppOpt = None,
     top_k: Annotated[
         int | None, typer.Option("--top-k", "-k", min=1, metavar="N", help="Memories to return (default: top_k).")
     ] = None,
+    mode: Annotated[
+        SearchMode | None,
+        typer.Option(
+            "--mode",
+            "-m",
+            case_sensitive=False,
+            help="vector (what the agent retrieves), keyword (BM25) or hybrid (both fused); default search_mode.",
+        ),
+    ] = None,
+    queries: Annotated[
+        str | None,
+        typer.Option(
+            "--queries",
+            metavar="FILE|-",
+            help='Many queries, one a line or JSONL {"query","user","app","top_k"}: one JSONL result line each.',
+        ),
+    ] = None,
     min_score: Annotated[
-        float | None, typer.Option("--min-score", metavar="SCORE", help="Drop results scoring below this.")
+        float | None,
+        typer.Option("--min-score", metavar="SCORE", help="Drop results scoring below this (hybrid: the cosine)."),
     ] = None,
     since: SavedSinceOpt = None,
     until: SavedUntilOpt = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Semantic search over a user's memories.
+    """Search a user's memories by meaning, by keywords, or both.
 
-    --since/--until keep the closest among the memories saved in that range.
-    --json prints a list of ADK MemoryEntry objects.
+    The local backend ranks by both (hybrid) unless --mode or long_term_memory.search_mode
+    says otherwise; Redis and OpenSearch search as the agent does (vector) unless asked.
+    Each score says which ranking made it: cosine, bm25 or rrf (fused). --since/--until
+    keep the closest among the memories saved in that range. --json prints a list of ADK
+    MemoryEntry objects.
     """
+    from veadk_mem.errors import BadInput
+
     state = get_state(ctx, json_flag=json_flag)
     after, before = _window(since, until)
+    mode_name = mode.value if mode is not None else None
+    if queries is not None:
+        if query is not None:
+            raise BadInput("give a QUERY or --queries FILE, not both")
+        _search_batch(
+            state, queries, user, app_name, mode_name, top_k=top_k, min_score=min_score, since=after, until=before
+        )
+        return
+    if query is None:
+        raise BadInput("give a QUERY (or --queries FILE)")
+    if not user:
+        raise BadInput("--user is required: whose memories to search")
     ltm = _ltm(state, app_name or "")
 
     async def go() -> list[dict[str, Any]]:
@@ -330,15 +380,45 @@ def search(
                 min_score=min_score,
                 since=after,
                 until=before,
+                mode=mode_name,
             )
         finally:
             await ltm.close()
 
     entries = run(go())
     rows = _rows(entries)
+    columns = SEARCH_COLUMNS
+    if any(r["score_kind"] for r in rows):  # say which ranking made each score
+        columns = [columns[0], Column("by", "score_kind"), *columns[1:]]
     # Hosted stores (viking) say what kind of memory each result is; local vectors do not.
-    columns = [Column("type", "type"), *SEARCH_COLUMNS] if any(r["type"] for r in rows) else SEARCH_COLUMNS
+    if any(r["type"] for r in rows):
+        columns = [Column("type", "type"), *columns]
     state.render.records(rows, columns, json_rows=entries, empty="no memories found")
+
+
+def _search_batch(
+    state: AppState, source: str, user: str | None, app_name: str | None, mode: str | None, **options: Any
+) -> None:
+    """`--queries`: every query searched in one process, one JSONL line each (exit 1 when any failed)."""
+    from veadk_mem.ltm.queries import read_queries
+
+    requests = read_queries(source, user_id=user, app_name=app_name)
+    ltm = _ltm(state, app_name or "")
+
+    async def go() -> Any:
+        try:
+            return await ltm.search_batch(requests, mode=mode, **options)
+        finally:
+            await ltm.close()
+
+    done = run(go())
+    state.render.jsonl(r.as_dict() for r in done)
+    failed = [r for r in done if r.error is not None]
+    for request in failed[:5]:
+        state.render.warn(f"query {request.query!r}: {getattr(request.error, 'message', request.error)}")
+    if failed:
+        codes = {getattr(r.error, "exit_code", 1) for r in failed}
+        raise typer.Exit(codes.pop() if len(failed) == len(done) and len(codes) == 1 else 1)
 
 
 @app.command("list")

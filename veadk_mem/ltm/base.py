@@ -13,9 +13,12 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import NotSupported
+
+if TYPE_CHECKING:
+    from veadk_mem.embedding.base import Embedder
 
 
 def content_hash(text: str) -> str:
@@ -71,6 +74,25 @@ class BackendHealth:
     problems: list[str] = field(default_factory=list)
 
 
+class QueryVectors:
+    """Query vectors embedded ahead, for a batch search: one run of batches instead of a call per query."""
+
+    def __init__(self) -> None:
+        self._vectors: dict[str, Any] = {}
+
+    def prepare(self, embedder: Embedder, queries: list[str]) -> None:
+        """Embed the queries not yet known, in the embedder's batches."""
+        # A query too long for one chunk is left to embed_one, which averages its chunks.
+        todo = [q for q in dict.fromkeys(queries) if q not in self._vectors and embedder.fits(q)]
+        if todo:
+            self._vectors.update(zip(todo, embedder.embed(todo), strict=True))
+
+    def vector(self, embedder: Embedder, query: str) -> Any:
+        """The query's vector: embedded ahead, or now."""
+        found = self._vectors.get(query)
+        return found if found is not None else embedder.embed_one(query)
+
+
 # What a backend's search may return: records, or the raw chunks a hosted service gives
 # (a string, a dict with text/abstract/summary/content, a {"memories": [...]} list).
 Chunk = MemoryRecord | str | dict[str, Any]
@@ -86,6 +108,11 @@ class LongTermMemoryBackend(ABC):
     warn: Callable[[str], None] | None = None
     notice: Callable[[str], None] | None = None
 
+    # `ltm search --mode`: the rankings this store can give (`vector` is what a VeADK agent
+    # retrieves; a hosted service's own search counts as its vector mode) and its default.
+    search_modes: ClassVar[tuple[str, ...]] = ("vector",)
+    default_search_mode: ClassVar[str] = "vector"
+
     @abstractmethod
     def precheck_index_naming(self) -> None:
         """Raise BadInput with a clear message when `index` is not a valid name for this store."""
@@ -97,6 +124,16 @@ class LongTermMemoryBackend(ABC):
     @abstractmethod
     async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
         """The top_k memories of this user closest to the query, best first."""
+
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+        """`search` in one of `search_modes` (the facade has checked the mode is one of them)."""
+        return await self.search(user_id, query, top_k)
+
+    async def prepare_queries(self, queries: list[str]) -> None:  # noqa: B027  (a service embeds its own)
+        """Embed many queries in batches ahead of their searches (batch search); stores that embed locally."""
+
+    async def prepare_memories(self, memories: list[MemoryRecord]) -> None:  # noqa: B027
+        """Embed the memories of many sessions in batches ahead of their saves (`memory.vectors`)."""
 
     async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
         """Which of these content hashes the user's index already holds (empty when unknown)."""

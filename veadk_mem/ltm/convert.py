@@ -81,6 +81,15 @@ def _iso(value: Any) -> str | None:
     return str(value)
 
 
+# Which ranking produced a search score (cosine, bm25, rrf) and, for a fused one, the scores
+# of each ranking (None: not found by it): next to `score` in a MemoryEntry's custom_metadata.
+SCORE_KEYS = ("score_kind", "vector_score", "keyword_score")
+
+
+def _round(value: Any) -> Any:
+    return round(value, 6) if isinstance(value, float) else value
+
+
 def _entry(
     *,
     content: dict[str, Any],
@@ -132,9 +141,9 @@ def to_memory_entries(chunk: Chunk, *, backend: str, index: str) -> list[dict[st
             "app_name": chunk.app_name,
             "session_id": chunk.session_id,
             "event_id": chunk.event_id,
-            **{k: v for k, v in chunk.metadata.items() if v not in (None, "")},
+            **{k: v for k, v in chunk.metadata.items() if v not in (None, "") and k not in SCORE_KEYS},
         }
-        return [
+        found = [
             _entry(
                 content=content,
                 author=chunk.author or "user",
@@ -145,6 +154,10 @@ def to_memory_entries(chunk: Chunk, *, backend: str, index: str) -> list[dict[st
             )
             for content in _content_from_string(chunk.text)
         ]
+        scores = {k: _round(chunk.metadata[k]) for k in SCORE_KEYS if k in chunk.metadata}
+        for entry in found:
+            entry["custom_metadata"].update(scores)
+        return found
     if isinstance(chunk, dict):
         if isinstance(chunk.get("memories"), list):
             entries: list[dict[str, Any]] = []

@@ -96,6 +96,8 @@ class LongTermMemory:
         else:
             self.backend_name = canonical_name(backend, warn)
         self._backends: dict[str, LongTermMemoryBackend] = {}
+        # (index, content hash) -> vectors embedded ahead by prepare_sessions, taken by the save.
+        self._prepared: dict[tuple[str, str], Any] = {}
         self._ledger: Ledger | None = None
 
     @property
@@ -219,16 +221,37 @@ class LongTermMemory:
         progress: Callable[[int], None] | None = None,
     ) -> SessionReport:
         """Filter a session's events through the policy and save the new memory strings."""
-        from veadk_mem.policy import evaluate
-
         if policy is None:
             policy = self.resolve_policy()
         index = self.index_for(session.app_name)
         report = SessionReport(session.app_name, session.user_id, session.id, index, events=len(session.events))
+        records, report.dropped = self._memories_of(session, policy)
+        report.memories = len(records)
+        skipped: list[MemoryRecord] = []
+        new = await self._new_records(session.user_id, records, index, skipped)
+        report.ledger_skipped = [r.event_id for r in skipped]
+        report.duplicates = len(records) - len(new)
+        for record in new:  # embedded with other sessions' memories by prepare_sessions
+            if record.vectors is None:
+                record.vectors = self._prepared.pop((index, record.content_hash), None)
+        if dry_run or not new:
+            report.saved = len(new)
+            return report
+        ids = await self.save_records(session.user_id, new, index, progress=progress)
+        report.ids = list(ids)
+        report.saved = len(ids)
+        report.duplicates = len(records) - len(ids)
+        return report
+
+    def _memories_of(self, session: Session, policy: Any) -> tuple[list[MemoryRecord], int]:
+        """The memory records the policy keeps of a session's events, and how many events it dropped."""
+        from veadk_mem.policy import evaluate
+
         records: list[MemoryRecord] = []
+        dropped = 0
         for decision in evaluate(session.events, policy):
             if not decision.saved or decision.memory is None:
-                report.dropped += 1
+                dropped += 1
                 continue
             records.append(
                 MemoryRecord(
@@ -240,19 +263,35 @@ class LongTermMemory:
                     author=decision.event.author,
                 )
             )
-        report.memories = len(records)
-        skipped: list[MemoryRecord] = []
-        new = await self._new_records(session.user_id, records, index, skipped)
-        report.ledger_skipped = [r.event_id for r in skipped]
-        report.duplicates = len(records) - len(new)
-        if dry_run or not new:
-            report.saved = len(new)
-            return report
-        ids = await self.save_records(session.user_id, new, index, progress=progress)
-        report.ids = list(ids)
-        report.saved = len(ids)
-        report.duplicates = len(records) - len(ids)
-        return report
+        return records, dropped
+
+    async def prepare_sessions(self, sessions: list[Session], policy: Any) -> None:
+        """Embed the new memories of many sessions together, in the embedder's batches, before they are saved.
+
+        A replay of thousands of short sessions is then bound by the model, not by one embed
+        call per session. Only for backends that embed in this process; a failure here is
+        left for each session's own save to report.
+        """
+        from veadk_mem.errors import VmemError
+        from veadk_mem.ltm.base import LongTermMemoryBackend
+
+        self._prepared.clear()  # what an earlier batch left unsaved (duplicates, failures)
+        groups: dict[str, list[MemoryRecord]] = {}
+        try:
+            for session in sessions:
+                index = self.index_for(session.app_name)
+                backend = self.backend_for(index=index)
+                if type(backend).prepare_memories is LongTermMemoryBackend.prepare_memories:
+                    return
+                records, _ = self._memories_of(session, policy)
+                new = await self._new_records(session.user_id, records, index)
+                groups.setdefault(index, []).extend(new)
+            for index, records in groups.items():
+                unique = list({r.content_hash: r for r in records}.values())
+                await self.backend_for(index=index).prepare_memories(unique)
+                self._prepared.update(((index, r.content_hash), r.vectors) for r in unique if r.vectors is not None)
+        except VmemError:
+            return
 
     async def _new_records(
         self, user_id: str, records: list[MemoryRecord], index: str, skipped: list[MemoryRecord] | None = None
@@ -304,22 +343,27 @@ class LongTermMemory:
         min_score: float | None = None,
         since: float | None = None,
         until: float | None = None,
+        mode: str | None = None,
     ) -> list[dict[str, Any]]:
         """The user's memories closest to the query, as MemoryEntry dicts, best first.
 
-        since/until (epoch seconds, until exclusive) keep memories saved in that range: the
-        closest `top_k` of those, found by asking the backend for more results (4x at a
-        time, up to SEARCH_WINDOW_CAP) until enough fall in the range or it has no more.
+        `mode` (vector, keyword, hybrid; default `search_mode`, else the backend's own)
+        picks the ranking; `vector` is what a VeADK agent retrieves. since/until (epoch
+        seconds, until exclusive) keep memories saved in that range: the closest `top_k`
+        of those, found by asking the backend for more results (4x at a time, up to
+        SEARCH_WINDOW_CAP) until enough fall in the range or it has no more. `min_score`
+        compares the cosine in hybrid mode (a fused score is a rank, not a similarity).
         """
         if not query.strip():
             raise BadInput("the search query is empty")
+        mode = self.search_mode(mode)  # before the backend is built: a hosted one needs its credentials
         index = await self.user_index(app_name, user_id)
         backend = self.backend_for(index=index)
         k = top_k or self.top_k
         timed = since is not None or until is not None
         asked = k
         while True:
-            chunks = await backend.search(user_id, query, asked)
+            chunks = await backend.search_by(user_id, query, asked, mode)
             entries: list[dict[str, Any]] = []
             for chunk in chunks:
                 entries.extend(to_memory_entries(chunk, backend=self.backend_name, index=index))
@@ -331,8 +375,66 @@ class LongTermMemory:
                 break
             asked = min(asked * 4, SEARCH_WINDOW_CAP)
         if min_score is not None:
-            entries = [e for e in entries if (e["custom_metadata"]["score"] or 0.0) >= min_score]
+            entries = [e for e in entries if _filter_score(e["custom_metadata"]) >= min_score]
         return entries
+
+    def search_mode(self, mode: str | None) -> str:
+        """The mode asked for, else `search_mode`, else the backend's default; exit 4 when it has no such mode."""
+        from veadk_mem.ltm.keywords import SEARCH_MODES
+
+        backend: Any = self._instance if self._instance is not None else load_backend(self.backend_name)
+        modes: tuple[str, ...] = getattr(backend, "search_modes", ("vector",))
+        configured = self.settings.long_term_memory.search_mode
+        chosen = mode or (configured if configured != "auto" else getattr(backend, "default_search_mode", "vector"))
+        if chosen not in SEARCH_MODES:
+            raise BadInput(f"unknown search mode {chosen!r}: use one of {', '.join(SEARCH_MODES)}")
+        if chosen not in modes:
+            raise NotSupported(
+                f"the {self.backend_name} backend has no {chosen} search: it searches by {' or '.join(modes)}",
+                hint="leave out --mode (and long_term_memory.search_mode) to search as the backend does",
+            )
+        return chosen
+
+    async def search_batch(
+        self, requests: list[SearchRequest], *, mode: str | None = None, **options: Any
+    ) -> list[SearchRequest]:
+        """Run many searches in one process: the queries of each index embedded together, in batches.
+
+        Each request gets its `entries`, or its `error` (one failing query does not stop the rest).
+        """
+        from veadk_mem.errors import VmemError
+
+        top_k = options.pop("top_k", None)
+        by_index: dict[str, list[SearchRequest]] = {}
+        for request in requests:
+            try:
+                request.index = await self.user_index(request.app_name, request.user_id)
+            except VmemError as exc:
+                request.error = exc
+                continue
+            by_index.setdefault(request.index, []).append(request)
+        for index, group in by_index.items():
+            try:
+                backend = self.backend_for(index=index)
+                if self.search_mode(mode) != "keyword":
+                    await backend.prepare_queries([r.query for r in group if r.query.strip()])
+            except VmemError as exc:
+                for request in group:
+                    request.error = exc
+                continue
+            for request in group:
+                try:
+                    request.entries = await self.search_memory(
+                        app_name=request.app_name or None,
+                        user_id=request.user_id,
+                        query=request.query,
+                        top_k=request.top_k or top_k,
+                        mode=mode,
+                        **options,
+                    )
+                except VmemError as exc:
+                    request.error = exc
+        return requests
 
     async def list_memories(
         self,
@@ -434,6 +536,35 @@ class LongTermMemory:
 
 
 SEARCH_WINDOW_CAP = 1000  # results a time-windowed search asks a backend for, at most
+
+
+@dataclass
+class SearchRequest:
+    """One query of a batch search, and what it found (entries) or why it failed (error)."""
+
+    query: str
+    user_id: str
+    app_name: str = ""
+    top_k: int | None = None
+    index: str = ""
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    error: Any = None  # a VmemError
+
+    def as_dict(self) -> dict[str, Any]:
+        """One line of `ltm search --queries` output."""
+        out: dict[str, Any] = {"query": self.query, "user_id": self.user_id, "app_name": self.app_name}
+        out["index"] = self.index or None
+        if self.error is not None:
+            out["error"] = str(getattr(self.error, "message", self.error))
+        else:
+            out["results"] = self.entries
+        return out
+
+
+def _filter_score(meta: dict[str, Any]) -> float:
+    """The score --min-score compares: the cosine of a fused result, else its score."""
+    value = meta.get("vector_score") if meta.get("score_kind") == "rrf" else meta.get("score")
+    return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 def _in_window(stamp: Any, since: float | None, until: float | None) -> bool:

@@ -175,31 +175,54 @@ async def replay(
     """
     summary = ReplaySummary()
     streak: list[str] = []
-    async for where, item in items:
-        if isinstance(item, VmemError):
-            report = SessionReport("", "", "", "", error=item.message, source=where)
-            summary.codes.append(item.exit_code)
-        else:
-            try:
-                report = await ltm.add_session_to_memory(item, policy, dry_run=dry_run)
-            except Exception as exc:  # one session's failure must not stop the others
-                message = exc.message if isinstance(exc, VmemError) else f"unexpected {type(exc).__name__}: {exc}"
-                if isinstance(exc, MissingSdk) and exc.hint:  # the one fix for every session: say it
-                    message = f"{message}; {exc.hint}"
-                summary.codes.append(exc.exit_code if isinstance(exc, VmemError) else 1)
-                report = SessionReport(
-                    item.app_name, item.user_id, item.id, ltm.index_for(item.app_name), events=len(item.events)
-                )
-                report.error = message
-            report.source = where
-        summary.reports.append(report)
-        if on_done is not None:
-            on_done(report)
-        if item_error := (report.error if not isinstance(item, VmemError) else None):
-            streak = [*streak, item_error][-breaker:]
-            if len(streak) == breaker and len(set(streak)) == 1:
-                summary.aborted = f"stopped: the last {breaker} sessions failed the same way ({item_error})"
-                break
-        else:
-            streak = []
+    async for batch in _batches(items):
+        if not dry_run:
+            await ltm.prepare_sessions([item for _, item in batch if not isinstance(item, VmemError)], policy)
+        for where, item in batch:
+            if isinstance(item, VmemError):
+                report = SessionReport("", "", "", "", error=item.message, source=where)
+                summary.codes.append(item.exit_code)
+            else:
+                try:
+                    report = await ltm.add_session_to_memory(item, policy, dry_run=dry_run)
+                except Exception as exc:  # one session's failure must not stop the others
+                    message = exc.message if isinstance(exc, VmemError) else f"unexpected {type(exc).__name__}: {exc}"
+                    if isinstance(exc, MissingSdk) and exc.hint:  # the one fix for every session: say it
+                        message = f"{message}; {exc.hint}"
+                    summary.codes.append(exc.exit_code if isinstance(exc, VmemError) else 1)
+                    report = SessionReport(
+                        item.app_name, item.user_id, item.id, ltm.index_for(item.app_name), events=len(item.events)
+                    )
+                    report.error = message
+                report.source = where
+            summary.reports.append(report)
+            if on_done is not None:
+                on_done(report)
+            if item_error := (report.error if not isinstance(item, VmemError) else None):
+                streak = [*streak, item_error][-breaker:]
+                if len(streak) == breaker and len(set(streak)) == 1:
+                    summary.aborted = f"stopped: the last {breaker} sessions failed the same way ({item_error})"
+                    return summary
+            else:
+                streak = []
     return summary
+
+
+# Sessions embedded together by a replay: enough texts to fill the embedder's batches many
+# times over, few enough that a failure or Ctrl-C loses little.
+BATCH_SESSIONS = 256
+BATCH_EVENTS = 4096
+
+
+async def _batches(items: AsyncIterator[Item]) -> AsyncIterator[list[Item]]:
+    """The items in groups of up to BATCH_SESSIONS sessions or BATCH_EVENTS events."""
+    batch: list[Item] = []
+    events = 0
+    async for item in items:
+        batch.append(item)
+        events += 0 if isinstance(item[1], VmemError) else len(item[1].events)
+        if len(batch) >= BATCH_SESSIONS or events >= BATCH_EVENTS:
+            yield batch
+            batch, events = [], 0
+    if batch:
+        yield batch

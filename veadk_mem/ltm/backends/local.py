@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, StoreError
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,10 +86,73 @@ def connect(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(SCHEMA)
         conn.execute("INSERT OR IGNORE INTO ltm_meta (key, value) VALUES ('store_id', ?)", (os.urandom(8).hex(),))
+        ensure_terms(conn)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot open the local memory store: {exc}") from None
     _CONNECTIONS[path] = conn
     return conn
+
+
+# The keyword index: one FTS5 row per memory (same rowid) holding its terms
+# (`keywords.index_terms`). A delete trigger keeps it in step with any writer, an older vmem
+# included; inserts add their terms in `save`, and `ensure_terms` builds the index of a store
+# written before it existed and catches up rows an older vmem appended since.
+TERMS_VERSION = "1"  # bump when index_terms changes: the index is rebuilt on open
+TERMS_SCHEMA = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5("
+    "terms, tokenize = 'porter unicode61 remove_diacritics 2')",
+    "CREATE TRIGGER IF NOT EXISTS memory_terms_delete AFTER DELETE ON memories BEGIN "
+    "DELETE FROM memory_terms WHERE rowid = old.rowid; END",
+)
+
+
+def ensure_terms(conn: sqlite3.Connection) -> None:
+    """Create or complete the keyword index: built once for a store of an older vmem, caught up after one wrote."""
+    version = conn.execute("SELECT value FROM ltm_meta WHERE key = 'terms_version'").fetchone()
+    if version is not None and version[0] == TERMS_VERSION and not _terms_behind(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")  # two vmem opening an old store: one builds, the other finds it built
+    try:
+        version = conn.execute("SELECT value FROM ltm_meta WHERE key = 'terms_version'").fetchone()
+        if version is None or version[0] != TERMS_VERSION or _terms_missing(conn):
+            conn.execute("DROP TABLE IF EXISTS memory_terms")
+        for statement in TERMS_SCHEMA:
+            conn.execute(statement)
+        last = conn.execute("SELECT rowid FROM memory_terms ORDER BY rowid DESC LIMIT 1").fetchone()
+        cursor = conn.execute(
+            "SELECT rowid, text FROM memories WHERE rowid > ? ORDER BY rowid", (last[0] if last else -1,)
+        )
+        while batch := cursor.fetchmany(5000):
+            conn.executemany(
+                "INSERT INTO memory_terms (rowid, terms) VALUES (?, ?)", [(r[0], _terms(r[1])) for r in batch]
+            )
+        conn.execute("INSERT OR REPLACE INTO ltm_meta (key, value) VALUES ('terms_version', ?)", (TERMS_VERSION,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _terms_missing(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_terms'").fetchone() is None
+
+
+def _terms_behind(conn: sqlite3.Connection) -> bool:
+    """Whether the newest memory has no terms (appended by a vmem without a keyword index)."""
+    newest = conn.execute("SELECT rowid FROM memories ORDER BY rowid DESC LIMIT 1").fetchone()
+    if newest is None:
+        return False
+    try:
+        return conn.execute("SELECT 1 FROM memory_terms WHERE rowid = ?", (newest[0],)).fetchone() is None
+    except sqlite3.OperationalError:  # the table is gone (dropped by hand): build it again
+        return True
+
+
+def _terms(text: str) -> str:
+    from veadk_mem.ltm.convert import searchable_text
+    from veadk_mem.ltm.keywords import index_terms
+
+    return index_terms(searchable_text(text))
 
 
 @dataclass
@@ -110,12 +173,15 @@ class LocalBackend(LongTermMemoryBackend):
     """Memories of one index in the shared sqlite file."""
 
     name: ClassVar[str] = "local"
+    search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
+    default_search_mode: ClassVar[str] = "hybrid"
 
     def __init__(self, index: str, *, embedder_factory: EmbedderFactory, local_path: str = "", **_: Any) -> None:
         self.index = index
         self.path = local_path or str(default_path())
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
+        self._queries = QueryVectors()
         self.precheck_index_naming()
 
     @property
@@ -248,11 +314,13 @@ class LocalBackend(LongTermMemoryBackend):
                 (self.index, embedder.name, embedder.dim, now),
             )
             inserted: list[str] = []
+            terms: list[tuple[int | None, str]] = []
             for row in rows:
-                before = conn.total_changes
-                conn.execute(_INSERT, row)
-                if conn.total_changes != before:
+                cursor = conn.execute(_INSERT, row)
+                if cursor.rowcount == 1:
                     inserted.append(str(row[0]))
+                    terms.append((cursor.lastrowid, _terms(str(row[7]))))
+            conn.executemany("INSERT INTO memory_terms (rowid, terms) VALUES (?, ?)", terms)
             self._bump()
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -362,33 +430,83 @@ class LocalBackend(LongTermMemoryBackend):
         owners = None if bool((chunks == 1).all()) else np.repeat(np.arange(count), chunks)
         return _Matrix(generation, rowids, owners, vectors)
 
-    def top_k(self, user_id: str, query_vector: npt.NDArray[np.float32], top_k: int) -> list[tuple[int, float]]:
-        """(rowid, cosine) of the best top_k memories of the user; a memory scores as its best chunk."""
+    def _cosines(self, m: _Matrix, query_vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """The cosine of every memory of the matrix; a memory scores as its best chunk."""
         import numpy as np
 
-        m = self.matrix(user_id)
-        if len(m.rowids) == 0 or top_k <= 0:
-            return []
         scores = m.vectors @ query_vector
         if m.owners is not None:
             best = np.full(len(m.rowids), -np.inf, dtype=np.float32)
             np.maximum.at(best, m.owners, scores)
             scores = best
+        return np.asarray(scores, dtype=np.float32)
+
+    @staticmethod
+    def _best(scores: npt.NDArray[np.float32], top_k: int) -> npt.NDArray[np.int64]:
+        """Positions of the top_k scores, best first (ties in stored order)."""
+        import numpy as np
+
         k = min(top_k, len(scores))
         picked = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        picked = picked[np.argsort(-scores[picked], kind="stable")]
-        return [(int(m.rowids[i]), float(scores[i])) for i in picked]
+        return np.asarray(picked[np.argsort(-scores[picked], kind="stable")], dtype=np.int64)
+
+    def top_k(self, user_id: str, query_vector: npt.NDArray[np.float32], top_k: int) -> list[tuple[int, float]]:
+        """(rowid, cosine) of the best top_k memories of the user; a memory scores as its best chunk."""
+        m = self.matrix(user_id)
+        if len(m.rowids) == 0 or top_k <= 0:
+            return []
+        scores = self._cosines(m, query_vector)
+        return [(int(m.rowids[i]), float(scores[i])) for i in self._best(scores, top_k)]
 
     async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
         """Exact cosine top-k over this user's memories only."""
+        return await self.search_by(user_id, query, top_k, "vector")
+
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+        """Cosine (`vector`), BM25 over the keyword index (`keyword`) or both fused by reciprocal rank (`hybrid`)."""
         if self._missing() or self.index_model() is None:
             return []
+        if mode == "keyword":  # no model to load
+            return list(self.search_keyword(user_id, query, top_k))
+        vector = self._query_vector(query)
+        if mode == "hybrid":
+            return list(self.search_hybrid(user_id, query, vector, top_k))
+        return list(self.search_vector(user_id, vector, top_k))
+
+    def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
         embedder = self.embedder
         self._check_model(embedder)
-        return list(self.search_vector(user_id, embedder.embed_one(query), top_k))
+        return self._queries.vector(embedder, query)
+
+    async def prepare_queries(self, queries: list[str]) -> None:
+        """Embed the queries of a batch search in the embedder's batches, once each."""
+        if self._missing() or self.index_model() is None:
+            return
+        embedder = self.embedder
+        self._check_model(embedder)
+        self._queries.prepare(embedder, queries)
+
+    async def prepare_memories(self, memories: list[MemoryRecord]) -> None:
+        """Embed the memories of many sessions in one run of batches; `save` then stores their vectors."""
+        from veadk_mem.ltm.convert import searchable_text
+
+        todo = [m for m in memories if m.vectors is None]
+        if not todo:
+            return
+        embedder = self.embedder
+        self._check_model(embedder)
+        pieces: list[str] = []
+        spans: list[tuple[int, int]] = []
+        for memory in todo:
+            chunks = embedder.chunk(searchable_text(memory.text))
+            spans.append((len(pieces), len(chunks)))
+            pieces.extend(chunks)
+        vectors = embedder.embed(pieces)
+        for memory, (start, count) in zip(todo, spans, strict=True):
+            memory.vectors = vectors[start : start + count]
 
     def search_vector(self, user_id: str, query_vector: npt.NDArray[np.float32], top_k: int) -> list[MemoryRecord]:
-        """The user's top_k memories for an embedded query, with their scores."""
+        """The user's top_k memories for an embedded query, with their cosine scores."""
         hits = self.top_k(user_id, query_vector, top_k)
         if not hits:
             return []
@@ -397,6 +515,64 @@ class LocalBackend(LongTermMemoryBackend):
         for rowid, score in hits:
             record = by_rowid[rowid]
             record.score = score
+            record.metadata["score_kind"] = "cosine"
+            out.append(record)
+        return out
+
+    def keyword_hits(self, user_id: str, query: str, limit: int) -> list[tuple[int, float]]:
+        """(rowid, BM25 score) of the user's memories best matching the query's terms, best first."""
+        from veadk_mem.ltm.keywords import fts_query
+
+        match = fts_query(query)
+        if not match or limit <= 0:
+            return []
+        rows = self.conn.execute(
+            "SELECT t.rowid, bm25(memory_terms) AS rank FROM memory_terms t JOIN memories m ON m.rowid = t.rowid "
+            "WHERE memory_terms MATCH ? AND m.index_name = ? AND m.user_id = ? ORDER BY rank, t.rowid LIMIT ?",
+            (match, self.index, user_id, limit),
+        )
+        return [(int(r[0]), -float(r[1])) for r in rows]  # FTS5's bm25() is negated: lower is better
+
+    def search_keyword(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+        """The user's top_k memories by BM25 over the keyword index."""
+        hits = self.keyword_hits(user_id, query, top_k)
+        by_rowid = self._records_by_rowid([h[0] for h in hits]) if hits else {}
+        out: list[MemoryRecord] = []
+        for rowid, score in hits:
+            record = by_rowid[rowid]
+            record.score = score
+            record.metadata.update(score_kind="bm25", keyword_score=score)
+            out.append(record)
+        return out
+
+    def search_hybrid(
+        self, user_id: str, query: str, query_vector: npt.NDArray[np.float32], top_k: int
+    ) -> list[MemoryRecord]:
+        """Both rankings fused by reciprocal rank; each result also carries its cosine and BM25 scores."""
+        import numpy as np
+
+        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse
+
+        m = self.matrix(user_id)
+        if len(m.rowids) == 0 or top_k <= 0:
+            return []
+        depth = max(FUSION_DEPTH, top_k)
+        cosines = self._cosines(m, query_vector)
+        by_vector = [int(m.rowids[i]) for i in self._best(cosines, depth)]
+        keyword = dict(self.keyword_hits(user_id, query, depth))
+        # The matrix is in rowid order; a memory saved since it was read (another vmem) is left out.
+        where = dict(zip(keyword, np.searchsorted(m.rowids, list(keyword)).tolist(), strict=True))
+        keyword = {r: v for r, v in keyword.items() if where[r] < len(m.rowids) and m.rowids[where[r]] == r}
+        fused = fuse([by_vector, list(keyword)])[:top_k]
+        by_rowid = self._records_by_rowid([rowid for rowid, _ in fused])
+        positions = np.searchsorted(m.rowids, [rowid for rowid, _ in fused])
+        out: list[MemoryRecord] = []
+        for (rowid, rrf), position in zip(fused, positions, strict=True):
+            record = by_rowid[rowid]
+            record.score = rrf
+            record.metadata.update(
+                score_kind="rrf", vector_score=float(cosines[position]), keyword_score=keyword.get(rowid)
+            )
             out.append(record)
         return out
 
@@ -471,15 +647,14 @@ class LocalBackend(LongTermMemoryBackend):
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            before = conn.total_changes
+            deleted = 0
             for start in range(0, len(ids), 500):
                 part = ids[start : start + 500]
                 marks = ",".join("?" * len(part))
-                conn.execute(
+                deleted += conn.execute(  # rowcount: the memories, not their keyword rows the trigger drops
                     f"DELETE FROM memories WHERE index_name = ? AND user_id = ? AND id IN ({marks})",
                     (self.index, user_id, *part),
-                )
-            deleted = conn.total_changes - before
+                ).rowcount
             self._bump()
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -517,6 +692,10 @@ class LocalBackend(LongTermMemoryBackend):
             report.memories = len(await self.list_memories(user_id))
         report.model = ", ".join(info["models"]) or "no vectors yet"
         report.notes.append(f"{info['users']} users in {info['indexes']} indexes")
+        terms = int(self.conn.execute("SELECT count(*) FROM memory_terms").fetchone()[0])
+        report.notes.append(f"keyword index: {terms} of {info['memories']} memories")
+        if terms != info["memories"]:
+            report.problems.append(f"the keyword index holds {terms} memories, the store {info['memories']}")
         return report
 
     def stats(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, MissingSdk, StoreError, VmemError
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
     check_embedder,
@@ -118,6 +118,7 @@ class OpensearchBackend(LongTermMemoryBackend):
     """Memories of one index in OpenSearch, one OpenSearch index per user, as VeADK lays them out."""
 
     name: ClassVar[str] = "opensearch"
+    search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
 
     def __init__(
         self,
@@ -134,6 +135,7 @@ class OpensearchBackend(LongTermMemoryBackend):
         self._config = self.settings.database.opensearch
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
+        self._queries = QueryVectors()
         self._client: Any = None
         self._docs: dict[str, dict[str, Doc]] = {}
         self._held: dict[str, set[str]] = {}  # content hashes per user, kept up to date by save
@@ -373,7 +375,7 @@ class OpensearchBackend(LongTermMemoryBackend):
             return []
         embedder = self.embedder
         self._check_dim(name, stored, embedder)
-        vector = [float(x) for x in embedder.embed_one(query)]
+        vector = [float(x) for x in self._queries.vector(embedder, query)]
         k = max(top_k * 3, 10)
         body = {
             "size": k,
@@ -393,6 +395,45 @@ class OpensearchBackend(LongTermMemoryBackend):
             best[doc.doc_id] = record
         chunks: list[Chunk] = list(best.values())
         return chunks[:top_k]
+
+    async def prepare_queries(self, queries: list[str]) -> None:
+        """Embed a batch search's queries together (the store is asked one query at a time)."""
+        self._queries.prepare(self.embedder, queries)
+
+    # --- keyword and hybrid search (`ltm search --mode`): `match` on VeADK's `content` ---
+
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+        """vector: `search`, as VeADK retrieves; keyword: a BM25 `match` on `content`; hybrid: both fused."""
+        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
+
+        if mode == "vector":
+            return await self.search(user_id, query, top_k)
+        depth = max(FUSION_DEPTH, top_k)
+        keyword = await self._match(user_id, query, top_k if mode == "keyword" else depth)
+        if mode == "keyword":
+            return list(keyword)
+        by_vector = [r for r in await self.search(user_id, query, depth) if isinstance(r, MemoryRecord)]
+        return list(fuse_records(by_vector, keyword, top_k))
+
+    async def _match(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+        """The user's top_k memories by OpenSearch's own full text search of `content` (its analyzer, BM25)."""
+        name = self._name(user_id)
+        if top_k <= 0 or await self.index_dim(name) is None:
+            return []
+        size = max(top_k * 3, 10)  # a long memory's chunks may take several places
+        body = {"size": size, "query": {"match": {"content": {"query": query}}}, "_source": {"excludes": ["embedding"]}}
+        async with self._guard(f"searching {name}"):
+            answer = await self.client.search(index=name, body=body)
+        best: dict[str, MemoryRecord] = {}
+        for hit in answer.get("hits", {}).get("hits", []):
+            doc = self._add_hit({}, hit)
+            if doc.doc_id in best:
+                continue
+            record = self._record(user_id, doc)
+            record.score = float(hit.get("_score") or 0.0)
+            record.metadata.update(score_kind="bm25", keyword_score=record.score)
+            best[doc.doc_id] = record
+        return list(best.values())[:top_k]
 
     async def list_memories(self, user_id: str, *, limit: int | None = None) -> list[MemoryRecord]:
         """The user's memories (documents), newest first; VeADK's carry no time and come last."""

@@ -27,7 +27,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreError, StoreUnreachable, VmemError
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
     check_embedder,
@@ -68,6 +68,7 @@ class RedisBackend(LongTermMemoryBackend):
     """Memories of one index in Redis, one RediSearch index per user, as VeADK lays them out."""
 
     name: ClassVar[str] = "redis"
+    search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
 
     def __init__(
         self,
@@ -87,6 +88,7 @@ class RedisBackend(LongTermMemoryBackend):
         self._config = config
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
+        self._queries = QueryVectors()
         self._client: Any = None
         self._search: bool | None = None
         self._docs: dict[str, dict[str, Doc]] = {}
@@ -445,7 +447,7 @@ class RedisBackend(LongTermMemoryBackend):
         if stored is None:
             return []
         self._check_dim(user_id, stored, embedder)
-        vector = embedder.embed_one(query)
+        vector = self._queries.vector(embedder, query)
         if not await self.has_search():
             if self.warn is not None and not self._warned:
                 self.warn(
@@ -454,6 +456,68 @@ class RedisBackend(LongTermMemoryBackend):
                 self._warned = True
             return list(await self._scan_search(user_id, vector, top_k))
         return list(await self._knn(user_id, vector, top_k))
+
+    async def prepare_queries(self, queries: list[str]) -> None:
+        """Embed a batch search's queries together (the store is asked one query at a time)."""
+        self._queries.prepare(self.embedder, queries)
+
+    # --- keyword and hybrid search (`ltm search --mode`): RediSearch full text on `text` ---
+
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+        """vector: `search`, as VeADK retrieves; keyword: BM25 on VeADK's `text` field; hybrid: both fused."""
+        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
+
+        if mode == "vector":
+            return await self.search(user_id, query, top_k)
+        if await self.index_dim(user_id) is None:
+            return []
+        if not await self.has_search():
+            raise NotSupported(
+                f"redis at {self.target} has no search module: keyword and hybrid search need RediSearch",
+                hint="use --mode vector (an exact scan of the user's vectors)",
+            )
+        depth = max(FUSION_DEPTH, top_k)
+        keyword = await self._keyword(user_id, query, top_k if mode == "keyword" else depth)
+        if mode == "keyword":
+            return list(keyword)
+        by_vector = [r for r in await self.search(user_id, query, depth) if isinstance(r, MemoryRecord)]
+        return list(fuse_records(by_vector, keyword, top_k))
+
+    async def _keyword(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+        """The user's top_k memories by BM25 over `text` (the field VeADK's index declares TEXT)."""
+        from veadk_mem.ltm.keywords import redisearch_query
+
+        expression = redisearch_query(query)
+        if not expression or top_k <= 0:
+            return []
+        name = index_name(self.index, user_id)
+        k = top_k
+        while True:
+            async with self._guard(f"searching {name}"):
+                raw = await self.client.execute_command(
+                    "FT.SEARCH", name, expression, "SCORER", "BM25", "WITHSCORES",
+                    "RETURN", "4", "id", "doc_id", "text", "_node_content",
+                    "LIMIT", "0", str(k), "DIALECT", "2",
+                )  # fmt: skip
+            total, scored = _scored_hits(raw)
+            best: dict[str, MemoryRecord] = {}
+            for key, score, fields in scored:
+                if not self._owns(user_id, key):
+                    continue
+                doc_id = fields.get("doc_id") or fields.get("id") or key
+                if doc_id in best:
+                    continue
+                doc = Doc(doc_id, [key], [(None, fields.get("text", ""))])
+                node = _json(fields.get("_node_content"))
+                if isinstance(node.get("metadata"), dict) and node["metadata"].get("vmem"):
+                    doc.meta = node["metadata"]
+                record = self._record(user_id, doc)
+                record.score = score
+                record.metadata.update(score_kind="bm25", keyword_score=score)
+                best[doc_id] = record
+            if len(best) >= top_k or total <= k:
+                return list(best.values())[:top_k]
+            k *= 4
 
     async def _knn(self, user_id: str, vector: npt.NDArray[np.float32], top_k: int) -> list[MemoryRecord]:
         import numpy as np
@@ -669,6 +733,24 @@ def _info_dim(info: Any) -> int | None:
                     if isinstance(item, str) and item.lower() == "dim":
                         return int(str(fields[i + 1]))
     return None
+
+
+def _scored_hits(raw: Any) -> tuple[int, list[tuple[str, float, dict[str, str]]]]:
+    """(total, [(key, score, fields)]) from an FT.SEARCH ... WITHSCORES answer in either protocol.
+
+    RESP2 puts each score after its key (`[total, key1, score1, [f1, v1, ...], ...]`); RESP3
+    gives it as `score` in each result map. The rest is `_search_hits`'s.
+    """
+    if isinstance(raw, dict):
+        total, hits = _search_hits(raw)
+        scores = [float(_text(_pairs(r).get("score")) or 0.0) for r in _pairs(raw).get("results") or []]
+    else:
+        items = list(raw or [])
+        if not items:
+            return 0, []
+        scores = [float(_text(items[i]) or 0.0) for i in range(2, len(items), 3)]
+        total, hits = _search_hits([items[0], *(x for i, x in enumerate(items[1:]) if i % 3 != 1)])
+    return total, [(key, score, fields) for (key, fields), score in zip(hits, scores, strict=True)]
 
 
 def _search_hits(raw: Any) -> tuple[int, list[tuple[str, dict[str, str]]]]:
