@@ -166,6 +166,10 @@ def test_export_import_roundtrip_and_idempotence(runner: CliRunner, dbfile: Path
     for line in lines:
         if "kind" not in json.loads(line):
             AdkSession.model_validate_json(line)  # every session line is ADK session JSON
+    result = vmem(runner, "session", "export", "-o", str(dump), "--db-url", str(dbfile), "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"output": str(dump), "sessions": 3, "not_exported": []}
+    assert dump.read_text(encoding="utf-8").splitlines() == lines  # the data still in the file, not on stdout
 
     target = tmp_path / "new.db"
     result = vmem(runner, "session", "import", str(dump), "--db-url", str(target))

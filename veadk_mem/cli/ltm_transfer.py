@@ -126,6 +126,8 @@ def export(
     run(go())
     if output not in (None, "-"):
         render.message(f"exported {counted(count, 'memory')} to {output}")
+        if render.json_mode:  # the data went to the file: stdout takes the report
+            render.json({"output": output, "memories": count})
 
 
 def import_(

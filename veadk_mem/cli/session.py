@@ -402,6 +402,8 @@ def export_cmd(
 
     total, damaged = run(go())
     state.render.message(f"exported {counted(total - len(damaged), 'session')}" + (f" to {output}" if output else ""))
+    if output is not None and state.json_mode:  # the data went to the file: stdout takes the report
+        state.render.json({"output": str(output), "sessions": total - len(damaged), "not_exported": sorted(damaged)})
     if damaged:
         state.render.warn(f"{counted(len(damaged), 'session')} not exported: unreadable rows (named above)")
         raise typer.Exit(1)
