@@ -140,3 +140,111 @@ def _sqlite_plan(path: Path, sql: str, params: Any) -> str:
 
     with sqlite3.connect(path) as conn:
         return " | ".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+
+# --- 2. the compaction count on ADK's key ---------------------------------------------------
+
+
+async def _spread_sessions(url: str) -> None:
+    """Sessions over two apps and two users (written by google-adk), one with a compaction event."""
+    from google.adk.events import EventActions
+    from google.adk.events.event_actions import EventCompaction
+
+    service = adk_service(url)
+    try:
+        for app in ("app_a", "app_b"):
+            for user in ("u1", "u2"):
+                for k in range(3):
+                    s = await service.create_session(app_name=app, user_id=user, session_id=f"{app}-{user}-s{k}")
+                    say = types.Content(role="user", parts=[types.Part(text="hi")])
+                    await service.append_event(s, Event(author="user", content=say, timestamp=100.0 + k))
+                    if (app, user, k) == ("app_b", "u2", 1):
+                        summary = types.Content(role="model", parts=[types.Part(text="greetings")])
+                        done = EventCompaction(start_timestamp=100.0, end_timestamp=101.0, compacted_content=summary)
+                        await service.append_event(
+                            s, Event(author="user", timestamp=102.0, actions=EventActions(compaction=done))
+                        )
+    finally:
+        await service.close()
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres", "mysql"])
+def test_list_compaction_count_uses_adks_key(request: pytest.FixtureRequest, tmp_path: Path, db: str) -> None:
+    """A page spanning apps and users counts compactions through the events index on
+    (app_name, user_id, session_id): the plan's index condition names all three columns."""
+    url = _url(request, tmp_path, db)
+    asyncio.run(_spread_sessions(url))
+
+    async def go() -> tuple[dict[tuple[str, str, str], int | None], list[tuple[str, Any]]]:
+        async with SessionStore(url) as store:
+            seen = _capture(store)
+            found = await store.list_sessions(None, limit=100, compactions=True)
+            return {(s.app_name, s.user_id, s.id): s.compaction_count for s in found}, seen
+
+    counts, seen = asyncio.run(go())
+    assert len(counts) == 12 and counts.pop(("app_b", "u2", "app_b-u2-s1")) == 1 and set(counts.values()) == {0}
+    (sql, params), *_ = [(s, p) for s, p in seen if "FROM events" in s and "GROUP BY events.app_name" in s]
+    if db == "postgres":
+        plan = _pg_plan(url, sql, params)
+        scans = [n for n in _nodes(plan) if n.get("Relation Name") == "events"]
+        assert scans and not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
+        index_reads = [n for n in _nodes(plan) if "events" in n.get("Index Name", "")]
+        assert index_reads, plan
+        for n in index_reads:  # Index Scan, or the Bitmap Index Scans under a BitmapOr
+            cond = n.get("Index Cond", "")
+            assert all(c in cond for c in ("app_name", "user_id", "session_id")), json.dumps(plan, indent=1)
+    elif db == "mysql":
+        rows, key_bytes = _mysql_explain(url, sql, params)
+        events = [r for r in rows if r["table"] == "events"]
+        assert events, rows
+        for r in events:  # a range over the index's first three columns: app_name, user_id, session_id
+            assert r["type"] in ("range", "ref") and r["key"] == "idx_events_app_user_session_ts_id", r
+            assert int(r["key_len"]) >= key_bytes, (r, key_bytes)
+    else:
+        plan = _sqlite_plan(tmp_path / "s.db", sql, params)
+        assert "app_name=? AND user_id=? AND session_id=?" in plan, plan
+
+
+def _pg_plan(url: str, sql: str, params: Any) -> dict[str, Any]:
+    import asyncpg
+
+    async def go() -> dict[str, Any]:
+        conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            # a tiny table is cheapest to read whole: ask for the best index path the statement allows
+            await conn.execute("SET enable_seqscan = off")
+            plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *params)
+            return dict(json.loads(plan)[0]["Plan"])
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [node, *(n for child in node.get("Plans", []) for n in _nodes(child))]
+
+
+def _mysql_explain(url: str, sql: str, params: Any) -> tuple[list[dict[str, Any]], int]:
+    """MariaDB's EXPLAIN rows of `sql`, and the index key length of (app_name, user_id, session_id)."""
+    import pymysql
+    import pymysql.cursors
+
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    conn = pymysql.connect(
+        host="127.0.0.1", port=3306, user="root", password="", database=name, cursorclass=pymysql.cursors.DictCursor
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute("EXPLAIN " + sql, params)
+            rows = list(cur.fetchall())
+            cur.execute(
+                "SELECT SUM(CHARACTER_OCTET_LENGTH + 2 + (IS_NULLABLE = 'YES')) AS n FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'events' "
+                "AND COLUMN_NAME IN ('app_name', 'user_id', 'session_id')",
+                (name,),
+            )
+            key_bytes = int(cur.fetchone()["n"])
+    finally:
+        conn.close()
+    return rows, key_bytes
