@@ -248,3 +248,111 @@ def _mysql_explain(url: str, sql: str, params: Any) -> tuple[list[dict[str, Any]
     finally:
         conn.close()
     return rows, key_bytes
+
+
+# --- 4. delete in batches of short transactions ----------------------------------------------
+
+
+def test_delete_runs_in_short_batches_while_an_agent_appends(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent (google-adk's DatabaseSessionService) resumes one of the sessions being deleted
+    while `delete --older-than` runs: its append succeeds at once, the session is kept and named,
+    and the delete ran as many transactions, each holding only its own batch's rows."""
+    import time
+
+    from veadk_mem.sessions.store import SessionFilter
+
+    monkeypatch.setenv("VMEM_DELETE_BATCH", "2")
+    n = 240
+    service = adk_service(pg_url)
+
+    async def go() -> None:
+        try:
+            for k in range(n):
+                await service.create_session(app_name=APP, user_id=f"u{k % 7}", session_id=f"old{k:04d}")
+            async with SessionStore(pg_url) as store:
+                listed = await store.list_sessions(SessionFilter(until=time.time() + 60), oldest_first=True)
+                last = listed[-1]  # the last to be deleted
+                session = await service.get_session(app_name=APP, user_id=last.user_id, session_id=last.id)
+                assert session is not None
+
+                async def agent() -> float:
+                    import asyncpg
+
+                    watch = await asyncpg.connect(pg_url.replace("postgresql+asyncpg", "postgresql"))
+                    try:  # wait until the delete has committed some of its work
+                        while await watch.fetchval("SELECT count(*) FROM sessions") == n:
+                            await asyncio.sleep(0.001)
+                    finally:
+                        await watch.close()
+                    started = time.monotonic()
+                    say = types.Content(role="user", parts=[types.Part(text="I am back")])
+                    await asyncio.wait_for(
+                        service.append_event(session, Event(author="user", content=say, timestamp=time.time())),
+                        timeout=30,
+                    )
+                    return time.monotonic() - started
+
+                watcher = asyncio.ensure_future(agent())
+                report = await store.delete_sessions(SessionFilter(until=time.time() + 60))
+                await watcher
+                assert store.delete_transactions > 1
+            assert [str(k) for k in report.skipped] == [f"{APP}/{last.user_id}/{last.id}"]
+            assert len(report.sessions) == n - 1
+            kept = await service.get_session(app_name=APP, user_id=last.user_id, session_id=last.id)
+            assert kept is not None and kept.events[-1].content.parts[0].text == "I am back"
+            left = await service.list_sessions(app_name=APP)
+            assert [s.id for s in left.sessions] == [last.id]
+        finally:
+            await service.close()
+
+    asyncio.run(go())
+
+
+def test_a_delete_stopped_part_way_says_how_far_it_got_and_a_rerun_finishes(
+    pg_url: str, runner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure in a later batch: the batches before it stay deleted, the error says how many,
+    and the same command run again deletes the rest."""
+    import asyncpg
+
+    from veadk_mem.cli.app import app
+
+    monkeypatch.setenv("VMEM_DELETE_BATCH", "3")
+    service = adk_service(pg_url)
+
+    async def setup() -> None:
+        try:
+            for k in range(10):
+                await service.create_session(app_name=APP, user_id="u", session_id=f"old{k:02d}")
+        finally:
+            await service.close()
+        conn = await asyncpg.connect(pg_url.replace("postgresql+asyncpg", "postgresql"))
+        try:  # the database refuses to delete one session of the third batch, for now
+            await conn.execute(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'refused by a test'; END $$; "
+                "CREATE TRIGGER refuse BEFORE DELETE ON sessions FOR EACH ROW "
+                "WHEN (OLD.id = 'old07') EXECUTE FUNCTION refuse()"
+            )
+        finally:
+            await conn.close()
+
+    async def drop_trigger() -> None:
+        conn = await asyncpg.connect(pg_url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            await conn.execute("DROP TRIGGER refuse ON sessions")
+        finally:
+            await conn.close()
+
+    asyncio.run(setup())
+    args = ["session", "delete", "--db-url", pg_url, "--app", APP, "--until", "2100-01-01", "--yes"]
+    failed = runner.invoke(app, args)
+    assert failed.exit_code == 1, failed.output
+    assert "6 of 10 session(s) (0 event(s)) were deleted and committed before it" in failed.stderr
+    assert "run the same command again to finish" in failed.stderr
+    left = runner.invoke(app, ["session", "list", "--db-url", pg_url, "--json"])
+    assert sorted(s["id"] for s in json.loads(left.stdout)) == [f"old{k:02d}" for k in range(6, 10)]
+    asyncio.run(drop_trigger())
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert "deleted 4 sessions" in again.stderr

@@ -56,3 +56,9 @@ def invalid_json(where: str, exc: JSONDecodeError, line_offset: int = 0) -> BadI
     reason = exc.msg.removesuffix(" at")  # json's messages end "... at" before the position
     reason = reason[:1].lower() + reason[1:]
     return BadInput(f"{where}: line {exc.lineno + line_offset}, column {exc.colno}: invalid JSON: {reason}")
+
+
+class Interrupted(VmemError):
+    """Ctrl-C stopped a command part-way; the message says what was already committed: exit 130."""
+
+    exit_code = 130

@@ -286,7 +286,7 @@ def delete_cmd(
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Delete sessions with their events, by id or by filter, in one transaction."""
+    """Delete sessions with their events, by id or by filter, in batches of short transactions."""
     from veadk_mem.errors import BadInput
     from veadk_mem.sessions.store import SessionKey
     from veadk_mem.sessions.timespec import parse_duration
