@@ -423,9 +423,8 @@ def import_cmd(
 ) -> None:
     """Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written."""
     import contextlib
-    import os
 
-    from veadk_mem.sessions.importer import import_file, spooled_stdin
+    from veadk_mem.sessions.importer import import_file, source_size, spooled_stdin
 
     state = _state(ctx, db_url, json_flag)
     name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file
@@ -441,7 +440,7 @@ def import_cmd(
                 if bar:
                     bar[0](n)
 
-            big = os.path.getsize(path) > CHECK_PROGRESS_BYTES
+            big = source_size(path) > CHECK_PROGRESS_BYTES
             checking = stack.enter_context(state.render.progress("checking sessions")) if big else None
             store = _store(state, create=True)
             return await import_file(
