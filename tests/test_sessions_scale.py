@@ -356,3 +356,66 @@ def test_a_delete_stopped_part_way_says_how_far_it_got_and_a_rerun_finishes(
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
     assert "deleted 4 sessions" in again.stderr
+
+
+def test_ctrl_c_during_a_delete_says_how_far_it_got(pg_url: str, tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group) part-way through a batched delete: exit 130, and the
+    message counts the sessions deleted and committed, which are exactly the ones gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import asyncpg
+
+    plain = pg_url.replace("postgresql+asyncpg", "postgresql")
+    n = 3000
+
+    async def setup() -> None:
+        service = adk_service(pg_url)  # ADK's tables, then many sessions at once
+        try:
+            await service.create_session(app_name=APP, user_id="u", session_id="first")
+        finally:
+            await service.close()
+        conn = await asyncpg.connect(plain)
+        try:
+            await conn.execute(
+                "INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) "
+                "SELECT $1, 'u', 'old' || lpad(g::text, 5, '0'), '{}', now() - interval '400 days', "
+                "now() - interval '400 days' + g * interval '1 second' FROM generate_series(1, $2) g",
+                APP,
+                n,
+            )
+        finally:
+            await conn.close()
+
+    async def count() -> int:
+        conn = await asyncpg.connect(plain)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM sessions WHERE id LIKE 'old%'"))
+        finally:
+            await conn.close()
+
+    asyncio.run(setup())
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "VMEM_DELETE_BATCH": "1"}
+    cmd = [sys.executable, "-m", "veadk_mem", "session", "delete", "--older-than", "30d", "--yes", "--db-url", pg_url]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while asyncio.run(count()) == n:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    left = asyncio.run(count())
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert 0 < left < n, left
+    assert f"interrupted: {n - left:,} of {n:,} session(s) (0 event(s)) were deleted and committed" in text, text
+    assert "run the same command again to finish" in text
