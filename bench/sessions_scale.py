@@ -104,8 +104,10 @@ def build_file(path: Path, total: int, big: int, old: int) -> tuple[int, int]:
         k = 0
         while events < total:
             n = rng.randint(4, 36)
-            is_old = k < old
+            is_old = k % 2 == 0 and k // 2 < old  # every other session, up to `old` of them
             start = OLD_TIME + k if is_old else NOW - 30 * 86400 + rng.random() * 29 * 86400
+            if not is_old and k % 10 == 1:
+                start = NOW - 3 * 86400 + rng.random() * 2 * 86400  # some updated this week
             app = APPS[k % len(APPS)]
             user = f"user{rng.randrange(500):03d}"
             out.write(_session_line(rng, app, user, f"s{k:07d}", n, start))
@@ -180,23 +182,28 @@ class Agent:
 # --- running commands ----------------------------------------------------------------------
 
 
-def vmem(args: list[str], url: str, stdout: Any = subprocess.DEVNULL) -> tuple[float, float, float, int, str]:
+# Peak RSS and CPU come from a small helper process's RUSAGE_CHILDREN: Linux carries the
+# forking process's high-water RSS into a child's ru_maxrss across exec, so wait4 from this
+# (large) process would report its own size for every command.
+_MEASURE = """
+import os, resource, subprocess, sys
+proc = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], "wb"), stderr=subprocess.PIPE)
+use = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stderr.buffer.write(proc.stderr)
+print(proc.returncode, use.ru_utime + use.ru_stime, use.ru_maxrss)
+"""
+
+
+def vmem(args: list[str], url: str, out: str = os.devnull) -> tuple[float, float, float, int, str]:
     """Run `vmem ARGS --db-url URL` as its own process: (wall s, cpu s, peak RSS MB, exit code, stderr tail)."""
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "veadk_mem", *args, "--db-url", url], stdout=stdout, stderr=subprocess.PIPE, env=env
-    )
-    assert proc.stderr is not None
-    err_chunks = []
-    reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    _, status, usage = os.wait4(proc.pid, 0)
+    cmd = [sys.executable, "-c", _MEASURE, out, sys.executable, "-m", "veadk_mem", *args, "--db-url", url]
+    done = subprocess.run(cmd, capture_output=True, env=env)
     wall = time.perf_counter() - t0
-    reader.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = b"".join(err_chunks).decode(errors="replace").strip().splitlines()
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, (err[-1] if err else "")
+    code, cpu, rss = done.stdout.decode().split()
+    err = done.stderr.decode(errors="replace").strip().splitlines()
+    return wall, float(cpu), int(rss) / 1024, int(code), (err[-1] if err else "")
 
 
 def adk_call(url: str, what: str, *args: str) -> float:
@@ -233,14 +240,9 @@ def run_backend(name: str, url: str, source: Path, events: int, old: int, big: i
     agent = Agent(url)
     rows: list[str] = []
 
-    def step(label: str, args: list[str], per_events: int = 0, adk: float | None = None, out: Any = None) -> None:
+    def step(label: str, args: list[str], per_events: int = 0, adk: float | None = None) -> None:
         t0 = time.time()
-        handle = open(out, "w") if out else subprocess.DEVNULL  # noqa: SIM115
-        try:
-            wall, cpu, rss, code, err = vmem(args, url, handle)
-        finally:
-            if out:
-                handle.close()
+        wall, cpu, rss, code, err = vmem(args, url)
         lat, errors = agent.window(t0, time.time())
         rate = f"{per_events / wall:,.0f} ev/s" if per_events else ""
         adk_text = f"{adk:.3f}" if adk is not None else ""
@@ -310,9 +312,7 @@ def _first_old_user(source: Path) -> tuple[str, str] | None:
         handle.readline()  # the big session
         for line in handle:
             data = json.loads(line)
-            if data["lastUpdateTime"] >= OLD_TIME + 10**6:
-                break
-            if data["appName"] == APPS[0]:
+            if data["lastUpdateTime"] < OLD_TIME + 10**6 and data["appName"] == APPS[0]:
                 found = (data["userId"], data["id"])
     return found
 
