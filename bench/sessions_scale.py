@@ -236,7 +236,7 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def run_backend(name: str, url: str, source: Path, events: int, old: int, big: int) -> list[str]:
+def run_backend(name: str, url: str, source: Path, events: int, old: int, big: int, sessions: int) -> list[str]:
     agent = Agent(url)
     rows: list[str] = []
 
@@ -278,7 +278,7 @@ def run_backend(name: str, url: str, source: Path, events: int, old: int, big: i
         adk=adk_call(url, "list", APPS[1], "user007"),
     )
     step("list --since 7d", ["session", "list", "--since", "7d", "--json"])
-    deep = max(0, (events // 20) * 4 // 5)
+    deep = sessions * 4 // 5  # a page four fifths of the way down the list
     step(f"list --offset {deep:,}", ["session", "list", "--offset", str(deep), "--json"])
     step("get big --events 50", ["session", "get", BIG_APP, BIG_USER, BIG_ID, "--events", "50", "--json"])
     step(
@@ -416,7 +416,7 @@ def main() -> None:
         else:
             url = f"sqlite+aiosqlite:///{work / (db + '.db')}"
         try:
-            run_backend(name, url, source, events, opts.old, opts.big)
+            run_backend(name, url, source, events, opts.old, opts.big, sessions)
         finally:
             if name == "postgresql":
                 asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
