@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -109,7 +111,15 @@ class Deletes(Reads):
         size = batch or _batch_size()
         try:
             for chunk in _batches(summaries, size, DELETE_BATCH_EVENTS):
-                await self._delete_batch(chunk, report, bool(recheck))
+                # Ctrl-C lets the batch in flight (one short transaction) finish: the count
+                # the message gives is then exactly what is gone, never off by a commit
+                running = asyncio.ensure_future(self._delete_batch(chunk, report, bool(recheck)))
+                try:
+                    await asyncio.shield(running)
+                except asyncio.CancelledError:
+                    with contextlib.suppress(Exception):
+                        await running
+                    raise
                 self.delete_transactions += 1
             if purge_state:
                 await self._purge_orphaned(summaries, report)
@@ -119,8 +129,6 @@ class Deletes(Reads):
 
     def _partial(self, exc: BaseException, report: DeleteReport, planned: int) -> BaseException:
         """The error to raise for `exc` once part of a delete may be committed: it says how far it got."""
-        import asyncio
-
         done = (
             f"{len(report.sessions):,} of {planned:,} session(s) ({report.events:,} event(s)) were deleted "
             "and committed before it; run the same command again to finish"
