@@ -117,7 +117,7 @@ complete -c vmem -n "__vmem_at 'completion'" -s 'v' -d 'Tracebacks and extra det
 complete -c vmem -n "__vmem_at 'completion'" -a 'bash zsh fish'
 complete -c vmem -n "__vmem_at 'session'" -a 'list' -d 'List sessions, most recently updated first, with event and compaction counts (events are not loaded).'
 complete -c vmem -n "__vmem_at 'session'" -a 'get' -d 'Show a session: merged state and its event timeline; --json prints ADK\'s session JSON.'
-complete -c vmem -n "__vmem_at 'session'" -a 'delete' -d 'Delete sessions with their events, by id or by filter, in one transaction.'
+complete -c vmem -n "__vmem_at 'session'" -a 'delete' -d 'Delete sessions with their events, by id or by filter, in batches of short transactions.'
 complete -c vmem -n "__vmem_at 'session'" -a 'export' -d 'Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed.'
 complete -c vmem -n "__vmem_at 'session'" -a 'import' -d 'Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written.'
 complete -c vmem -n "__vmem_at 'session'" -a 'upgrade' -d 'Upgrade an ADK v0 (pickle) database in place to the layout current ADK reads.'

@@ -286,7 +286,7 @@ def delete_cmd(
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Delete sessions with their events, by id or by filter, in one transaction."""
+    """Delete sessions with their events, by id or by filter, in batches of short transactions."""
     from veadk_mem.errors import BadInput
     from veadk_mem.sessions.store import SessionKey
     from veadk_mem.sessions.timespec import parse_duration
@@ -423,9 +423,8 @@ def import_cmd(
 ) -> None:
     """Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written."""
     import contextlib
-    import os
 
-    from veadk_mem.sessions.importer import import_file, spooled_stdin
+    from veadk_mem.sessions.importer import import_file, source_size, spooled_stdin
 
     state = _state(ctx, db_url, json_flag)
     name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file
@@ -441,7 +440,7 @@ def import_cmd(
                 if bar:
                     bar[0](n)
 
-            big = os.path.getsize(path) > CHECK_PROGRESS_BYTES
+            big = source_size(path) > CHECK_PROGRESS_BYTES
             checking = stack.enter_context(state.render.progress("checking sessions")) if big else None
             store = _store(state, create=True)
             return await import_file(
