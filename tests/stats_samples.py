@@ -25,7 +25,10 @@ LAYOUT = {
 
 def usage(i: int) -> types.GenerateContentResponseUsageMetadata:
     return types.GenerateContentResponseUsageMetadata(
-        prompt_token_count=100 + i, candidates_token_count=20 + i, thoughts_token_count=i % 3, total_token_count=125 + 2 * i
+        prompt_token_count=100 + i,
+        candidates_token_count=20 + i,
+        thoughts_token_count=i % 3,
+        total_token_count=125 + 2 * i,
     )
 
 
@@ -69,7 +72,9 @@ def turn(i: int, ts: float, *, compact: bool = False) -> list[Event]:
     if compact:
         summary = types.Content(role="model", parts=[types.Part(text=f"summary up to {i}")])
         compaction = EventCompaction(start_timestamp=ts, end_timestamp=ts + 3, compacted_content=summary)
-        out.append(Event(invocation_id=inv, author="user", timestamp=ts + 5, actions=EventActions(compaction=compaction)))
+        out.append(
+            Event(invocation_id=inv, author="user", timestamp=ts + 5, actions=EventActions(compaction=compaction))
+        )
     return out
 
 
