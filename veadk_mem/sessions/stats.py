@@ -205,7 +205,9 @@ def _event_columns(store: SessionStore) -> tuple[dict[str, str], list[str]]:
         usage, usage_path = ("e.usage_metadata", []) if "usage_metadata" in names else (None, [])
         compaction = None
         unavailable.append("compaction: a v0 layout pickles actions, which SQL cannot read (counted as their content)")
-        blobs = [n for n in ("content", "actions", "grounding_metadata", "custom_metadata", "usage_metadata") if n in names]
+        blobs = [
+            n for n in ("content", "actions", "grounding_metadata", "custom_metadata", "usage_metadata") if n in names
+        ]
         size = " + ".join(j.size(f"e.{n}") for n in blobs)
     else:
         content, content_path = "e.event_data", ["content"]
