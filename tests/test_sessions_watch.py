@@ -8,6 +8,7 @@ a watcher whose output nobody reads never keeps ADK from appending.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -210,3 +211,97 @@ def test_a_watcher_nobody_reads_never_blocks_adks_appends(tmp_path: Path) -> Non
             watch.kill()
     finally:
         os.close(read_end)
+
+
+class Proxy:
+    """A TCP proxy to a database server that can be cut (connections dropped, port closed) and restored:
+    a database restart as its clients see it."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+
+        self.target = port
+        self.conns: list[socket.socket] = []
+        self.port = 0
+        self.listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        import socket
+
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        self.port = listener.getsockname()[1]
+        self.listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: Any) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self.conns += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a: Any, b: Any) -> None:
+        import socket
+
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):  # shutdown, not just close: it wakes the other direction's recv
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def cut(self) -> None:
+        import socket
+
+        assert self.listener is not None
+        self.listener.close()
+        for s in self.conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+        self.conns = []
+
+
+def test_a_database_restart_is_said_once_and_followed_through(pg_url: str) -> None:
+    proxy = Proxy(5432)
+    via = pg_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    asyncio.run(_append(pg_url, "erin", "s", 0, create=True))
+    watch = Watch(via, "erin", "s", "--events", "0")
+    try:
+        watch.said("following session s")
+        first = asyncio.run(_append(pg_url, "erin", "s", 3))
+        assert [e["id"] for e in watch.events(3)] == first
+        proxy.cut()
+        watch.said("retrying until it is back")
+        during = asyncio.run(_append(pg_url, "erin", "s", 4, start=3))  # the agent's own connection
+        time.sleep(1)  # several failed polls: said once
+        proxy.restore()
+        watch.said("reachable again")
+        assert [e["id"] for e in watch.events(4)] == during
+        later = asyncio.run(_append(pg_url, "erin", "s", 2, start=7))
+        assert [e["id"] for e in watch.events(2)] == later
+        watch.proc.send_signal(signal.SIGINT)
+        watch.end(0)
+        assert sum("retrying" in line for line in watch.stderr) == 1
+        assert watch.out.empty()
+    finally:
+        watch.kill()
+        proxy.cut()

@@ -583,7 +583,7 @@ TOKEN_COLUMNS = [
 FIGURE_COLUMNS = [
     Column("sessions", "sessions", _n, justify="right"),
     Column("events", "events", _n, justify="right"),
-    Column("bytes", "bytes", _bytes, justify="right"),
+    Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
     *TOKEN_COLUMNS,
 ]
 KIND_COLUMNS = [
@@ -602,7 +602,7 @@ TOP_COLUMNS = [
     Column("user", "user_id", no_wrap=True),
     Column("session id", "id", no_wrap=True),
     Column("events", "events", _n, justify="right"),
-    Column("bytes", "bytes", _bytes, justify="right"),
+    Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
     *TOKEN_COLUMNS,
     Column.time("updated", "update_time"),
 ]
@@ -610,7 +610,7 @@ AGE_COLUMNS = [
     Column("last update", "age", no_wrap=True),
     Column("sessions", "sessions", _n, justify="right"),
     Column("events", "events", _n, justify="right"),
-    Column("bytes", "bytes", _bytes, justify="right"),
+    Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
     Column("", "bar", no_wrap=True, keep=-3),
     Column("older: sessions", "older_sessions", _n, justify="right"),
     Column("older: bytes", "older_bytes", _bytes, justify="right"),
@@ -621,7 +621,7 @@ SPARK_DAYS = 30  # days the terminal's sparkline covers
 def _group_columns(by: str, people: bool) -> list[Column]:
     if by == "age":
         return AGE_COLUMNS if people else [c for c in AGE_COLUMNS if c.key != "bar"]
-    cols = [*GROUP_KEYS[by], *FIGURE_COLUMNS, *KIND_COLUMNS]
+    cols = [*GROUP_KEYS[by], *FIGURE_COLUMNS, *([] if people else KIND_COLUMNS)]  # kinds: in the totals
     if by in ("app", "user"):
         cols.append(Column.time("last update", "last_update"))
     return cols
@@ -761,11 +761,12 @@ def _stats_for_people(state: AppState, stats: Any, where: str) -> None:
         title="events by kind",
     )
     render.table(_with_bars(stats.ages), AGE_COLUMNS, title="sessions by last update (older: what --older-than frees)")
-    if stats.days:
+    active = [d for d in stats.days if d["events"]]
+    if active:
         from datetime import date, timedelta
 
-        per_day = {d["day"]: d["events"] for d in stats.days}
-        last = date.fromisoformat(stats.days[0]["day"])
+        per_day = {d["day"]: d["events"] for d in active}
+        last = date.fromisoformat(active[0]["day"])  # the newest day with events
         span = [(last - timedelta(days=i)).isoformat() for i in range(SPARK_DAYS - 1, -1, -1)]
         values = [per_day.get(d, 0) for d in span]
         render.fields(
@@ -865,6 +866,7 @@ async def _watch(
             interval=interval,
             max_interval=max_interval,
         )
+        _stop_on_signals(watcher)
         timeline = Timeline(1)
         header = True
         async for batch in watcher.follow():
@@ -886,6 +888,25 @@ async def _watch(
             _print_rows(state, rows, header)
             header = header and not rows
             _warn_all(state, store)
+
+
+def _stop_on_signals(watcher: Any) -> None:
+    """Ctrl-C (and SIGTERM) end the watch after the poll in flight, exit 0; a second Ctrl-C
+    interrupts at once. Cancelling the task instead could land inside the driver, which may
+    swallow it while it recovers a connection."""
+    import asyncio
+    import contextlib
+    import signal
+
+    loop = asyncio.get_running_loop()
+
+    def stop(sig: int) -> None:
+        watcher.stop()
+        loop.remove_signal_handler(sig)  # the next one is Python's own KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+            loop.add_signal_handler(sig, stop, sig)
 
 
 def _print_rows(state: AppState, rows: list[dict[str, Any]], header: bool) -> None:

@@ -71,6 +71,7 @@ class Watcher:
         self.max_interval = max(max_interval, interval)
         self._cursor: tuple[Any, str] | None = None
         self._started = False
+        self.stopping = asyncio.Event()  # set by stop(): follow() ends after the poll in flight
         self._stmts: dict[str, Any] = {}
 
     # --- statements --------------------------------------------------------------------------
@@ -195,15 +196,26 @@ class Watcher:
 
     # --- the loop --------------------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """End follow() cleanly after the poll in flight (a signal handler calls this on Ctrl-C)."""
+        self.stopping.set()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep between polls, cut short by stop()."""
+        import contextlib
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+
     async def follow(self) -> AsyncIterator[list[WatchEvent | Notice]]:
-        """What each poll found (events and notices, in order) until cancelled; NotFound when
+        """What each poll found (events and notices, in order) until stop(); NotFound when
         the followed session is deleted. Idle polls yield nothing."""
         import contextlib
 
         delay = self.interval
         lost = False
         waiting_said = False
-        while True:
+        while not self.stopping.is_set():
             try:
                 items = await self.poll()
             except NotFound:
@@ -213,11 +225,13 @@ class Watcher:
                     raise
                 problem = exc if isinstance(exc, VmemError) else self.store._fail(exc)
                 with contextlib.suppress(Exception):
-                    await self.store.engine.dispose()  # its pooled connections are dead
+                    # a new pool; the old one's connections are dead, and closing them politely
+                    # could wait on a server that is gone
+                    await self.store.engine.dispose(close=False)
                 if not lost:
                     lost = True
                     yield [Notice("lost", f"{problem}; retrying until it is back")]
-                await asyncio.sleep(delay)
+                await self._pause(delay)
                 delay = min(self.max_interval, delay * 1.5)
                 continue
             if lost:
@@ -232,4 +246,4 @@ class Watcher:
             if found >= _PAGE:
                 continue  # a burst: read the rest now
             delay = self.interval if found else min(self.max_interval, delay * 1.5)
-            await asyncio.sleep(delay)
+            await self._pause(delay)
