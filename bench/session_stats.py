@@ -10,7 +10,7 @@ events but 100,000, app `one` holding 100,000; sessions of 50 events over 1,000 
 turn a user text, a model function call with usage_metadata, the tool's response and a model
 answer with usage_metadata, plus a compaction every 25th event. PostgreSQL is analyzed after
 the load. Stats figures are whole processes (`python -m veadk_mem session stats --json`,
-interpreter start included), median of 3 after one warm-up.
+interpreter start included), median of 3 (`--runs`) after one warm-up.
 
 Watch (PostgreSQL, on the same database): a watcher process polling once a second
 (`--interval 1 --max-interval 1`) follows a session while ADK's DatabaseSessionService
@@ -161,7 +161,7 @@ def _vmem(*args: str) -> tuple[float, str]:
     return elapsed, out.stdout
 
 
-def time_stats(url: str) -> list[tuple[str, float]]:
+def time_stats(url: str, runs: int) -> list[tuple[str, float]]:
     rows = []
     for label, extra in (
         ("session stats (everything)", []),
@@ -170,7 +170,7 @@ def time_stats(url: str) -> list[tuple[str, float]]:
     ):
         args = ["session", "stats", "--db-url", url, "--json", *extra]
         _vmem(*args)
-        rows.append((label, statistics.median(_vmem(*args)[0] for _ in range(3))))
+        rows.append((label, statistics.median(_vmem(*args)[0] for _ in range(runs))))
     return rows
 
 
@@ -274,6 +274,7 @@ def main() -> None:
     parser.add_argument("--backends", default="postgresql,sqlite")
     parser.add_argument("--fresh", action="store_true", help="rebuild the databases even when they hold --events")
     parser.add_argument("--skip-watch", action="store_true")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs per figure, after one warm-up (median)")
     args = parser.parse_args()
     for backend in args.backends.split(","):
         if backend == "postgresql":
@@ -287,7 +288,7 @@ def main() -> None:
         print(f"## {backend}: {args.events:,} events", file=sys.stderr)
         asyncio.run(build(url, args.events))
         print(f"\n### {backend}, {args.events:,} events\n\n| what | seconds (whole process) |\n|---|---|")
-        for label, seconds in time_stats(url):
+        for label, seconds in time_stats(url, args.runs):
             print(f"| {label} | {seconds:.2f} |")
         if backend == "postgresql" and not args.skip_watch:
             print("\n| watch | figure |\n|---|---|")
