@@ -165,3 +165,25 @@ def test_sqlite_session_service_file(runner: CliRunner, tmp_path: Path) -> None:
     assert got["totals"]["kinds"]["compaction"] == 4
     assert got["totals"]["tokens"]["prompt"] == sum(w["tokens"]["prompt"] for w in want.values())
     assert sum(g["events"] for g in got["groups"]) == got["totals"]["events"]
+
+
+@pytest.mark.parametrize("version", ["1.10.0", "1.18.0", "1.22.1"])
+def test_databases_of_old_adk_releases(runner: CliRunner, tmp_path: Path, version: str) -> None:
+    """What each layout can tell: 1.10's v0 table has no usage_metadata column; no v0 can count compactions."""
+    from test_sessions_old_adk import write_with
+
+    _, path, adk = write_with(version, tmp_path)
+    got = _stats(runner, str(path))
+    assert got["totals"]["events"] == sum(len(s["events"]) for s in adk.values())
+    assert got["totals"]["sessions"] == len(adk)
+    assert sum(got["totals"]["kinds"].values()) == got["totals"]["events"]
+    unavailable = " ".join(got["unavailable"])
+    assert ("tokens" in unavailable) == (version == "1.10.0")
+    assert ("compaction" in unavailable) == (version != "1.22.1")
+    calls = sum(
+        1
+        for s in adk.values()
+        for e in s["events"]
+        if any("function_call" in p or "functionCall" in p for p in (e.get("content") or {}).get("parts") or [])
+    )
+    assert calls and got["totals"]["kinds"]["function_call"] == calls
