@@ -113,8 +113,10 @@ async def _count(url: str) -> int:
 async def _events_total(store: Any) -> int:
     from sqlalchemy import func, select
 
+    e = store.tables.events
+    stmt = select(func.count()).select_from(e).where(e.c.app_name.in_(["fleet", "one"]))  # not the watch's
     async with store.reader.connect() as conn:
-        return int((await conn.execute(select(func.count()).select_from(store.tables.events))).scalar_one())
+        return int((await conn.execute(stmt)).scalar_one())
 
 
 async def build(url: str, total: int) -> None:
@@ -260,6 +262,7 @@ async def time_watch(url: str) -> list[tuple[str, str]]:
                 )
             )
     finally:
+        await service.delete_session(app_name="live", user_id="ops", session_id=sid)
         await service.close()
     return rows
 
