@@ -142,8 +142,8 @@ def test_machine_formats_print_records(runner: CliRunner, tmp_path: Path) -> Non
     assert bad.exit_code == 2 and "--by" in bad.stderr
 
 
-def test_v0_layout_says_what_it_cannot_count(runner: CliRunner, tmp_path: Path) -> None:
-    url = sqlite_url(tmp_path / "v0.db")
+def test_v0_layout_says_what_it_cannot_count(runner: CliRunner, db: str) -> None:
+    url = db
     build_v0(url, {})
     write(url)
     want = expected(url, KEYS)
