@@ -305,3 +305,23 @@ def test_a_database_restart_is_said_once_and_followed_through(pg_url: str) -> No
     finally:
         watch.kill()
         proxy.cut()
+
+
+def test_an_unreadable_event_is_named_and_skipped(tmp_path: Path) -> None:
+    """A corrupt event (which ADK's own get_session refuses) is said once and skipped; the rest arrive."""
+    path = tmp_path / "adk.db"
+    url = sqlite_url(path)
+    ids = asyncio.run(_append(url, "fay", "s", 4, create=True))
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET event_data = '{not json' WHERE id = ?", (ids[1],))
+    watch = Watch(url, "fay", "s", "--events", "4")
+    try:
+        watch.said(f"event {ids[1]} is not readable")
+        assert [e["id"] for e in watch.events(3)] == [ids[0], ids[2], ids[3]]
+        watch.proc.send_signal(signal.SIGINT)
+        watch.end(0)
+        assert sum("not readable" in line for line in watch.stderr) == 1
+    finally:
+        watch.kill()

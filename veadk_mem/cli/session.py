@@ -888,6 +888,7 @@ async def _watch(
             _print_rows(state, rows, header)
             header = header and not rows
             _warn_all(state, store)
+            store.warnings.clear()  # each said once
 
 
 def _stop_on_signals(watcher: Any) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import event_from_row
-from veadk_mem.sessions.layout import stored_time
+from veadk_mem.sessions.layout import Layout, stored_time
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.store import SessionStore
@@ -91,7 +91,10 @@ class Watcher:
             return stmt
         t = self.store.tables
         e, s = t.events.c, t.sessions.c
-        cols = [*t.events.c, e.timestamp.label("_cursor_ts")]
+        # event_data as text, decoded per row in _events: a corrupt one is then skipped, not a failed poll
+        raw = t.layout is Layout.V1
+        cols = [self.store._raw_json(c, c.name) if raw and c.name == "event_data" else c for c in t.events.c]
+        cols.append(e.timestamp.label("_cursor_ts"))
         mine = [*self._keys(e), e.session_id == bindparam("k_id")]
         if name == "after":
             after = or_(
@@ -183,14 +186,15 @@ class Watcher:
         tables, warnings = self.store.tables, self.store.warnings
         out: list[WatchEvent | Notice] = []
         for row in rows:
+            self._cursor = (row._cursor_ts, row.id)
             try:
                 data = event_from_row(tables, row, warnings)
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise StoreError(
+            except (ValueError, TypeError, AttributeError) as exc:  # said, skipped: the watch goes on
+                warnings.append(
                     f"session {self.app}/{self.user}/{self.session_id}: event {row.id} is not readable "
-                    f"({type(exc).__name__})"
-                ) from None
-            self._cursor = (row._cursor_ts, row.id)
+                    f"({type(exc).__name__}); skipped"
+                )
+                continue
             out.append(WatchEvent(self.session_id or "", data))
         return out
 
