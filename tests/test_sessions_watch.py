@@ -30,10 +30,12 @@ APP = "watch_app"
 WAIT = 60.0  # seconds before a test gives up on a line (a hang guard, not a timing assertion)
 
 
-@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+@pytest.fixture(params=["sqlite", "postgres", "mysql", "sqlite-service"])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return sqlite_url(tmp_path / "adk.db")
+    if request.param == "sqlite-service":
+        return str(tmp_path / "service.db")  # a plain path: ADK's SqliteSessionService (REAL epoch times)
     return str(request.getfixturevalue("pg_url" if request.param == "postgres" else "mysql_url"))
 
 
