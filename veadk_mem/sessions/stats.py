@@ -1,8 +1,9 @@
 """What a session database holds and what it cost: sizes, growth, token spend, ages.
 
-Everything per event is computed in the database: one GROUP BY over the events' JSON
-(PostgreSQL JSONB operators, MySQL/MariaDB JSON functions, sqlite JSON1) gives one row
-per session and day, and one plain query gives the sessions' times. Python only adds
+Everything per event is computed in the database: a GROUP BY over the events' JSON
+(PostgreSQL JSONB operators, MySQL/MariaDB JSON functions, sqlite JSON1), folded by kind
+in a second one, gives one row per session and UTC day, and one plain query gives the
+sessions' times. Python only adds
 those rows up into totals, groups, the largest sessions and the age histogram; no event
 is ever loaded.
 
