@@ -7,7 +7,7 @@ _vmem() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" completion"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
+      " doctor"|" forget"|" completion"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
     esac
   done
   case "$path" in
@@ -15,13 +15,15 @@ _vmem() {
     " doctor") opts='--db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " forget") opts='--app -a --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " completion") opts='--install --config -c --json --quiet -q --verbose -v'; cmds='bash zsh fish' ;;
-    " session") opts=''; cmds='list get delete export import upgrade' ;;
+    " session") opts=''; cmds='list get delete export import upgrade stats watch' ;;
     " session list") opts='--app -a --user -u --since --until --limit -n --offset --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " session get") opts='--events --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " session delete") opts='--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " session export") opts='--app -a --user -u --since --until --output -o --db-url --config -c --json --quiet -q --verbose -v'; cmds='' ;;
     " session import") opts='--force --db-url --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " session upgrade") opts='--backup --dry-run --drop-old --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " session stats") opts='--app -a --user -u --since --until --by --top --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " session watch") opts='--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm") opts=''; cmds='save search list profile delete export import copy' ;;
     " ltm save") opts='--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm search") opts='--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;

@@ -99,6 +99,9 @@ COMMANDS: list[tuple[str, Callable[[dict[str, str]], list[str]]]] = [
         "session delete --dry-run",
         lambda w: ["session", "delete", "--app", "support_app", "--dry-run", "--db-url", w["db"]],
     ),
+    ("session stats", lambda w: ["session", "stats", "--db-url", w["db"]]),
+    ("session stats --by age", lambda w: ["session", "stats", "--by", "age", "--db-url", w["db"]]),
+    ("session stats --by user", lambda w: ["session", "stats", "--by", "user", "--db-url", w["db"]]),
     ("ltm search", lambda w: ["ltm", "search", "cracked screen order", "-u", "cust-001", "-a", "support_app"]),
     ("ltm list", lambda w: ["ltm", "list", "-u", "user-42"]),
     ("ltm delete --dry-run", lambda w: ["ltm", "delete", "-u", "user-42", "--all", "--dry-run"]),
@@ -142,9 +145,9 @@ def _record_fields(out: str, headers: set[str]) -> list[str]:
             continue
         if not in_record:
             continue
-        label = line.split(":", 1)[0]
-        if ":" in line and label in headers and not line.startswith(" "):
-            current = [line.split(":", 1)[1]]
+        label = max((h for h in headers if h and line.startswith(h + ":")), key=len, default=None)
+        if label is not None:
+            current = [line[len(label) + 1 :]]
             fields.append("")
         elif line.startswith(" ") and current is not None:
             current.append(line)
@@ -213,7 +216,7 @@ def test_every_value_appears_whole(
     assert "…" not in out, f"{name}: a shortened cell at {width} columns"
     assert max(len(line) for line in out.splitlines()) <= width, f"{name}: wider than {width} columns"
     streams = _column_streams(out)
-    records = _record_fields(out, {col.header for _, columns in tables for col in columns})
+    records = _record_fields(out, {col.header or col.key for _, columns in tables for col in columns})
     whole = _squash(out)
     lines = out.splitlines()
     checked = 0

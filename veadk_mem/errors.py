@@ -70,3 +70,9 @@ def missing_extra(package: str, extra: str) -> NotSupported:
         f"{package} is not installed",
         hint=f"install it with: pip install 'veadk-mem[{extra}]'",
     )
+
+
+class Interrupted(VmemError):
+    """Ctrl-C stopped a command part-way; the message says what was already committed: exit 130."""
+
+    exit_code = 130

@@ -54,6 +54,16 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("migrate into PostgreSQL", "vmem session import b.jsonl --db-url postgresql://db/a"),
         ("from stdin", "gunzip -c b.jsonl.gz | vmem session import -"),
     ],
+    "session stats": [
+        ("sizes, growth and token spend", "vmem session stats"),
+        ("an app per day, and its 5 largest", "vmem session stats --app support_bot --by day --top 5"),
+        ("sessions by age, for a spreadsheet", "vmem session stats --by age --csv > ages.csv"),
+    ],
+    "session watch": [
+        ("follow a user's sessions as events arrive", "vmem session watch support_bot alice"),
+        ("one session, only new events", "vmem session watch support_bot alice ID --events 0"),
+        ("the text, as it comes", "vmem session watch support_bot alice --json | jq .content"),
+    ],
     "session upgrade": [
         ("what the upgrade would do", "vmem session upgrade --dry-run"),
         ("upgrade, keeping a verified backup", "vmem session upgrade --backup before.jsonl"),

@@ -408,7 +408,8 @@ class Renderer:
             )
         if not continued:
             self._record_n = 0
-        label_width = max(cell_len(columns[i].header) + 1 for i in shown)
+        labels = {i: (columns[i].header or columns[i].key) + ":" for i in shown}  # a headerless bar: its key
+        label_width = max(cell_len(label) for label in labels.values())
         value_width = max(console.width - label_width - 1, 8)
         if title and not continued:
             console.print(Text(title, style="italic"), crop=False)
@@ -419,7 +420,7 @@ class Renderer:
             for i in shown:
                 if not line[i]:
                     continue
-                label = columns[i].header + ":"
+                label = labels[i]
                 for n, part in enumerate(Text(line[i]).wrap(console, value_width, overflow="fold")):
                     block.append("\n")
                     block.append((label if n == 0 else "").ljust(label_width), style="bold")

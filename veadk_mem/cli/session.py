@@ -286,7 +286,7 @@ def delete_cmd(
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Delete sessions with their events, by id or by filter, in one transaction."""
+    """Delete sessions with their events, by id or by filter, in batches of short transactions."""
     from veadk_mem.errors import BadInput
     from veadk_mem.sessions.store import SessionKey
     from veadk_mem.sessions.timespec import parse_duration
@@ -425,9 +425,8 @@ def import_cmd(
 ) -> None:
     """Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written."""
     import contextlib
-    import os
 
-    from veadk_mem.sessions.importer import import_file, spooled_stdin
+    from veadk_mem.sessions.importer import import_file, source_size, spooled_stdin
 
     state = _state(ctx, db_url, json_flag)
     name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file
@@ -443,7 +442,7 @@ def import_cmd(
                 if bar:
                     bar[0](n)
 
-            big = os.path.getsize(path) > CHECK_PROGRESS_BYTES
+            big = source_size(path) > CHECK_PROGRESS_BYTES
             checking = stack.enter_context(state.render.progress("checking sessions")) if big else None
             store = _store(state, create=True)
             return await import_file(
@@ -561,3 +560,346 @@ def upgrade_lines(report: Any) -> list[str]:
     else:
         lines.append(f"old tables kept as {kept}: `vmem session upgrade --drop-old` drops them")
     return lines
+
+
+# --- stats -------------------------------------------------------------------------------
+
+
+def _n(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _bytes(value: Any) -> str:
+    from veadk_mem.cli.charts import human_bytes
+
+    return human_bytes(value)
+
+
+TOKEN_COLUMNS = [
+    Column("prompt tok", "prompt_tokens", _n, justify="right"),
+    Column("output tok", "candidates_tokens", _n, justify="right"),
+    Column("thought tok", "thoughts_tokens", _n, justify="right"),
+    Column("total tok", "total_tokens", _n, justify="right"),
+]
+FIGURE_COLUMNS = [
+    Column("sessions", "sessions", _n, justify="right"),
+    Column("events", "events", _n, justify="right"),
+    Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
+    *TOKEN_COLUMNS,
+]
+KIND_COLUMNS = [
+    Column(name.replace("_", " "), name, _n, justify="right")
+    for name in ("user_text", "model_text", "function_call", "function_response", "compaction", "other")
+]
+GROUP_KEYS = {
+    "app": [Column.id("app", "app_name")],
+    "user": [Column.id("app", "app_name"), Column.id("user", "user_id")],
+    "day": [Column.id("day", "day")],
+    "week": [Column.id("week of", "week")],
+    "age": [Column.id("last update", "age")],
+}
+TOP_COLUMNS = [
+    Column.id("app", "app_name"),
+    Column.id("user", "user_id"),
+    Column.id("session id", "id"),
+    Column("events", "events", _n, justify="right"),
+    Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
+    *TOKEN_COLUMNS,
+    Column.time("updated", "update_time"),
+]
+AGE_COLUMNS = [
+    Column.id("last update", "age"),
+    Column("sessions", "sessions", _n, justify="right"),
+    Column("events", "events", _n, justify="right"),
+    Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
+    Column("", "bar", no_wrap=True),
+    Column("older: sessions", "older_sessions", _n, justify="right"),
+    Column("older: bytes", "older_bytes", _bytes, justify="right"),
+]
+SPARK_DAYS = 30  # days the terminal's sparkline covers
+
+
+def _group_columns(by: str, people: bool) -> list[Column]:
+    if by == "age":
+        return AGE_COLUMNS if people else [c for c in AGE_COLUMNS if c.key != "bar"]
+    cols = [*GROUP_KEYS[by], *FIGURE_COLUMNS, *([] if people else KIND_COLUMNS)]  # kinds: in the totals
+    if by in ("app", "user"):
+        cols.append(Column.time("last update", "last_update"))
+    return cols
+
+
+def _with_bars(rows: list[dict[str, Any]], key: str = "bytes") -> list[dict[str, Any]]:
+    from veadk_mem.cli.charts import bar
+
+    largest = max((r[key] for r in rows), default=0)
+    return [{**r, "bar": bar(r[key], largest)} for r in rows]
+
+
+@app.command("stats")
+@table_shaped
+def stats_cmd(
+    ctx: typer.Context,
+    app_name: AppOpt = None,
+    user: UserOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            metavar="app|user|day|week|age",
+            help="Also group: per app or user (largest first), per UTC day or week (newest first), per age.",
+        ),
+    ] = None,
+    top: Annotated[
+        int | None, typer.Option("--top", min=0, metavar="N", help="The N largest sessions (by bytes); default 10.")
+    ] = None,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Sizes, growth and token spend of a session database, computed in the database.
+
+    Totals (apps, users, sessions, events, bytes of event data, tokens the models reported in
+    usage_metadata, events by kind), the largest sessions, sessions by age of their last update
+    (what `session delete --older-than` would free) and events per day. --since/--until select
+    sessions by last update. --json prints all of it as one object; --jsonl/--csv/--tsv print the
+    --by groups, else the --top sessions, else the totals as one record.
+    """
+    from veadk_mem.errors import BadInput
+    from veadk_mem.sessions.stats import GROUPINGS, collect_stats
+
+    state = _state(ctx, db_url, json_flag)
+    if by is not None and by not in GROUPINGS:
+        raise BadInput(f"--by: expected one of {', '.join(GROUPINGS)}, got {by!r}")
+    flt = _filter(app_name, user, since, until)
+
+    async def go() -> Any:
+        async with _store(state) as store:
+            return await collect_stats(store, flt, by=by, top=10 if top is None else top), store.display_url
+
+    stats, where = run(go())
+    render = state.render
+    for text in stats.unavailable:
+        render.warn(f"not available in this layout: {text}")
+    if state.json_mode:
+        render.json(stats.to_json())
+        return
+    if render.fmt is not None:
+        _stats_records(state, stats, explicit_top=top is not None)
+        return
+    _stats_for_people(state, stats, where)
+
+
+def _totals_record(stats: Any) -> dict[str, Any]:
+    t = stats.totals
+    return {
+        "apps": stats.apps,
+        "users": stats.users,
+        "sessions": t.sessions,
+        "events": t.events,
+        "bytes": t.bytes,
+        **{f"{k}_tokens": v for k, v in t.tokens.items()},
+        **t.kinds,
+    }
+
+
+TOTAL_COLUMNS = [
+    Column("apps", "apps", _n, justify="right"),
+    Column("users", "users", _n, justify="right"),
+    *FIGURE_COLUMNS,
+    *KIND_COLUMNS,
+]
+
+
+def _stats_records(state: AppState, stats: Any, *, explicit_top: bool) -> None:
+    """The one table a machine format prints: the groups, else the largest sessions, else the totals."""
+    from veadk_mem.sessions.stats import session_record
+
+    if stats.by is not None:
+        state.render.table(stats.groups, _group_columns(stats.by, people=False), empty="no sessions match")
+    elif explicit_top:
+        state.render.table([session_record(s) for s in stats.top], TOP_COLUMNS, empty="no sessions match")
+    else:
+        state.render.table([_totals_record(stats)], TOTAL_COLUMNS)
+
+
+def _stats_for_people(state: AppState, stats: Any, where: str) -> None:
+    from veadk_mem.cli.charts import human_bytes, sparkline
+    from veadk_mem.sessions.stats import session_record
+
+    render = state.render
+    t = stats.totals
+    tokens = t.tokens
+    render.fields(
+        [
+            ("database", f"{where} [{stats.layout}]"),
+            ("apps", _n(stats.apps)),
+            ("users", _n(stats.users)),
+            ("sessions", _n(t.sessions)),
+            ("events", _n(t.events)),
+            ("event data", human_bytes(t.bytes)),
+            (
+                "tokens",
+                f"{tokens['total']:,} total ({tokens['prompt']:,} prompt, {tokens['candidates']:,} output, "
+                f"{tokens['thoughts']:,} thoughts)",
+            ),
+        ]
+    )
+    kinds = [{"kind": k.replace("_", " "), "events": v} for k, v in t.kinds.items()]
+    render.table(
+        _with_bars(kinds, "events"),
+        [
+            Column("event kind", "kind", no_wrap=True),
+            Column("events", "events", _n, justify="right"),
+            Column("", "bar"),
+        ],
+        title="events by kind",
+    )
+    render.table(_with_bars(stats.ages), AGE_COLUMNS, title="sessions by last update (older: what --older-than frees)")
+    active = [d for d in stats.days if d["events"]]
+    if active:
+        from datetime import date, timedelta
+
+        per_day = {d["day"]: d["events"] for d in active}
+        last = date.fromisoformat(active[0]["day"])  # the newest day with events
+        span = [(last - timedelta(days=i)).isoformat() for i in range(SPARK_DAYS - 1, -1, -1)]
+        values = [per_day.get(d, 0) for d in span]
+        render.fields(
+            [(f"events per day, {span[0]} to {span[-1]}", f"{sparkline(values)}  (max {max(values):,} a day)")]
+        )
+    if stats.by is not None:
+        render.table(
+            _safe(_with_bars(stats.groups)),
+            _group_columns(stats.by, people=True),
+            title=f"by {stats.by}",
+            empty="no groups",
+        )
+    if stats.top:
+        render.table(
+            _safe([session_record(s) for s in stats.top]), TOP_COLUMNS, title=f"largest {len(stats.top)} sessions"
+        )
+
+
+# --- watch -------------------------------------------------------------------------------
+
+
+@app.command("watch")
+def watch_cmd(
+    ctx: typer.Context,
+    app_name: Annotated[str, typer.Argument(metavar="APP", help="App name.")],
+    user: Annotated[str, typer.Argument(metavar="USER", help="User id.")],
+    session_id: Annotated[
+        str | None,
+        typer.Argument(metavar="SESSION_ID", help="Session id; default: the user's newest, switching to newer ones."),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", metavar="TIME", help="Start with the events at or after this time (ISO, or 10m ago)."),
+    ] = None,
+    events: Annotated[
+        int,
+        typer.Option("--events", min=0, metavar="N", help="Start with the last N events already there (0: only new)."),
+    ] = 10,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.05, metavar="SECONDS", help="Poll interval while events come.")
+    ] = 0.5,
+    max_interval: Annotated[
+        float,
+        typer.Option("--max-interval", min=0.05, metavar="SECONDS", help="Longest poll interval when idle (backoff)."),
+    ] = 5.0,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Follow a session live: print its events as the agent appends them, until Ctrl-C.
+
+    Draws the timeline `session get` draws; --json prints one ADK event JSON per line
+    (camelCase, flushed per line). Each poll is one short read after the last event seen,
+    so the agent never waits on it. Exits 3 when the session is deleted.
+    """
+    import contextlib
+
+    from veadk_mem.sessions.timespec import parse_time
+
+    state = _state(ctx, db_url, json_flag)
+    start = parse_time(since, "--since") if since else None
+    with contextlib.suppress(KeyboardInterrupt):
+        run(_watch(state, app_name, user, session_id, start, events, interval, max_interval))
+
+
+async def _watch(
+    state: AppState,
+    app_name: str,
+    user: str,
+    session_id: str | None,
+    since: float | None,
+    last: int,
+    interval: float,
+    max_interval: float,
+) -> None:
+    import sys
+
+    from veadk_mem import events as ev
+    from veadk_mem.sessions.codec import camel_event, dumps
+    from veadk_mem.sessions.timeline import Timeline
+    from veadk_mem.sessions.watch import Watcher, WatchEvent
+
+    render = state.render
+    async with _store(state) as store:
+        watcher = Watcher(
+            store,
+            app_name,
+            user,
+            session_id,
+            since=since,
+            last=None if since is not None else last,
+            interval=interval,
+            max_interval=max_interval,
+        )
+        _stop_on_signals(watcher)
+        timeline = Timeline(1)
+        header = True
+        async for batch in watcher.follow():
+            rows: list[dict[str, Any]] = []
+            for item in batch:
+                if isinstance(item, WatchEvent):
+                    if state.json_mode:
+                        sys.stdout.write(dumps(camel_event(item.data)) + "\n")
+                        sys.stdout.flush()  # a line at a time: `| jq` sees each event as it comes
+                    else:
+                        rows.append(_safe(timeline.row(ev.Event.model_validate(item.data))))
+                    continue
+                _print_rows(state, rows, header)  # events before a notice are printed before it
+                header = header and not rows
+                rows = []
+                render.message(item.text)
+                if item.kind == "session":
+                    timeline = Timeline(1)
+            _print_rows(state, rows, header)
+            header = header and not rows
+            _warn_all(state, store)
+            store.warnings.clear()  # each said once
+
+
+def _stop_on_signals(watcher: Any) -> None:
+    """Ctrl-C (and SIGTERM) end the watch after the poll in flight, exit 0; a second Ctrl-C
+    interrupts at once. Cancelling the task instead could land inside the driver, which may
+    swallow it while it recovers a connection."""
+    import asyncio
+    import contextlib
+    import signal
+
+    loop = asyncio.get_running_loop()
+
+    def stop(sig: int) -> None:
+        watcher.stop()
+        loop.remove_signal_handler(sig)  # the next one is Python's own KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+            loop.add_signal_handler(sig, stop, sig)
+
+
+def _print_rows(state: AppState, rows: list[dict[str, Any]], header: bool) -> None:
+    """A poll's timeline rows: a table on a terminal; off one, the header only before the first row."""
+    if rows:
+        state.render.table(rows, EVENT_COLUMNS, continued=not header and not state.render.out.is_terminal)

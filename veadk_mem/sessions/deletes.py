@@ -1,12 +1,14 @@
-"""Delete planning and execution: one transaction, re-checked on locked rows."""
+"""Delete planning and execution: batches of short transactions, re-checked on locked rows."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from veadk_mem.errors import VmemError
+from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
@@ -17,8 +19,47 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
 
+DELETE_BATCH = 200  # sessions per delete transaction (each well under a second)
+DELETE_BATCH_EVENTS = 20_000  # ... and about this many events
+
+
+def _batch_size() -> int:
+    """Sessions per delete transaction: $VMEM_DELETE_BATCH (tests, benchmarks) or DELETE_BATCH."""
+    import os
+
+    try:
+        return max(1, int(os.environ.get("VMEM_DELETE_BATCH", DELETE_BATCH)))
+    except ValueError:
+        return DELETE_BATCH
+
+
+def _by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[str]]:
+    by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for summary in summaries:
+        by_pair[(summary.app_name, summary.user_id)].append(summary.id)
+    return by_pair
+
+
+def _batches(summaries: list[SessionSummary], sessions: int, events: int) -> list[list[SessionSummary]]:
+    """`summaries` cut into batches of at most `sessions` sessions and about `events` events."""
+    out: list[list[SessionSummary]] = []
+    current: list[SessionSummary] = []
+    size = 0
+    for summary in summaries:
+        if current and (len(current) >= sessions or size + summary.event_count > events):
+            out.append(current)
+            current, size = [], 0
+        current.append(summary)
+        size += summary.event_count
+    if current:
+        out.append(current)
+    return out
+
+
 class Deletes(Reads):
     """`delete_sessions` and the state rows a delete leaves orphaned."""
+
+    delete_transactions = 0  # batches committed by this store's deletes (tests count them)
 
     async def delete_sessions(
         self,
@@ -27,16 +68,25 @@ class Deletes(Reads):
         purge_state: bool = False,
         dry_run: bool = False,
         recheck: bool | None = None,
+        batch: int | None = None,
     ) -> DeleteReport:
-        """Delete sessions and their events in one transaction, never relying on ON DELETE CASCADE.
+        """Delete sessions and their events in batches of short transactions, never relying on
+        ON DELETE CASCADE.
 
         `target` is a filter, session keys, or summaries already shown to the user (only
-        those are deleted). With `recheck` (the default for a filter with a time bound), a
-        session whose update time changed since it was listed (an agent resumed it while the
-        prompt waited) is kept: the check runs inside the deleting transaction, on locked
-        rows, and the kept ones are in `report.skipped`. With purge_state, a user's
+        those are deleted). Each batch (`batch` sessions, default `DELETE_BATCH` or
+        $VMEM_DELETE_BATCH, and about `DELETE_BATCH_EVENTS` events; a larger session is a
+        batch of its own) is one transaction: an agent resuming one of the sessions waits
+        for that batch at most, never for the whole run. With `recheck` (the default for a
+        filter with a time bound), a session whose update time changed since it was listed
+        (an agent resumed it) is kept: the check runs inside its batch's transaction, on
+        locked rows, and the kept ones are in `report.skipped`. With purge_state, a user's
         user_state goes when that user has no session left in the app, and an app's
-        app_state when the app has none left.
+        app_state when the app has none left (a last short transaction).
+
+        `report.sessions` and `report.events` count what was deleted. A failure or Ctrl-C
+        part-way raises an error saying how many sessions were deleted (committed) before
+        it; the others are untouched, and running the same delete again finishes it.
         """
         if isinstance(target, SessionFilter):
             if recheck is None:
@@ -49,72 +99,115 @@ class Deletes(Reads):
         report = DeleteReport(sessions=summaries, events=sum(s.event_count for s in summaries), dry_run=dry_run)
         if not summaries:
             return report
+        if dry_run:
+            try:
+                async with self.reader.connect() as conn:
+                    if purge_state:
+                        report.app_states, report.user_states = await self._orphaned_states(conn, _by_pair(summaries))
+            except Exception as exc:
+                raise self._fail(exc) from None
+            return report
+        report.sessions, report.events = [], 0
+        size = batch or _batch_size()
+        try:
+            for chunk in _batches(summaries, size, DELETE_BATCH_EVENTS):
+                # Ctrl-C lets the batch in flight (one short transaction) finish: the count
+                # the message gives is then exactly what is gone, never off by a commit
+                running = asyncio.ensure_future(self._delete_batch(chunk, report, bool(recheck)))
+                try:
+                    await asyncio.shield(running)
+                except asyncio.CancelledError:
+                    with contextlib.suppress(Exception):
+                        await running
+                    raise
+                self.delete_transactions += 1
+            if purge_state:
+                await self._purge_orphaned(summaries, report)
+        except BaseException as exc:
+            raise self._partial(exc, report, len(summaries)) from None
+        return report
+
+    def _partial(self, exc: BaseException, report: DeleteReport, planned: int) -> BaseException:
+        """The error to raise for `exc` once part of a delete may be committed: it says how far it got."""
+        done = (
+            f"{len(report.sessions):,} of {planned:,} session(s) ({report.events:,} event(s)) were deleted "
+            "and committed before it; run the same command again to finish"
+        )
+        if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+            if not report.sessions:
+                return exc
+            return Interrupted(f"interrupted: {done}")
+        if not isinstance(exc, Exception):
+            return exc
+        error = exc if isinstance(exc, VmemError) else self._fail(exc)
+        if report.sessions:
+            error.message = f"{error.message} -- {done}"
+            error.args = (error.message,)
+        return error
+
+    async def _delete_batch(self, chunk: list[SessionSummary], report: DeleteReport, recheck: bool) -> None:
+        """Delete one batch of sessions in ONE short transaction; add what it deleted to `report`."""
         from sqlalchemy import delete
 
         t = self.tables
-        try:
-            async with self.engine.connect() as conn:
-                conn = await conn.execution_options(vmem_write=True)
-                async with conn.begin():
-                    if recheck and not dry_run:
-                        summaries = await self._unchanged(conn, summaries, report)
-                    by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
-                    for summary in summaries:
-                        by_pair[(summary.app_name, summary.user_id)].append(summary.id)
-                    if purge_state and by_pair:
-                        report.app_states, report.user_states = await self._orphaned_states(conn, by_pair)
-                    if dry_run:
-                        await conn.rollback()
-                        return report
-                    events = 0
-                    for (app, user), ids in by_pair.items():
-                        for i in range(0, len(ids), _BATCH):
-                            chunk = ids[i : i + _BATCH]
-                            res = await conn.execute(
-                                delete(t.events).where(
-                                    self.key_eq(t.events.c.app_name, app),
-                                    self.key_eq(t.events.c.user_id, user),
-                                    t.events.c.session_id.in_(chunk),
-                                )
-                            )
-                            events += max(res.rowcount or 0, 0)
-                            await conn.execute(
-                                delete(t.sessions).where(
-                                    self.key_eq(t.sessions.c.app_name, app),
-                                    self.key_eq(t.sessions.c.user_id, user),
-                                    t.sessions.c.id.in_(chunk),
-                                )
-                            )
-                    for app in report.app_states:
-                        await conn.execute(delete(t.app_states).where(t.app_states.c.app_name == app))
-                    for app, user in report.user_states:
-                        await conn.execute(
-                            delete(t.user_states).where(
-                                t.user_states.c.app_name == app, t.user_states.c.user_id == user
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                kept = await self._unchanged(conn, chunk, report) if recheck else chunk
+                events = 0
+                for (app, user), ids in _by_pair(kept).items():
+                    for i in range(0, len(ids), _BATCH):
+                        part = ids[i : i + _BATCH]
+                        res = await conn.execute(
+                            delete(t.events).where(
+                                self.key_eq(t.events.c.app_name, app),
+                                self.key_eq(t.events.c.user_id, user),
+                                t.events.c.session_id.in_(part),
                             )
                         )
-                    report.events = events
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc) from None
-        return report
+                        events += max(res.rowcount or 0, 0)
+                        await conn.execute(
+                            delete(t.sessions).where(
+                                self.key_eq(t.sessions.c.app_name, app),
+                                self.key_eq(t.sessions.c.user_id, user),
+                                t.sessions.c.id.in_(part),
+                            )
+                        )
+        report.sessions += kept  # committed
+        report.events += events
+
+    async def _purge_orphaned(self, summaries: list[SessionSummary], report: DeleteReport) -> None:
+        """Delete the app/user state rows the deleted sessions left without any session (one transaction)."""
+        from sqlalchemy import delete
+
+        t = self.tables
+        touched: dict[tuple[str, str], list[str]] = {pair: [] for pair in _by_pair(report.sessions)}
+        if not touched:
+            return
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                apps, users = await self._orphaned_states(conn, touched)
+                for app in apps:
+                    await conn.execute(delete(t.app_states).where(t.app_states.c.app_name == app))
+                for app, user in users:
+                    await conn.execute(
+                        delete(t.user_states).where(t.user_states.c.app_name == app, t.user_states.c.user_id == user)
+                    )
+        report.app_states, report.user_states = apps, users
 
     async def _unchanged(
         self, conn: AsyncConnection, summaries: list[SessionSummary], report: DeleteReport
     ) -> list[SessionSummary]:
         """The summaries whose session still has the update time it was listed with (rows locked).
 
-        The others (resumed, or deleted meanwhile) go to report.skipped and out of report.sessions.
+        The others (resumed, or deleted meanwhile) go to report.skipped.
         """
         from sqlalchemy import select
 
         s = self.tables.sessions.c
         current: dict[tuple[str, str, str], float] = {}
-        by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for summary in summaries:
-            by_pair[(summary.app_name, summary.user_id)].append(summary.id)
-        for (app, user), ids in by_pair.items():
+        for (app, user), ids in _by_pair(summaries).items():
             for i in range(0, len(ids), _BATCH):
                 stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
                     s.app_name == app, s.user_id == user, s.id.in_(ids[i : i + _BATCH])
@@ -130,8 +223,6 @@ class Deletes(Reads):
                 kept.append(summary)
             else:
                 report.skipped.append(summary.key)
-        report.sessions = kept
-        report.events = sum(x.event_count for x in kept)
         return kept
 
     async def _orphaned_states(

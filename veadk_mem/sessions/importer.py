@@ -166,6 +166,21 @@ def validate_import(source: str | Path, name: str | None = None) -> int:
 # --- the whole import ---------------------------------------------------------------------
 
 
+def source_size(source: str | Path) -> int:
+    """The size of an import file; BadInput (exit 2) naming it when it is missing, a directory or unreadable."""
+    path = Path(source)
+    try:
+        if path.is_dir():
+            raise BadInput(f"{source}: is a directory, expected an export file")
+        size = path.stat().st_size
+        with path.open("rb"):
+            return size
+    except FileNotFoundError:
+        raise BadInput(f"{source}: no such file") from None
+    except OSError as exc:
+        raise BadInput(f"{source}: cannot read: {exc.strerror}") from None
+
+
 async def import_file(
     store: SessionStore,
     source: str | Path,
@@ -185,6 +200,7 @@ async def import_file(
     exist yet is only created once the file has passed every check. `dry_run` checks and
     counts everything and writes nothing.
     """
+    source_size(source)  # a missing file is exit 2 naming it, before any database is opened
     keys: list[FileKey] = []
     states: list[tuple[str, str | None, str]] = []  # (app, user or None, where) of state records
     counts = ImportReport(dry_run=dry_run)

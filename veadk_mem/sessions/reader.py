@@ -33,6 +33,7 @@ from typing import IO, Any
 from veadk_mem.errors import BadInput, StoreError
 
 PROCESS_FROM = 16 * 1024 * 1024  # below this the check pass is shorter than the child's start-up
+READER_TIMEOUT = 300.0  # seconds the writer waits for the child's next bytes ($VMEM_READER_TIMEOUT)
 _FRAME = struct.Struct("<Q")
 _CHILD = "import sys; sys.path.append(sys.argv[1]); from veadk_mem.sessions.reader import main; main()"
 
@@ -76,7 +77,9 @@ class ReaderProcess:
             [sys.executable, "-P", "-c", _CHILD, package_root],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            bufsize=0,  # raw reads: nothing buffered where the bounded wait (select) cannot see it
         )
+        self._timeout = _timeout()
         assert self._proc.stdin is not None
         job = {
             "source": str(source),
@@ -96,7 +99,7 @@ class ReaderProcess:
         stdout = self._proc.stdout
         assert stdout is not None
         while True:
-            frame = _read_frame(stdout)
+            frame = _read_frame(stdout, self._timeout)
             if frame is None:
                 code = self._proc.wait()
                 raise StoreError(f"the import's reader process ended unexpectedly (exit code {code})")
@@ -127,12 +130,48 @@ class _DataOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"the import's reader sent {module}.{name}, which a frame never holds")
 
 
-def _read_frame(stream: IO[bytes]) -> Any:
-    head = stream.read(_FRAME.size)
+def _timeout() -> float:
+    """Seconds to wait for the child's next bytes: $VMEM_READER_TIMEOUT, else READER_TIMEOUT."""
+    try:
+        return max(0.1, float(os.environ.get("VMEM_READER_TIMEOUT", READER_TIMEOUT)))
+    except ValueError:
+        return READER_TIMEOUT
+
+
+def _read_exact(stream: IO[bytes], size: int, timeout: float) -> bytes:
+    """`size` bytes from the child's pipe (fewer at its end), waiting at most `timeout` s for each read.
+
+    A child that sends nothing for that long (stopped with SIGSTOP, swapped out, hung) is an
+    error, not a wait for ever: the write pass stops with what it has committed.
+    """
+    import select
+
+    try:
+        fd = stream.fileno()
+    except (OSError, io.UnsupportedOperation):  # not a pipe (a test's BytesIO): nothing to wait for
+        return stream.read(size)
+    parts: list[bytes] = []
+    left = size
+    while left:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            raise StoreError(
+                f"the import's reader process sent nothing for {timeout:g} s (stopped or hung); import stopped"
+            )
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _read_frame(stream: IO[bytes], timeout: float = READER_TIMEOUT) -> Any:
+    head = _read_exact(stream, _FRAME.size, timeout)
     if len(head) < _FRAME.size:
         return None
     (size,) = _FRAME.unpack(head)
-    body = stream.read(size)
+    body = _read_exact(stream, size, timeout)
     if len(body) < size:
         return None
     try:
@@ -144,8 +183,13 @@ def _read_frame(stream: IO[bytes]) -> Any:
 def _child() -> int:
     """The child: read the job from stdin, send batches to stdout until the file ends."""
     import gc
+    import signal
 
     from veadk_mem.errors import VmemError
+
+    # Ctrl-C reaches the whole process group: the parent stops the import, says what it
+    # committed, and kills this child; the child dying first would only blur that message
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from veadk_mem.sessions.importer import iter_checked
     from veadk_mem.sessions.rows import build_columns
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from veadk_mem.bulk import bulk_objects
 from veadk_mem.errors import NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import camel_event, dumps, event_from_row
+from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
 from veadk_mem.sessions.statements import Statements
 
@@ -225,53 +226,100 @@ class Reads(Statements):
         Events are read `page` at a time, each page in its own short read, encoded before
         its pieces are handed out: a stalled reader (`get --json | less`) holds no lock
         that would keep the agent from appending, and memory stays bounded by the page.
-        The session row and the first page come from one snapshot; later pages continue
-        in the same order up to the event count of that snapshot, so an event appended
-        meanwhile is not half in the output.
+        Each page continues after the last `(timestamp, id)` seen (keyset paging, served by
+        ADK's events index), never by OFFSET, which re-reads and sorts every earlier event
+        of the session for each page. The session row and the first page come from one
+        snapshot; later pages continue in the same order up to the event count of that
+        snapshot, so an event appended meanwhile is not half in the output.
         """
-        summary, pieces, start, end = await self._json_page(app, user, session_id, last, page, None)
+        summary, pieces, cursor, end = await self._json_page(app, user, session_id, last, page, None)
         yield _session_head(summary)
         sep = "\n"
+        done = 0
         while True:
             for piece in pieces:
                 yield sep + piece
                 sep = ",\n"
-            start += len(pieces)
-            if start >= end:
+            done += len(pieces)
+            if done >= end:
                 break
-            _, pieces, _, _ = await self._json_page(app, user, session_id, None, page, (start, min(page, end - start)))
-            if not pieces:
+            if not pieces or cursor is None:
                 raise StoreError(
                     f"session {app}/{user}/{session_id} changed while it was read (deleted, or events removed)",
                     hint="run the command again",
                 )
+            _, pieces, cursor, _ = await self._json_page(
+                app, user, session_id, None, page, (cursor, min(page, end - done))
+            )
         yield "\n" + _session_tail(summary) + "\n"
 
-    async def _json_page(
-        self, app: str, user: str, session_id: str, last: int | None, page: int, window: tuple[int, int] | None
-    ) -> tuple[SessionSummary, list[str], int, int]:
-        """(summary, encoded events, first index, end index) of one page, read in ONE short transaction.
+    def _keyset_terms(self) -> tuple[Any, Any]:
+        """(timestamp, tie-breaker) expressions events are ordered by, as `_events_stmt` selects them."""
+        from sqlalchemy import Text, literal_column, type_coerce
 
-        Without `window`: the session row and the first page of its (last `last`) events,
-        from one snapshot. With `window` (offset, count): just those events.
-        """
-        from sqlalchemy import Integer, bindparam
+        e = self.tables.events.c
+        ts: Any = e.timestamp
+        if self.dialect == "sqlite" and not self.tables.epoch_times:
+            ts = type_coerce(e.timestamp, Text)  # compared as the stored text, as it is selected and ordered
+        tie: Any = literal_column("events.rowid") if self.tables.layout is Layout.SQLITE else e.id
+        return ts, tie
 
-        stmt = self._stmts.get("events_page")
+    def _page_stmt(self, after: bool) -> Any:
+        """One page of a session's events: the first ones, or those after the bound (k_ts, k_tie)."""
+        from sqlalchemy import Integer, and_, bindparam, or_
+
+        name = "events_after" if after else "events_first"
+        stmt = self._stmts.get(name)
         if stmt is None:
-            stmt = self._stmts["events_page"] = (
-                self._events_stmt(self._one_session_events(), None)
-                .limit(bindparam("k_limit", type_=Integer))
-                .offset(bindparam("k_offset", type_=Integer))
+            where = self._one_session_events()
+            if after:
+                ts, tie = self._keyset_terms()
+                b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
+                # `ts >= t` is the index range; the OR only sorts out the rows that tie on t
+                where += [ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie > b_tie))]
+            stmt = self._stmts[name] = self._events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
+        return stmt
+
+    def _start_stmt(self) -> Any:
+        """The (timestamp, tie) of the k_nth-newest event: where `--events N` starts (an index-only read)."""
+        from sqlalchemy import Integer, bindparam, select
+
+        stmt = self._stmts.get("events_start")
+        if stmt is None:
+            ts, tie = self._keyset_terms()
+            stmt = self._stmts["events_start"] = (
+                select(ts.label("ts"), tie.label("tie"))
+                .select_from(self.tables.events)
+                .where(*self._one_session_events())
+                .order_by(self.tables.events.c.timestamp.desc(), tie.desc())
+                .limit(1)
+                .offset(bindparam("k_nth", type_=Integer))
             )
+        return stmt
+
+    async def _json_page(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        last: int | None,
+        page: int,
+        after: tuple[tuple[Any, Any], int] | None,
+    ) -> tuple[SessionSummary, list[str], tuple[Any, Any] | None, int]:
+        """(summary, encoded events, cursor after them, event count) of one page, in ONE short transaction.
+
+        Without `after`: the session row and the first page of its (last `last`) events,
+        from one snapshot. With `after` ((timestamp, tie), count): the next `count` events.
+        """
         tables, warnings = self.tables, self.warnings
         engine = self.engine
-        if window is None and self.dialect == "postgresql":
+        if after is None and self.dialect == "postgresql":
             engine = engine.execution_options(isolation_level="REPEATABLE READ")
         summary: Any = None
+        params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
         try:
             async with engine.connect() as conn, conn.begin():
-                if window is None:
+                if after is None:
                     if self.dialect == "sqlite":
                         await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
                     elif self.dialect == "postgresql":
@@ -279,16 +327,24 @@ class Reads(Statements):
                         # summary may run straight on the driver, so open it (and the snapshot) here
                         await conn.exec_driver_sql("SELECT 1")
                     summary = await self._one_summary(conn, app, user, session_id)
-                    end = summary.event_count
-                    start = max(0, end - last) if last is not None else 0
-                    count = min(page, end - start)
+                    end = summary.event_count if last is None else min(last, summary.event_count)
+                    count = min(page, end)
+                    stmt = self._page_stmt(False)
+                    if last is not None and end < summary.event_count and count > 0:
+                        start = (await conn.execute(self._start_stmt(), {**params, "k_nth": end - 1})).first()
+                        if start is None:
+                            end = count = 0
+                        else:  # the first page begins at that event, itself included
+                            stmt = self._page_from_stmt()
+                            params |= {"k_ts": start.ts, "k_tie": start.tie}
                 else:
-                    start, count = window
-                    end = start + count
+                    (cursor_ts, cursor_tie), count = after
+                    end = count
+                    stmt = self._page_stmt(True)
+                    params |= {"k_ts": cursor_ts, "k_tie": cursor_tie}
                 rows = []
                 if count > 0:
-                    params = {"k_app": app, "k_user": user, "k_id": session_id, "k_limit": count, "k_offset": start}
-                    rows = list(await conn.execute(stmt, params))
+                    rows = list(await conn.execute(stmt, {**params, "k_limit": count}))
         except VmemError:
             raise
         except Exception as exc:
@@ -302,7 +358,25 @@ class Reads(Statements):
                     f"session {app}/{user}/{session_id}: event {row.id} is not readable "
                     f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]})"
                 ) from None
-        return summary, pieces, start, end
+        cursor = None
+        if rows:
+            tail = rows[-1]
+            cursor = (tail.timestamp, tail._tie if tables.layout is Layout.SQLITE else tail.id)
+        return summary, pieces, cursor, end
+
+    def _page_from_stmt(self) -> Any:
+        """As `_page_stmt(True)`, but including the bound event itself (the first page of `--events N`)."""
+        from sqlalchemy import Integer, and_, bindparam, or_
+
+        stmt = self._stmts.get("events_from")
+        if stmt is None:
+            ts, tie = self._keyset_terms()
+            b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
+            where = [*self._one_session_events(), ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie >= b_tie))]
+            stmt = self._stmts["events_from"] = self._events_stmt(where, None).limit(
+                bindparam("k_limit", type_=Integer)
+            )
+        return stmt
 
     async def iter_sessions(self, flt: SessionFilter | None = None) -> AsyncIterator[ev.Session]:
         """Every matching session with its events, oldest update first, one at a time.

@@ -154,7 +154,7 @@ class Statements(StoreBase):
         compaction set), separate from the list's own query so that it stays an index count.
         A v0 layout pickles `actions`, which SQL cannot look into: the count stays None there.
         """
-        from sqlalchemy import func, select
+        from sqlalchemy import and_, func, or_, select
 
         t = self.tables
         if t.layout not in (Layout.V1, Layout.SQLITE) or not summaries:
@@ -169,17 +169,24 @@ class Statements(StoreBase):
             )
         else:
             found = (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
-        stmt = select(e.app_name, e.user_id, e.session_id, func.count()).where(found)
-        # narrow the scan to the listed sessions' index range: one app, one user, a page of ids
-        apps, users = {s.app_name for s in summaries}, {s.user_id for s in summaries}
-        if len(apps) == 1:
-            stmt = stmt.where(e.app_name == next(iter(apps)))
-        if len(users) == 1:
-            stmt = stmt.where(e.user_id == next(iter(users)))
-        if len(summaries) <= _BATCH:
-            stmt = stmt.where(e.session_id.in_(sorted({s.id for s in summaries})))
-        stmt = stmt.group_by(e.app_name, e.user_id, e.session_id)
-        counts = {(a, u, i): int(n) for a, u, i, n in await conn.execute(stmt)}
+        # ADK's full key (app_name, user_id, session_id) for every listed session, grouped by
+        # (app, user): the events index serves each group, whatever apps and users a page spans.
+        # A bare `session_id IN (...)` left PostgreSQL a sequential scan of every event.
+        counts: dict[tuple[str, str, str], int] = {}
+        ordered = sorted(summaries, key=lambda x: (x.app_name, x.user_id, x.id))
+        for i in range(0, len(ordered), _BATCH):  # `list --limit 0`: a statement per batch of sessions
+            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+            for summary in ordered[i : i + _BATCH]:
+                groups[(summary.app_name, summary.user_id)].append(summary.id)
+            keys = or_(
+                *[and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in groups.items()]
+            )
+            stmt = (
+                select(e.app_name, e.user_id, e.session_id, func.count())
+                .where(keys, found)
+                .group_by(e.app_name, e.user_id, e.session_id)
+            )
+            counts.update({(a, u, sid): int(n) for a, u, sid, n in await conn.execute(stmt)})
         for summary in summaries:
             summary.compaction_count = counts.get((summary.app_name, summary.user_id, summary.id), 0)
 

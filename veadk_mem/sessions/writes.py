@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.bulk import bulk_objects, collect_young
-from veadk_mem.errors import VmemError
+from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
 from veadk_mem.sessions.importer import ImportReport
@@ -410,6 +410,16 @@ class Writes(Reads):
                     break
                 batch, done = await ahead
                 ahead = None
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # Ctrl-C: say what was committed, as for any other failure part-way
+            if ahead is not None:
+                ahead.cancel()
+            if report.sessions or report.app_states or report.user_states:
+                raise Interrupted(
+                    f"interrupted -- {report.sessions:,} session(s) before it were written and committed; "
+                    "re-running the import is safe"
+                ) from None
+            raise Interrupted("interrupted -- nothing was written") from None
         except Exception as exc:
             if ahead is not None:  # let the reading thread finish before the iterator is dropped
                 with contextlib.suppress(Exception):

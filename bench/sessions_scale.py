@@ -1,0 +1,429 @@
+"""vmem's session commands on a large database while an ADK agent keeps writing (issue #22).
+
+    .venv/bin/python bench/sessions_scale.py                                  # 1,000,000 events, 3 DBs
+    .venv/bin/python bench/sessions_scale.py --events 100000 --big 20000 --backends postgresql
+
+Builds an export file of about `--events` events (realistic shapes: user text, model text
+with a state delta and usage metadata, tool calls and responses) in sessions of 4 to 36
+events over 5 apps and 500 users, one session of `--big` events, and `--old` sessions last
+updated long ago; then, per backend (a fresh database each), with an ADK agent appending
+through google-adk's `DatabaseSessionService` the whole time (a thread of its own, an
+event every 50 ms), runs each vmem command as its own process: import; list (first page,
+--app, --user, --since, a deep --offset); get of the big session (--events 50 and --json);
+export of one app; delete --older-than of the old sessions (the agent also resumes one of
+them meanwhile: it must be kept); doctor. Prints wall time, CPU time (user+sys) and peak
+RSS per command (from wait4), ADK's own list_sessions / get_session beside them, and the
+agent's append latency (p50, p99, max) and errors during each command. Nothing is lost:
+the agent's session is read back through ADK at the end and compared with what it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+APPS = [f"app{i}" for i in range(5)]
+BIG_APP, BIG_USER, BIG_ID = "app0", "heavy", "big"
+AGENT_APP, AGENT_USER, AGENT_ID = "agent_app", "agent_user", "live"
+NOW = time.time()
+OLD_TIME = NOW - 400 * 86400  # the --old sessions: untouched for 400 days
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "while",
+    "the",
+    "agent",
+    "answers",
+    "a",
+    "question",
+]
+
+
+# --- the export file -----------------------------------------------------------------------
+
+
+def _event(rng: random.Random, sid: str, i: int, ts: float) -> dict[str, Any]:
+    """One event in ADK's camelCase JSON, shaped as an agent's turn writes them."""
+    kind = i % 4
+    text = " ".join(rng.choices(WORDS, k=rng.randint(8, 40)))
+    base: dict[str, Any] = {"id": f"{sid}-{i:06d}", "invocationId": f"inv-{i // 4}", "timestamp": ts}
+    if kind == 0:
+        return base | {"author": "user", "content": {"role": "user", "parts": [{"text": text}]}}
+    if kind == 1:
+        call = {"id": f"call-{i}", "name": "search", "args": {"query": text[:40], "limit": 5}}
+        return base | {"author": "assistant", "content": {"role": "model", "parts": [{"functionCall": call}]}}
+    if kind == 2:
+        resp = {"id": f"call-{i - 1}", "name": "search", "response": {"results": [text[:60], text[-60:]]}}
+        return base | {"author": "assistant", "content": {"role": "user", "parts": [{"functionResponse": resp}]}}
+    return base | {
+        "author": "assistant",
+        "content": {"role": "model", "parts": [{"text": text}]},
+        "actions": {"stateDelta": {"turns": i, "last_topic": text[:20]}},
+        "usageMetadata": {"promptTokenCount": 200 + i, "candidatesTokenCount": 40, "totalTokenCount": 240 + i},
+        "turnComplete": True,
+    }
+
+
+def _session_line(rng: random.Random, app: str, user: str, sid: str, n: int, start: float) -> str:
+    events = [_event(rng, sid, i, start + i * 2.0) for i in range(n)]
+    last = events[-1]["timestamp"] if events else start
+    data = {"id": sid, "appName": app, "userId": user, "state": {"topic": sid}, "events": events}
+    data["lastUpdateTime"] = last
+    return json.dumps(data, separators=(",", ":")) + "\n"
+
+
+def build_file(path: Path, total: int, big: int, old: int) -> tuple[int, int]:
+    """Write the export file; (sessions, events) written."""
+    rng = random.Random(22)
+    sessions = events = 0
+    with path.open("w", encoding="utf-8") as out:
+        out.write(_session_line(rng, BIG_APP, BIG_USER, BIG_ID, big, NOW - 3 * 86400))
+        sessions, events = 1, big
+        k = 0
+        while events < total:
+            n = rng.randint(4, 36)
+            is_old = k % 2 == 0 and k // 2 < old  # every other session, up to `old` of them
+            start = OLD_TIME + k if is_old else NOW - 30 * 86400 + rng.random() * 29 * 86400
+            if not is_old and k % 10 == 1:
+                start = NOW - 3 * 86400 + rng.random() * 2 * 86400  # some updated this week
+            app = APPS[k % len(APPS)]
+            user = f"user{rng.randrange(500):03d}"
+            out.write(_session_line(rng, app, user, f"s{k:07d}", n, start))
+            sessions, events, k = sessions + 1, events + n, k + 1
+    return sessions, events
+
+
+# --- the agent -----------------------------------------------------------------------------
+
+
+class Agent:
+    """google-adk's DatabaseSessionService appending an event every `pause` seconds, in a thread."""
+
+    def __init__(self, url: str, pause: float = 0.05) -> None:
+        self.url, self.pause = url, pause
+        self.samples: list[tuple[float, float]] = []  # (end time, latency)
+        self.errors: list[tuple[float, str]] = []
+        self.written: list[str] = []
+        self.resume: tuple[str, str] | None = None  # (user, id) of an old session to append to once
+        self.resumed: str | None = None
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(120)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def window(self, t0: float, t1: float) -> tuple[list[float], int]:
+        lat = [lat for end, lat in self.samples if t0 <= end <= t1]
+        return lat, sum(1 for t, _ in self.errors if t0 <= t <= t1)
+
+    async def _run(self) -> None:
+        from google.adk.events import Event
+        from google.adk.sessions import DatabaseSessionService
+        from google.genai import types
+
+        service = DatabaseSessionService(self.url)
+        session = await service.get_session(app_name=AGENT_APP, user_id=AGENT_USER, session_id=AGENT_ID)
+        if session is None:
+            session = await service.create_session(app_name=AGENT_APP, user_id=AGENT_USER, session_id=AGENT_ID)
+        self._ready.set()
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+            text = types.Content(role="user", parts=[types.Part(text=f"agent turn {n}")])
+            event = Event(author="user", invocation_id=f"agent-{n}", content=text, timestamp=time.time())
+            t0 = time.perf_counter()
+            try:
+                if self.resume is not None:
+                    user, sid = self.resume
+                    self.resume = None
+                    old = await service.get_session(app_name=APPS[0], user_id=user, session_id=sid)
+                    if old is not None:
+                        await service.append_event(old, event)
+                        self.resumed = f"{APPS[0]}/{user}/{sid}"
+                else:
+                    await service.append_event(session, event)
+                    self.written.append(event.id)
+            except Exception as exc:  # counted and shown; the run goes on
+                self.errors.append((time.time(), f"{type(exc).__name__}: {exc}"[:200]))
+                session = await service.get_session(app_name=AGENT_APP, user_id=AGENT_USER, session_id=AGENT_ID)
+            self.samples.append((time.time(), time.perf_counter() - t0))
+            await asyncio.sleep(self.pause)
+        await service.close()
+
+
+# --- running commands ----------------------------------------------------------------------
+
+
+# Peak RSS and CPU come from a small helper process's RUSAGE_CHILDREN: Linux carries the
+# forking process's high-water RSS into a child's ru_maxrss across exec, so wait4 from this
+# (large) process would report its own size for every command.
+_MEASURE = """
+import os, resource, subprocess, sys
+proc = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], "wb"), stderr=subprocess.PIPE)
+use = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stderr.buffer.write(proc.stderr)
+print(proc.returncode, use.ru_utime + use.ru_stime, use.ru_maxrss)
+"""
+
+
+def vmem(args: list[str], url: str, out: str = os.devnull) -> tuple[float, float, float, int, str]:
+    """Run `vmem ARGS --db-url URL` as its own process: (wall s, cpu s, peak RSS MB, exit code, stderr tail)."""
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-c", _MEASURE, out, sys.executable, "-m", "veadk_mem", *args, "--db-url", url]
+    done = subprocess.run(cmd, capture_output=True, env=env)
+    wall = time.perf_counter() - t0
+    code, cpu, rss = done.stdout.decode().split()
+    err = done.stderr.decode(errors="replace").strip().splitlines()
+    return wall, float(cpu), int(rss) / 1024, int(code), (err[-1] if err else "")
+
+
+def adk_call(url: str, what: str, *args: str) -> float:
+    """Wall time of ADK's own list_sessions / get_session in a fresh process (its import excluded)."""
+    script = f"""
+import asyncio, sys, time
+from google.adk.sessions import DatabaseSessionService
+async def main():
+    svc = DatabaseSessionService({url!r})
+    await svc.list_sessions(app_name="warm-up", user_id="nobody")
+    t0 = time.perf_counter()
+    if {what!r} == "list":
+        await svc.list_sessions(app_name=sys.argv[1], user_id=sys.argv[2] if len(sys.argv) > 2 else None)
+    else:
+        await svc.get_session(app_name=sys.argv[1], user_id=sys.argv[2], session_id=sys.argv[3])
+    print(time.perf_counter() - t0)
+    await svc.close()
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        return float("nan")
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def run_backend(name: str, url: str, source: Path, events: int, old: int, big: int, sessions: int) -> list[str]:
+    agent = Agent(url)
+    rows: list[str] = []
+
+    def step(label: str, args: list[str], per_events: int = 0, adk: float | None = None) -> None:
+        t0 = time.time()
+        wall, cpu, rss, code, err = vmem(args, url)
+        lat, errors = agent.window(t0, time.time())
+        rate = f"{per_events / wall:,.0f} ev/s" if per_events else ""
+        adk_text = f"{adk:.3f}" if adk is not None else ""
+        rows.append(
+            f"| {label} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {rate} | {adk_text} | "
+            f"{_pct(lat, 0.5) * 1000:.0f} / {_pct(lat, 0.99) * 1000:.0f} / {max(lat, default=float('nan')) * 1000:.0f}"
+            f" | {errors} | {code} |"
+        )
+        print(rows[-1], flush=True)
+        if code != 0:
+            print(f"    exit {code}: {err}", flush=True)
+
+    # the tables exist before the agent starts: vmem's import makes an empty database ADK's v1
+    print(f"\n## {name}: {events:,} events, one session of {big:,}\n", flush=True)
+    header = (
+        "| command | wall s | cpu s | peak RSS MB | rate | ADK s | agent append p50 / p99 / max ms | "
+        "agent errors | exit |\n|---|---|---|---|---|---|---|---|---|"
+    )
+    print(header, flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="vmem-scale-"))
+    seed = tmp / "seed.jsonl"
+    seed.write_text(_session_line(random.Random(1), AGENT_APP, AGENT_USER, "seed", 1, NOW - 86400))
+    vmem(["session", "import", str(seed)], url)  # creates ADK's tables for the agent
+    agent.start()
+    step("import", ["session", "import", str(source)], events)
+    if url.startswith("postgresql"):
+        asyncio.run(_pg_analyze(url))
+    step("list (first page)", ["session", "list", "--json"], adk=adk_call(url, "list", APPS[1]))
+    step("list --app", ["session", "list", "--app", APPS[1], "--json"], adk=adk_call(url, "list", APPS[1]))
+    step(
+        "list --user",
+        ["session", "list", "--user", "user007", "--json"],
+        adk=adk_call(url, "list", APPS[1], "user007"),
+    )
+    step("list --since 7d", ["session", "list", "--since", "7d", "--json"])
+    deep = sessions * 4 // 5  # a page four fifths of the way down the list
+    step(f"list --offset {deep:,}", ["session", "list", "--offset", str(deep), "--json"])
+    step("get big --events 50", ["session", "get", BIG_APP, BIG_USER, BIG_ID, "--events", "50", "--json"])
+    step(
+        "get big --json",
+        ["session", "get", BIG_APP, BIG_USER, BIG_ID, "--json"],
+        big,
+        adk=adk_call(url, "get", BIG_APP, BIG_USER, BIG_ID),
+    )
+    app_events = events // len(APPS)  # about: the big session is in app0, so export app1
+    step(f"export --app {APPS[1]}", ["session", "export", "--app", APPS[1], "-o", str(tmp / "app1.jsonl")], app_events)
+    first_old = _first_old_user(source)
+    agent.resume = first_old  # the agent resumes an old session while the delete runs
+    step(f"delete --older-than 365d ({old:,})", ["session", "delete", "--older-than", "365d", "--yes", "--json"])
+    step("doctor", ["doctor"])
+    agent.stop()
+    lost = asyncio.run(_lost(url, agent.written))
+    print(
+        f"\nagent: {len(agent.samples):,} appends, {len(agent.errors)} errors"
+        f"{' (' + agent.errors[0][1] + ')' if agent.errors else ''}; events lost: {lost}; "
+        f"resumed during delete: {agent.resumed or 'none'} "
+        f"(kept: {asyncio.run(_exists(url, agent.resumed)) if agent.resumed else '-'})",
+        flush=True,
+    )
+    return rows
+
+
+def _first_old_user(source: Path) -> tuple[str, str] | None:
+    """(user, id) of an old session of app0 near the end of the delete's order."""
+    found = None
+    with source.open(encoding="utf-8") as handle:
+        handle.readline()  # the big session
+        for line in handle:
+            data = json.loads(line)
+            if data["lastUpdateTime"] < OLD_TIME + 10**6 and data["appName"] == APPS[0]:
+                found = (data["userId"], data["id"])
+    return found
+
+
+async def _lost(url: str, written: list[str]) -> int:
+    from google.adk.sessions import DatabaseSessionService
+
+    svc = DatabaseSessionService(url)
+    try:
+        s = await svc.get_session(app_name=AGENT_APP, user_id=AGENT_USER, session_id=AGENT_ID)
+        stored = {e.id for e in (s.events if s else [])}
+        return sum(1 for i in written if i not in stored)
+    finally:
+        await svc.close()
+
+
+async def _exists(url: str, key: str | None) -> bool:
+    from google.adk.sessions import DatabaseSessionService
+
+    if key is None:
+        return False
+    app, user, sid = key.split("/")
+    svc = DatabaseSessionService(url)
+    try:
+        return await svc.get_session(app_name=app, user_id=user, session_id=sid) is not None
+    finally:
+        await svc.close()
+
+
+# --- databases -----------------------------------------------------------------------------
+
+
+async def _pg_admin(sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(host="127.0.0.1", port=5432, user="postgres", database="postgres")
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _pg_analyze(url: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
+
+
+def _mysql_admin(sql: str) -> None:
+    import pymysql
+
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _reachable(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events in the file (about)")
+    parser.add_argument("--big", type=int, default=200_000, help="events of the one big session")
+    parser.add_argument("--old", type=int, default=20_000, help="sessions last updated 400 days ago (deleted)")
+    parser.add_argument("--backends", default="postgresql,mysql,sqlite")
+    opts = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="vmem-scale-"))
+    source = work / "sessions.jsonl"
+    t0 = time.perf_counter()
+    sessions, events = build_file(source, opts.events, opts.big, opts.old)
+    size = source.stat().st_size / 1e6
+    print(f"file: {sessions:,} sessions, {events:,} events, {size:,.0f} MB ({time.perf_counter() - t0:.0f} s)")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    for name in opts.backends.split(","):
+        db = f"vmem_scale_{uuid.uuid4().hex[:8]}"
+        if name == "postgresql":
+            if not _reachable(5432):
+                print("PostgreSQL not reachable: skipped")
+                continue
+            asyncio.run(_pg_admin(f'CREATE DATABASE "{db}"'))
+            url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{db}"
+        elif name == "mysql":
+            if not _reachable(3306):
+                print("MariaDB not reachable: skipped")
+                continue
+            _mysql_admin(f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4")
+            url = f"mysql+aiomysql://root@127.0.0.1:3306/{db}?charset=utf8mb4"
+        else:
+            url = f"sqlite+aiosqlite:///{work / (db + '.db')}"
+        try:
+            run_backend(name, url, source, events, opts.old, opts.big, sessions)
+        finally:
+            if name == "postgresql":
+                asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+            elif name == "mysql":
+                _mysql_admin(f"DROP DATABASE IF EXISTS `{db}`")
+    source.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()

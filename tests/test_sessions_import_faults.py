@@ -1,0 +1,129 @@
+"""`session import` when things go wrong (issue #21 items 6, 8 and 11): a missing file, Ctrl-C
+during the write pass, a reader child that stops answering."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sessions_helpers import APP, sqlite_url
+from typer.testing import CliRunner
+
+from veadk_mem.cli.app import app
+from veadk_mem.sessions import reader as reader_module
+from veadk_mem.sessions.reader import ReaderProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_export(path: Path, sessions: int, events: int) -> Path:
+    """An export file (vmem's JSONL) of `sessions` sessions of `events` text events each."""
+    with path.open("w", encoding="utf-8") as out:
+        for s in range(sessions):
+            base = 1_790_000_000.0 + s
+            evs = [
+                {
+                    "id": f"e{s}-{i}",
+                    "author": "user" if i % 2 == 0 else "agent",
+                    "invocationId": f"inv-{i // 2}",
+                    "timestamp": base + i * 0.001,
+                    "content": {"role": "user" if i % 2 == 0 else "model", "parts": [{"text": f"message {i} " * 4}]},
+                }
+                for i in range(events)
+            ]
+            line = {"id": f"s{s:06d}", "appName": APP, "userId": f"u{s % 50}", "state": {"n": s}, "events": evs}
+            out.write(json.dumps(line) + "\n")
+    return path
+
+
+def test_import_of_a_missing_file_is_exit_2_naming_it(runner: CliRunner, tmp_path: Path) -> None:
+    """Item 6: exit 2 "no such file" naming the path (it was exit 1, unexpected FileNotFoundError)."""
+    db = tmp_path / "s.db"
+    result = runner.invoke(app, ["session", "import", "no-such-file.jsonl", "--db-url", sqlite_url(db)])
+    assert result.exit_code == 2, result.output
+    assert "no-such-file.jsonl: no such file" in result.stderr
+    assert "unexpected" not in result.stderr and not db.exists()
+    folder = runner.invoke(app, ["session", "import", str(tmp_path), "--db-url", sqlite_url(db)])
+    assert folder.exit_code == 2 and "is a directory" in folder.stderr
+
+
+def test_ctrl_c_during_the_write_pass_says_how_many_sessions_were_committed(pg_url: str, tmp_path: Path) -> None:
+    """Item 8: Ctrl-C (SIGINT to the process group, as a terminal sends it) while sessions are
+    being written: exit 130, and the message counts the sessions committed, which are in the database."""
+    import asyncio
+
+    import asyncpg
+
+    source = write_export(tmp_path / "big.jsonl", 8000, 10)
+    plain = pg_url.replace("postgresql+asyncpg", "postgresql")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", pg_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+
+    async def committed() -> int:
+        conn = await asyncpg.connect(plain)
+        try:
+            if await conn.fetchval("SELECT to_regclass('sessions')") is None:
+                return 0
+            return int(await conn.fetchval("SELECT count(*) FROM sessions"))
+        finally:
+            await conn.close()
+
+    try:
+        deadline = time.monotonic() + 120
+        while asyncio.run(committed()) == 0:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    stored = asyncio.run(committed())
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert 0 < stored < 8000, stored
+    assert f"interrupted -- {stored:,} session(s) before it were written and committed" in text, text
+    assert len(text.strip().splitlines()) <= 2, text  # the error (and at most a progress line), no traceback
+
+
+def test_a_stopped_reader_child_ends_the_import_with_one_line(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 11: the write pass's reader child stopped with SIGSTOP: the import waits a bounded
+    time ($VMEM_READER_TIMEOUT), then exits 1 with one line; the stopped child is killed."""
+    stopped: list[int] = []
+    original = ReaderProcess.__init__
+
+    def init(self: ReaderProcess, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        os.kill(self._proc.pid, signal.SIGSTOP)  # a real stop, before it has sent anything
+        stopped.append(self._proc.pid)
+
+    monkeypatch.setattr(reader_module, "worthwhile", lambda source: True)
+    monkeypatch.setattr(ReaderProcess, "__init__", init)
+    monkeypatch.setenv("VMEM_READER_TIMEOUT", "1")
+    source = write_export(tmp_path / "s.jsonl", 30, 5)
+    started = time.monotonic()
+    result = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "s.db")])
+    assert time.monotonic() - started < 60  # bounded, not for ever
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "reader process sent nothing for 1 s" in lines[0] and "nothing was written" in lines[0]
+    assert stopped
+    with pytest.raises(ProcessLookupError):  # reaped
+        os.kill(stopped[0], 0)

@@ -1,0 +1,421 @@
+"""Session commands at scale (issue #22): plan- and count-based checks, never timed.
+
+Keyset paging of a session's events, the compaction count on ADK's full key, batched
+deletes that never hold an agent's session for the whole run, and bounded import memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.adk.events import Event
+from google.genai import types
+from sessions_helpers import APP, adk_service, sqlite_url
+from sqlalchemy import event as sa_event
+
+from veadk_mem.sessions.store import SessionStore
+
+
+def _url(request: pytest.FixtureRequest, tmp_path: Path, db: str) -> str:
+    if db == "sqlite":
+        return sqlite_url(tmp_path / "s.db")
+    return str(request.getfixturevalue("pg_url" if db == "postgres" else "mysql_url"))
+
+
+def _capture(store: SessionStore) -> list[tuple[str, Any]]:
+    """Every SQL statement the store's engine runs, with its parameters."""
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        seen.append((statement, parameters))
+
+    sa_event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    return seen
+
+
+async def _tied_session(url: str, n: int, *, user: str = "u", sid: str = "tied") -> list[tuple[float, str]]:
+    """A session written by google-adk whose events share timestamps three by three; its (ts, id)s."""
+    service = adk_service(url)
+    try:
+        session = await service.create_session(app_name=APP, user_id=user, session_id=sid, state={"k": 1})
+        for i in range(n):
+            text = types.Content(role="user", parts=[types.Part(text=f"message {i}")])
+            await service.append_event(
+                session, Event(author="user", invocation_id=f"i{i}", content=text, timestamp=1_790_000_000.0 + i // 3)
+            )
+        return [(e.timestamp, e.id) for e in session.events]
+    finally:
+        await service.close()
+
+
+def _plan_rows(node: dict[str, Any], table: str = "events") -> int:
+    """Rows the scans of `table` in a PostgreSQL JSON plan actually read."""
+    rows = int(node.get("Actual Rows", 0)) if node.get("Relation Name") == table else 0
+    return rows + sum(_plan_rows(child, table) for child in node.get("Plans", []))
+
+
+# --- 1. keyset paging ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres", "mysql"])
+def test_get_json_pages_by_keyset_not_offset(request: pytest.FixtureRequest, tmp_path: Path, db: str) -> None:
+    """Each page of `get --json` continues after the last (timestamp, id): no OFFSET, ties broken
+    by id across page boundaries, and (PostgreSQL, MariaDB) a late page reads only its own rows."""
+    url = _url(request, tmp_path, db)
+    n, page = 40, 4
+    written = asyncio.run(_tied_session(url, n))
+    expected = [i for _, i in sorted(written)]
+
+    async def go() -> tuple[list[str], list[tuple[str, Any]]]:
+        async with SessionStore(url) as store:
+            seen = _capture(store)
+            text = "".join([p async for p in store.session_json(APP, "u", "tied", page=page)])
+            tail = "".join([p async for p in store.session_json(APP, "u", "tied", last=10, page=page)])
+            assert [e["id"] for e in json.loads(tail)["events"]] == expected[-10:]
+            return [e["id"] for e in json.loads(text)["events"]], seen
+
+    ids, seen = asyncio.run(go())
+    assert ids == expected  # every event once, in (timestamp, id) order, ties split across pages
+    pages = [(s, p) for s, p in seen if "event_data" in s and "FROM events" in s]
+    assert len(pages) >= n // page
+    # (SQLAlchemy writes `LIMIT ? OFFSET 0` for every sqlite LIMIT: only a non-zero offset skips rows)
+    offsets = [p[-1] if db == "sqlite" else p for s, p in pages if "OFFSET" in s.upper()]
+    assert all(o == 0 for o in offsets), f"a page of events was read with OFFSET: {offsets}"
+    last_sql, last_params = pages[-1 - 3]  # the last page of the full read (the --events 10 read follows)
+    if db == "postgres":
+        assert _pg_rows_read(url, last_sql, last_params) <= page + 2  # + the rows tied on the cursor's time
+    elif db == "mysql":
+        assert _mysql_rows_read(url, last_sql, last_params) <= page + 2
+    else:
+        plan = _sqlite_plan(tmp_path / "s.db", last_sql, last_params)
+        assert "idx_events_app_user_session_ts_id" in plan and "timestamp>" in plan.replace(" ", ""), plan
+
+
+def _pg_rows_read(url: str, sql: str, params: Any) -> int:
+    import asyncpg
+
+    async def go() -> int:
+        conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            # a tiny table would be read whole whatever the query: ask for the index path the
+            # statement allows, and count what it reads
+            await conn.execute("SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off")
+            plan = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *params)
+            return _plan_rows(json.loads(plan)[0]["Plan"])
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def _mysql_rows_read(url: str, sql: str, params: Any) -> int:
+    import pymysql
+
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=name)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("ANALYZE FORMAT=JSON " + sql, params)
+            plan = json.loads(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+    def rows(node: Any) -> float:
+        if isinstance(node, dict):
+            own = float(node.get("r_rows", 0)) if node.get("table_name") == "events" else 0.0
+            return own + sum(rows(v) for v in node.values())
+        if isinstance(node, list):
+            return sum(rows(v) for v in node)
+        return 0.0
+
+    return int(rows(plan))
+
+
+def _sqlite_plan(path: Path, sql: str, params: Any) -> str:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return " | ".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+
+# --- 2. the compaction count on ADK's key ---------------------------------------------------
+
+
+async def _spread_sessions(url: str) -> None:
+    """Sessions over two apps and two users (written by google-adk), one with a compaction event."""
+    from google.adk.events import EventActions
+    from google.adk.events.event_actions import EventCompaction
+
+    service = adk_service(url)
+    try:
+        for app in ("app_a", "app_b"):
+            for user in ("u1", "u2"):
+                for k in range(3):
+                    s = await service.create_session(app_name=app, user_id=user, session_id=f"{app}-{user}-s{k}")
+                    say = types.Content(role="user", parts=[types.Part(text="hi")])
+                    await service.append_event(s, Event(author="user", content=say, timestamp=100.0 + k))
+                    if (app, user, k) == ("app_b", "u2", 1):
+                        summary = types.Content(role="model", parts=[types.Part(text="greetings")])
+                        done = EventCompaction(start_timestamp=100.0, end_timestamp=101.0, compacted_content=summary)
+                        await service.append_event(
+                            s, Event(author="user", timestamp=102.0, actions=EventActions(compaction=done))
+                        )
+    finally:
+        await service.close()
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres", "mysql"])
+def test_list_compaction_count_uses_adks_key(request: pytest.FixtureRequest, tmp_path: Path, db: str) -> None:
+    """A page spanning apps and users counts compactions through the events index on
+    (app_name, user_id, session_id): the plan's index condition names all three columns."""
+    url = _url(request, tmp_path, db)
+    asyncio.run(_spread_sessions(url))
+
+    async def go() -> tuple[dict[tuple[str, str, str], int | None], list[tuple[str, Any]]]:
+        async with SessionStore(url) as store:
+            seen = _capture(store)
+            found = await store.list_sessions(None, limit=100, compactions=True)
+            return {(s.app_name, s.user_id, s.id): s.compaction_count for s in found}, seen
+
+    counts, seen = asyncio.run(go())
+    assert len(counts) == 12 and counts.pop(("app_b", "u2", "app_b-u2-s1")) == 1 and set(counts.values()) == {0}
+    (sql, params), *_ = [(s, p) for s, p in seen if "FROM events" in s and "GROUP BY events.app_name" in s]
+    if db == "postgres":
+        plan = _pg_plan(url, sql, params)
+        scans = [n for n in _nodes(plan) if n.get("Relation Name") == "events"]
+        assert scans and not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
+        index_reads = [n for n in _nodes(plan) if "events" in n.get("Index Name", "")]
+        assert index_reads, plan
+        for n in index_reads:  # Index Scan, or the Bitmap Index Scans under a BitmapOr
+            cond = n.get("Index Cond", "")
+            assert all(c in cond for c in ("app_name", "user_id", "session_id")), json.dumps(plan, indent=1)
+    elif db == "mysql":
+        rows, key_bytes = _mysql_explain(url, sql, params)
+        events = [r for r in rows if r["table"] == "events"]
+        assert events, rows
+        for r in events:  # a range over the index's first three columns: app_name, user_id, session_id
+            assert r["type"] in ("range", "ref") and r["key"] == "idx_events_app_user_session_ts_id", r
+            assert int(r["key_len"]) >= key_bytes, (r, key_bytes)
+    else:
+        plan = _sqlite_plan(tmp_path / "s.db", sql, params)
+        assert "app_name=? AND user_id=? AND session_id=?" in plan, plan
+
+
+def _pg_plan(url: str, sql: str, params: Any) -> dict[str, Any]:
+    import asyncpg
+
+    async def go() -> dict[str, Any]:
+        conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            # a tiny table is cheapest to read whole: ask for the best index path the statement allows
+            await conn.execute("SET enable_seqscan = off")
+            plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *params)
+            return dict(json.loads(plan)[0]["Plan"])
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [node, *(n for child in node.get("Plans", []) for n in _nodes(child))]
+
+
+def _mysql_explain(url: str, sql: str, params: Any) -> tuple[list[dict[str, Any]], int]:
+    """MariaDB's EXPLAIN rows of `sql`, and the index key length of (app_name, user_id, session_id)."""
+    import pymysql
+    import pymysql.cursors
+
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    conn = pymysql.connect(
+        host="127.0.0.1", port=3306, user="root", password="", database=name, cursorclass=pymysql.cursors.DictCursor
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute("EXPLAIN " + sql, params)
+            rows = list(cur.fetchall())
+            cur.execute(
+                "SELECT SUM(CHARACTER_OCTET_LENGTH + 2 + (IS_NULLABLE = 'YES')) AS n FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'events' "
+                "AND COLUMN_NAME IN ('app_name', 'user_id', 'session_id')",
+                (name,),
+            )
+            key_bytes = int(cur.fetchone()["n"])
+    finally:
+        conn.close()
+    return rows, key_bytes
+
+
+# --- 4. delete in batches of short transactions ----------------------------------------------
+
+
+def test_delete_runs_in_short_batches_while_an_agent_appends(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent (google-adk's DatabaseSessionService) resumes one of the sessions being deleted
+    while `delete --older-than` runs: its append succeeds at once, the session is kept and named,
+    and the delete ran as many transactions, each holding only its own batch's rows."""
+    import time
+
+    from veadk_mem.sessions.store import SessionFilter
+
+    monkeypatch.setenv("VMEM_DELETE_BATCH", "2")
+    n = 240
+    service = adk_service(pg_url)
+
+    async def go() -> None:
+        try:
+            for k in range(n):
+                await service.create_session(app_name=APP, user_id=f"u{k % 7}", session_id=f"old{k:04d}")
+            async with SessionStore(pg_url) as store:
+                listed = await store.list_sessions(SessionFilter(until=time.time() + 60), oldest_first=True)
+                last = listed[-1]  # the last to be deleted
+                session = await service.get_session(app_name=APP, user_id=last.user_id, session_id=last.id)
+                assert session is not None
+
+                async def agent() -> float:
+                    import asyncpg
+
+                    watch = await asyncpg.connect(pg_url.replace("postgresql+asyncpg", "postgresql"))
+                    try:  # wait until the delete has committed some of its work
+                        while await watch.fetchval("SELECT count(*) FROM sessions") == n:
+                            await asyncio.sleep(0.001)
+                    finally:
+                        await watch.close()
+                    started = time.monotonic()
+                    say = types.Content(role="user", parts=[types.Part(text="I am back")])
+                    await asyncio.wait_for(
+                        service.append_event(session, Event(author="user", content=say, timestamp=time.time())),
+                        timeout=30,
+                    )
+                    return time.monotonic() - started
+
+                watcher = asyncio.ensure_future(agent())
+                report = await store.delete_sessions(SessionFilter(until=time.time() + 60))
+                await watcher
+                assert store.delete_transactions > 1
+            assert [str(k) for k in report.skipped] == [f"{APP}/{last.user_id}/{last.id}"]
+            assert len(report.sessions) == n - 1
+            kept = await service.get_session(app_name=APP, user_id=last.user_id, session_id=last.id)
+            assert kept is not None and kept.events[-1].content.parts[0].text == "I am back"
+            left = await service.list_sessions(app_name=APP)
+            assert [s.id for s in left.sessions] == [last.id]
+        finally:
+            await service.close()
+
+    asyncio.run(go())
+
+
+def test_a_delete_stopped_part_way_says_how_far_it_got_and_a_rerun_finishes(
+    pg_url: str, runner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure in a later batch: the batches before it stay deleted, the error says how many,
+    and the same command run again deletes the rest."""
+    import asyncpg
+
+    from veadk_mem.cli.app import app
+
+    monkeypatch.setenv("VMEM_DELETE_BATCH", "3")
+    service = adk_service(pg_url)
+
+    async def setup() -> None:
+        try:
+            for k in range(10):
+                await service.create_session(app_name=APP, user_id="u", session_id=f"old{k:02d}")
+        finally:
+            await service.close()
+        conn = await asyncpg.connect(pg_url.replace("postgresql+asyncpg", "postgresql"))
+        try:  # the database refuses to delete one session of the third batch, for now
+            await conn.execute(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'refused by a test'; END $$; "
+                "CREATE TRIGGER refuse BEFORE DELETE ON sessions FOR EACH ROW "
+                "WHEN (OLD.id = 'old07') EXECUTE FUNCTION refuse()"
+            )
+        finally:
+            await conn.close()
+
+    async def drop_trigger() -> None:
+        conn = await asyncpg.connect(pg_url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            await conn.execute("DROP TRIGGER refuse ON sessions")
+        finally:
+            await conn.close()
+
+    asyncio.run(setup())
+    args = ["session", "delete", "--db-url", pg_url, "--app", APP, "--until", "2100-01-01", "--yes"]
+    failed = runner.invoke(app, args)
+    assert failed.exit_code == 1, failed.output
+    assert "6 of 10 session(s) (0 event(s)) were deleted and committed before it" in failed.stderr
+    assert "run the same command again to finish" in failed.stderr
+    left = runner.invoke(app, ["session", "list", "--db-url", pg_url, "--json"])
+    assert sorted(s["id"] for s in json.loads(left.stdout)) == [f"old{k:02d}" for k in range(6, 10)]
+    asyncio.run(drop_trigger())
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert "deleted 4 sessions" in again.stderr
+
+
+def test_ctrl_c_during_a_delete_says_how_far_it_got(pg_url: str, tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group) part-way through a batched delete: exit 130, and the
+    message counts the sessions deleted and committed, which are exactly the ones gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import asyncpg
+
+    plain = pg_url.replace("postgresql+asyncpg", "postgresql")
+    n = 3000
+
+    async def setup() -> None:
+        service = adk_service(pg_url)  # ADK's tables, then many sessions at once
+        try:
+            await service.create_session(app_name=APP, user_id="u", session_id="first")
+        finally:
+            await service.close()
+        conn = await asyncpg.connect(plain)
+        try:
+            await conn.execute(
+                "INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) "
+                "SELECT $1, 'u', 'old' || lpad(g::text, 5, '0'), '{}', now() - interval '400 days', "
+                "now() - interval '400 days' + g * interval '1 second' FROM generate_series(1, $2) g",
+                APP,
+                n,
+            )
+        finally:
+            await conn.close()
+
+    async def count() -> int:
+        conn = await asyncpg.connect(plain)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM sessions WHERE id LIKE 'old%'"))
+        finally:
+            await conn.close()
+
+    asyncio.run(setup())
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "VMEM_DELETE_BATCH": "1"}
+    cmd = [sys.executable, "-m", "veadk_mem", "session", "delete", "--older-than", "30d", "--yes", "--db-url", pg_url]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while asyncio.run(count()) == n:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    left = asyncio.run(count())
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert 0 < left < n, left
+    assert f"interrupted: {n - left:,} of {n:,} session(s) (0 event(s)) were deleted and committed" in text, text
+    assert "run the same command again to finish" in text
