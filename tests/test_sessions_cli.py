@@ -412,3 +412,12 @@ def test_long_timelines_show_the_last_thousand_events(runner: CliRunner, tmp_pat
     assert "1003" in result.stdout and "│ 3 " not in result.stdout
     result = vmem(runner, "session", "get", APP, "u", "long", "--json", "--db-url", str(db))
     assert len(json.loads(result.stdout)["events"]) == 1003
+
+
+def test_errors_name_the_database_as_the_user_gave_it(runner: CliRunner, dbfile: Path) -> None:
+    """A path stays a path and postgresql:// stays without vmem's async driver (and its password masked)."""
+    result = vmem(runner, "session", "get", "a", "b", "c", "--db-url", str(dbfile))
+    assert result.exit_code == 3 and f"not found in {dbfile}" in result.stderr
+    result = vmem(runner, "session", "list", "--db-url", "postgresql://nobody:secret@127.0.0.1:1/x")
+    assert result.exit_code == 1 and "postgresql://nobody:****@127.0.0.1:1/x: cannot connect" in result.stderr
+    assert "asyncpg" not in result.stderr and "secret" not in result.stderr
