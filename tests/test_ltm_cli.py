@@ -231,9 +231,10 @@ def test_save_dry_run_saves_nothing(runner: CliRunner) -> None:
 
 
 def test_save_summary_table(runner: CliRunner) -> None:
-    code, out, _ = invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-history.jsonl"))
-    assert code == 0
-    header = out.splitlines()[0].split("  ")
+    """A summary goes to stderr, as `session import`'s does: stdout is for data."""
+    code, out, err = invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-history.jsonl"))
+    assert code == 0 and out == ""
+    header = err.splitlines()[0].split("  ")
     assert [h.strip() for h in header if h] == [
         "sessions",
         "events",

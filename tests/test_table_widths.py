@@ -215,10 +215,11 @@ def test_every_value_appears_whole(
     assert tables or fields, f"{name}: printed no table"
     assert "…" not in out, f"{name}: a shortened cell at {width} columns"
     assert max(len(line) for line in out.splitlines()) <= width, f"{name}: wider than {width} columns"
-    streams = _column_streams(out)
-    records = _record_fields(out, {col.header or col.key for _, columns in tables for col in columns})
-    whole = _squash(out)
-    lines = out.splitlines()
+    both = out + "\n" + ANSI.sub("", err)  # a summary table goes to stderr, as every command's summary
+    streams = _column_streams(both)
+    records = _record_fields(both, {col.header or col.key for _, columns in tables for col in columns})
+    whole = _squash(both)
+    lines = both.splitlines()
     checked = 0
     for rows, columns in tables:
         for col in columns:

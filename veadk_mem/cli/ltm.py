@@ -277,8 +277,11 @@ def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
         render.table(
             summary.per_user(), _with_ledger(DRY_USER_COLUMNS, ledger), title="dry run: per user", empty="no users"
         )
-    render.table(
-        [totals], _with_ledger(SUMMARY_COLUMNS, ledger), title="dry run: nothing was saved" if dry_run else None
+    render.table(  # a summary, as every command's: stderr (--json puts it on stdout)
+        [totals],
+        _with_ledger(SUMMARY_COLUMNS, ledger),
+        title="dry run: nothing was saved" if dry_run else None,
+        to_stderr=True,
     )
     if ledger:
         for r in summary.reports:

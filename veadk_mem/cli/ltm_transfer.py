@@ -65,7 +65,7 @@ def _finish(state: AppState, summary: Any, dry_run: bool) -> None:
         columns = list(SUMMARY_COLUMNS)
         if summary.ledger_skipped:  # the replay ledger's count, only where a store needs one
             columns.insert(3, Column("skipped by ledger", "ledger_skipped", justify="right"))
-        render.table([data], columns, title=title)
+        render.table([data], columns, title=title, to_stderr=True)  # a summary: stderr, as every command's
     for failure in summary.failures:
         render.error(failure)
     if summary.failed:
