@@ -849,7 +849,8 @@ async def _watch(
     import sys
 
     from veadk_mem import events as ev
-    from veadk_mem.sessions.codec import camel_event, dumps
+    from veadk_mem.sessions.codec import camel_event
+    from veadk_mem.sessions.codec import dumps_out as dumps
     from veadk_mem.sessions.timeline import Timeline
     from veadk_mem.sessions.watch import Watcher, WatchEvent
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 from pydantic_core import from_json, to_json
 
+from veadk_mem.jsonio import escape_terminal
 from veadk_mem.sessions.layout import Layout, Tables, to_epoch
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
 
@@ -173,6 +174,14 @@ def dumps(data: Any) -> str:
     `model_dump_json` does: bare NaN is not JSON.
     """
     return to_json(data, **_JSON_OPTIONS).decode("utf-8")
+
+
+def dumps_out(data: Any) -> str:
+    """`dumps` for output (get --json, export, watch): C1 controls and bidi overrides escaped.
+
+    Stored rows keep `dumps`; what is printed must be safe on a terminal and means the same.
+    """
+    return escape_terminal(dumps(data))
 
 
 # --- rows -> event data -----------------------------------------------------------------
