@@ -21,7 +21,7 @@ _vmem() {
     " session delete") opts='--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " session export") opts='--app -a --user -u --since --until --output -o --db-url --config -c --json --quiet -q --verbose -v'; cmds='' ;;
     " session import") opts='--force --db-url --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
-    " session upgrade") opts='--backup --dry-run --drop-old --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " session upgrade") opts='--backup --dry-run --drop-old --keep-undecodable --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm") opts=''; cmds='save search list profile delete export import copy' ;;
     " ltm save") opts='--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm search") opts='--user -u --app -a --top-k -k --min-score --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;

@@ -510,6 +510,8 @@ def upgrade_cmd(
     tables beside the old ones and swaps them in one step; the old tables are kept, renamed
     <name>_v0_<UTC time>, until --drop-old. Refused while another connection holds a sqlite
     database or while the tables change during the upgrade: stop the agents that use it first.
+    An event whose pickled actions cannot be decoded stops the upgrade (exit 1, named) unless
+    --keep-undecodable; --drop-old refuses while the new tables hold fewer rows than the old.
     """
     from veadk_mem.sessions.upgrade import default_backup, upgrade_store
 
