@@ -357,13 +357,17 @@ BIG = 250_000  # values in one event's state_delta: past the listing's bound of 
 BIG_WRITER = Path(__file__).resolve().parent / "old_adk_upgrade_writer.py"
 
 
-def write_big(version: str, url: str, tmp_path: Path) -> dict[str, Any]:
-    """Session alice-big written by that old ADK, one event holding a BIG-value state_delta; its dump."""
+def write_big(version: str, url: str, tmp_path: Path) -> dict[str, Any] | None:
+    """Session alice-big written by that old ADK, one event holding a BIG-value state_delta; its dump.
+    None where that ADK itself cannot store it (MariaDB: its `actions` column is a 64 KiB BLOB)."""
     out = tmp_path / "big.json"
     python = old_python(version)
     done = subprocess.run(
         [str(python), str(BIG_WRITER), "big", url, str(out), str(BIG)], capture_output=True, text=True
     )
+    if url.startswith("mysql"):
+        assert done.returncode != 0 and "Data too long for column 'actions'" in done.stderr, done.stderr[-2000:]
+        return None
     assert done.returncode == 0, done.stderr[-2000:]
     return dict(json.loads(out.read_text()))
 
@@ -387,6 +391,7 @@ def assert_big_upgrade(db_url: str, adk_url: str, adk: dict[str, Any], version: 
 def test_a_huge_state_delta_converts_whole(version: str, tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     adk = write_big(version, f"sqlite:///{db}", tmp_path)
+    assert adk is not None
     assert_big_upgrade(str(db), f"sqlite+aiosqlite:///{db}", adk, version, tmp_path)
 
 
@@ -400,6 +405,8 @@ def server_url(request: pytest.FixtureRequest) -> str:
 
 def test_a_huge_state_delta_converts_whole_on_a_server(server_url: str, tmp_path: Path) -> None:
     adk = write_big(SERVER_RELEASE, _sync_url(server_url), tmp_path)
+    if adk is None:  # MariaDB: the old ADK refused to write it (checked), so no such event can be there
+        return
     assert_big_upgrade(server_url, server_url, adk, SERVER_RELEASE, tmp_path)
 
 
@@ -439,7 +446,11 @@ async def _set_actions(url: str, values: dict[str, bytes]) -> None:
     try:
         async with engine.begin() as conn:
             for event_id, data in values.items():
-                await conn.execute(text("UPDATE events SET actions = :a WHERE id = :i"), {"a": data, "i": event_id})
+                if url.startswith("mysql"):  # aiomysql cannot bind bytes with the installed PyMySQL
+                    stmt, value = "UPDATE events SET actions = UNHEX(:a) WHERE id = :i", data.hex()
+                else:
+                    stmt, value = "UPDATE events SET actions = :a WHERE id = :i", data
+                await conn.execute(text(stmt), {"a": value, "i": event_id})
     finally:
         await engine.dispose()
 
