@@ -613,3 +613,26 @@ def test_a_failed_backup_write_names_the_backup_option(tmp_path: Path, monkeypat
     assert f"--backup {backup}: write failed: No space left on device" in result.stderr
     assert "-o " not in result.stderr
     assert digest(db) == before and not list(backup.parent.iterdir())
+
+
+def test_heavy_event_pages_shrink_and_every_row_is_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages of events shrink after a heavy one (memory stays about _PAGE_BYTES) and no row is missed."""
+    from veadk_mem.sessions import upgrade
+
+    db, out = tmp_path / "old.db", tmp_path / "adk.json"
+    run_old("1.15.1", "write", f"sqlite:///{db}", str(out))
+    adk = json.loads(out.read_text())
+    sizes: list[int] = []
+    weigh = upgrade._actions_bytes
+
+    def spy(rows: Any) -> int:
+        sizes.append(len(rows))
+        return weigh(rows)
+
+    monkeypatch.setattr(upgrade, "_PAGE", 8)
+    monkeypatch.setattr(upgrade, "_PAGE_BYTES", 2_000)  # an ADK 1.15 actions pickle is about 700 bytes
+    monkeypatch.setattr(upgrade, "_actions_bytes", spy)
+    result = vmem("session", "upgrade", "--db-url", str(db), "--backup", str(tmp_path / "b.jsonl"))
+    assert result.exit_code == 0, result.stderr
+    assert sizes[0] == 8 and min(sizes) < 8, sizes
+    assert_current_adk_reads(f"sqlite+aiosqlite:///{db}", adk, "1.15.1")

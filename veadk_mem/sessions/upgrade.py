@@ -61,6 +61,7 @@ NEW_PREFIX = "vmem_upgrade_"
 ADK_TABLES = ("sessions", "events", "app_states", "user_states", "adk_internal_metadata")
 KEPT = re.compile(r"^(sessions|events|app_states|user_states|adk_internal_metadata)_v0_(\d{14})$")
 _PAGE = 1000  # rows per keyset page and per INSERT
+_PAGE_BYTES = 64 << 20  # pickled actions per events page, about: heavier pages shrink the next
 DEFAULT_BACKUP = re.compile(r"^vmem-upgrade-backup-\d{14}\.jsonl$")
 _PART = re.compile(r"^(?P<name>.+)\.[A-Za-z0-9_]+\.part$")  # <backup name>.<mkstemp's random>.part
 _NAMED = 10  # undecodable events named in an error; the rest are counted
@@ -398,7 +399,8 @@ class Upgrade:
     ) -> None:
         from sqlalchemy import insert
 
-        async for rows in _pages(conn, src):
+        weigh = _actions_bytes if convert is not None else None
+        async for rows in _pages(conn, src, weigh):
             values = convert(rows) if convert else [dict(r._mapping) for r in rows]
             await conn.execute(insert(dst), values)
             await self._commit_batch(conn)
@@ -526,6 +528,11 @@ class Upgrade:
     async def _drop_tables(self, conn: AsyncConnection, names: Sequence[str]) -> None:
         for name in _drop_order(names):
             await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self.q(name)}")
+
+
+def _actions_bytes(rows: Sequence[Any]) -> int:
+    """The pickled actions in a page of v0 event rows, in bytes."""
+    return sum(len(r.actions or b"") for r in rows)
 
 
 def _event_name(key: tuple[str, str, str, str]) -> str:
@@ -666,14 +673,22 @@ def _drop_order(names: Sequence[str]) -> list[str]:
     return sorted(names, key=lambda n: (0 if "events" in n else 1, n))
 
 
-async def _pages(conn: AsyncConnection, table: Table) -> AsyncIterator[Sequence[Any]]:
-    """Every row of `table` in primary-key order, a keyset page at a time (no OFFSET, no open cursor)."""
+async def _pages(
+    conn: AsyncConnection, table: Table, weigh: Callable[[Sequence[Any]], int] | None = None
+) -> AsyncIterator[Sequence[Any]]:
+    """Every row of `table` in primary-key order, a keyset page at a time (no OFFSET, no open cursor).
+
+    With `weigh` (a page's payload bytes), pages after a heavy one hold fewer rows, so that a
+    run of huge events (a pickled 250,000-value state delta is some MB) keeps about
+    _PAGE_BYTES in memory at a time, not 1,000 of them; light pages grow back to _PAGE rows.
+    """
     from sqlalchemy import select, tuple_
 
     pk = list(table.primary_key.columns)
     last: tuple[Any, ...] | None = None
+    limit = _PAGE
     while True:
-        stmt = select(table).order_by(*pk).limit(_PAGE)
+        stmt = select(table).order_by(*pk).limit(limit)
         if last is not None:
             # the first column's own range lets every optimizer use the primary key
             stmt = stmt.where(pk[0] >= last[0], tuple_(*pk) > tuple_(*last))
@@ -681,9 +696,12 @@ async def _pages(conn: AsyncConnection, table: Table) -> AsyncIterator[Sequence[
         if not rows:
             return
         yield rows
-        if len(rows) < _PAGE:
+        if len(rows) < limit:
             return
         last = tuple(getattr(rows[-1], c.name) for c in pk)
+        if weigh is not None:
+            per_row = max(weigh(rows) // len(rows), 1)
+            limit = max(1, min(_PAGE, limit * 2, _PAGE_BYTES // per_row))
 
 
 async def _snapshot(conn: AsyncConnection, names: dict[str, str] | None = None) -> Snapshot:
