@@ -21,7 +21,7 @@ from pydantic_core import from_json, to_json
 
 from veadk_mem.jsonio import escape_terminal
 from veadk_mem.sessions.layout import Layout, Tables, to_epoch
-from veadk_mem.sessions.safepickle import decode_actions, encode_actions
+from veadk_mem.sessions.safepickle import decode_actions, encode_actions, record_undecoded
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.rawsession import RawEvent
@@ -235,7 +235,8 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
     try:
         actions = decode_actions(row.actions)
     except pickle.UnpicklingError as exc:
-        if warnings is not None:
+        # an upgrade (safepickle.converting) records the event, to stop or keep its pickle raw
+        if not record_undecoded(row, exc, data) and warnings is not None:
             warnings.append(f"event {row.id}: actions not decoded ({exc}); shown without them")
         actions = {}
     data["actions"] = {k: v for k, v in actions.items() if v is not None}
