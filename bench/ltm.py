@@ -396,7 +396,7 @@ def whole_process_search(runs: int, workdir: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--llama-python", default="", help="a Python with llama-index-core installed")
+    parser.add_argument("--llama-python", default="", help="a Python with llama-index-core: .venv-llama/bin/python")
     parser.add_argument("--llama-sizes", default="10000,100000")
     parser.add_argument("--st-python", default="", help="a Python with sentence-transformers and torch installed")
     parser.add_argument("--embed-texts", type=int, default=2000)

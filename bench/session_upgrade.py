@@ -10,8 +10,10 @@ output_transcription) and rows written by vmem's import, which writes that colum
 pickles `actions` as ADK does. Each event has text, every fifth a state delta.
 
 The upgrade runs as `vmem session upgrade` in a fresh process (the CLI's own entry point),
-which reports its wall time and its peak RSS (VmHWM) above its RSS at start, both before
-the imports (the interpreter alone) and after them (what the upgrade itself adds).
+which reports its wall time, its CPU time (user + system: on a shared, loaded machine the
+wall time says more about the neighbours than about the upgrade) and its peak RSS (VmHWM)
+above its RSS at start, both before the imports (the interpreter alone) and after them
+(what the upgrade itself adds).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ async def build(path: Path, n: int, per: int) -> None:
 
 
 CHILD = """
-import json, os, sys, time
+import json, os, resource, sys, time
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -91,13 +93,16 @@ from veadk_mem.cli.app import app
 import veadk_mem.sessions.upgrade, veadk_mem.sessions.store, sqlalchemy.ext.asyncio, aiosqlite
 imported = rss()
 t0 = time.perf_counter()
+u0 = resource.getrusage(resource.RUSAGE_SELF)
 try:
     app(sys.argv[1:], prog_name="vmem")
 except SystemExit as exc:
     code = exc.code
 took = time.perf_counter() - t0
-print(json.dumps({"code": code, "seconds": took, "start_mb": start, "imported_mb": imported, "peak_mb": hwm()}),
-      file=sys.stderr)
+u1 = resource.getrusage(resource.RUSAGE_SELF)
+cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
+print(json.dumps({"code": code, "seconds": took, "cpu": cpu, "start_mb": start, "imported_mb": imported,
+                  "peak_mb": hwm()}), file=sys.stderr)
 """
 
 
@@ -135,8 +140,9 @@ def main() -> None:
         f = upgrade(db, Path(tmp) / "backup.jsonl")
         backup_mb = (Path(tmp) / "backup.jsonl").stat().st_size / 2**20
         print(
-            f"vmem session upgrade: {f['seconds']:.1f} s in the command ({f['wall']:.1f} s wall, process start "
-            f"included); peak RSS {f['peak_mb']:.0f} MB: {f['peak_mb'] - f['start_mb']:.0f} MB above the "
+            f"vmem session upgrade: {f['seconds']:.1f} s in the command, {f['cpu']:.1f} s of CPU (user + system: "
+            f"the figure to compare on a loaded machine) ({f['wall']:.1f} s wall, process start included); "
+            f"peak RSS {f['peak_mb']:.0f} MB: {f['peak_mb'] - f['start_mb']:.0f} MB above the "
             f"process's start, {f['peak_mb'] - f['imported_mb']:.0f} MB above it after imports "
             f"({f['start_mb']:.0f} MB at start, {f['imported_mb']:.0f} MB imported); backup {backup_mb:.1f} MB"
         )

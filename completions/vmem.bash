@@ -21,7 +21,7 @@ _vmem() {
     " session delete") opts='--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " session export") opts='--app -a --user -u --since --until --output -o --db-url --config -c --json --quiet -q --verbose -v'; cmds='' ;;
     " session import") opts='--force --db-url --dry-run --json --config -c --quiet -q --verbose -v'; cmds='' ;;
-    " session upgrade") opts='--backup --dry-run --drop-old --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
+    " session upgrade") opts='--backup --dry-run --drop-old --keep-undecodable --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " session stats") opts='--app -a --user -u --since --until --by --top --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " session watch") opts='--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " ltm") opts=''; cmds='save search list profile delete export import copy' ;;

@@ -210,6 +210,7 @@ complete -c vmem -n "__vmem_at 'session import'" -F
 complete -c vmem -n "__vmem_at 'session upgrade'" -l 'backup' -d 'Write the verified JSONL backup here (a new file); default vmem-upgrade-backup-<UTC time>.jsonl.'
 complete -c vmem -n "__vmem_at 'session upgrade'" -l 'dry-run' -d 'Show what would be done; change nothing.'
 complete -c vmem -n "__vmem_at 'session upgrade'" -l 'drop-old' -d 'Drop the old tables an upgrade kept (after this one, if it upgrades).'
+complete -c vmem -n "__vmem_at 'session upgrade'" -l 'keep-undecodable' -d 'Keep an event whose pickled actions cannot be decoded, its pickle as base64 in customMetadata.vmem_raw_actions (without it such an event stops the upgrade).'
 complete -c vmem -n "__vmem_at 'session upgrade'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
 complete -c vmem -n "__vmem_at 'session upgrade'" -l 'json' -d 'Print JSON on stdout.'
 complete -c vmem -n "__vmem_at 'session upgrade'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'

@@ -25,52 +25,87 @@ PACKAGES = "llama-index-vector-stores-redis llama-index-vector-stores-opensearch
 Embed = Callable[[list[str]], Sequence[Sequence[float]]]
 
 
+def venv() -> Path:
+    """The reference venv: $VMEM_LLAMA_VENV, else .venv-llama at the repository root."""
+    return Path(os.environ.get("VMEM_LLAMA_VENV") or ROOT / ".venv-llama")
+
+
+def missing() -> str:
+    """Why the venv cannot be used, or "" when its interpreter is there."""
+    found = venv() / "bin" / "python"
+    if found.exists():
+        return ""
+    return (
+        f"the llama-index reference venv {venv()} is missing: python3 -m venv {venv()} && "
+        f"{venv()}/bin/pip install {PACKAGES} (bash .ci/test makes it)"
+    )
+
+
 def python() -> Path:
     """The venv's interpreter; a loud skip when the venv is not there."""
-    venv = Path(os.environ.get("VMEM_LLAMA_VENV") or ROOT / ".venv-llama")
-    found = venv / "bin" / "python"
-    if not found.exists():
-        pytest.skip(
-            f"*** the llama-index reference venv {venv} is missing: python3 -m venv {venv} && "
-            f"{venv}/bin/pip install {PACKAGES} (bash .ci/test makes it) ***"
-        )
-    return found
+    if reason := missing():
+        pytest.skip(f"*** {reason} ***")
+    return venv() / "bin" / "python"
 
 
-def run(request: dict[str, Any], embed: Embed, timeout: float = 300) -> Any:
-    """Send `request` to the writer, answer its embedding requests with `embed`, return its result."""
-    # stderr goes to a file, not a pipe: a chatty writer must never block on it.
-    with tempfile.TemporaryFile("w+") as errors:
-        process = subprocess.Popen(
-            [str(python()), str(WRITER)],
+class Writer:
+    """One llama_writer.py process taking requests in turn (its indexes are kept between them)."""
+
+    def __init__(self, interpreter: Path, embed: Embed | None = None, timeout: float = 300) -> None:
+        self.embed, self.timeout = embed, timeout
+        # stderr goes to a file, not a pipe: a chatty writer must never block on it.
+        self.errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by close())
+        self.process = subprocess.Popen(
+            [str(interpreter), str(WRITER)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=errors,
+            stderr=self.errors,
             text=True,
             cwd=str(WRITER.parent),
         )
-        assert process.stdin is not None and process.stdout is not None
+
+    def request(self, request: dict[str, Any]) -> Any:
+        """Send `request`, answer its embedding requests with the embedder, return its result."""
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(json.dumps(request) + "\n")
+        stdin.flush()
+        while line := stdout.readline():
+            message = json.loads(line)
+            if "embed" in message:
+                if self.embed is None:
+                    raise AssertionError(f"llama_writer.py asked for vectors of {message['embed'][:3]}...")
+                vectors = [[float(x) for x in row] for row in self.embed(message["embed"])]
+                stdin.write(json.dumps({"vectors": vectors}) + "\n")
+                stdin.flush()
+            elif "error" in message:
+                raise AssertionError(f"llama_writer.py failed:\n{message['error']}")
+            else:
+                return message["result"]
+        self.process.wait(timeout=self.timeout)
+        self.errors.seek(0)
+        raise AssertionError(f"llama_writer.py ended without an answer: {self.errors.read()[-2000:]}")
+
+    def close(self) -> None:
+        """End the process (it stops at the end of its stdin)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
         try:
-            process.stdin.write(json.dumps(request) + "\n")
-            process.stdin.flush()
-            while line := process.stdout.readline():
-                message = json.loads(line)
-                if "embed" in message:
-                    vectors = [[float(x) for x in row] for row in embed(message["embed"])]
-                    process.stdin.write(json.dumps({"vectors": vectors}) + "\n")
-                    process.stdin.flush()
-                elif "error" in message:
-                    raise AssertionError(f"llama_writer.py failed:\n{message['error']}")
-                else:
-                    return message["result"]
-            process.wait(timeout=timeout)
-            errors.seek(0)
-            raise AssertionError(f"llama_writer.py ended without an answer: {errors.read()[-2000:]}")
-        finally:
-            process.stdin.close()
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            process.stdout.close()
+            self.process.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+        self.errors.close()
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def run(request: dict[str, Any], embed: Embed, timeout: float = 300) -> Any:
+    """Send `request` to a fresh writer, answer its embedding requests with `embed`, return its result."""
+    with Writer(python(), embed, timeout) as writer:
+        return writer.request(request)

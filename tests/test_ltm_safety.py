@@ -153,6 +153,28 @@ def test_nan_in_stored_state_is_null_in_every_json_output(runner: CliRunner, tmp
     assert {k: listed[0]["state"][k] for k in ("score", "top", "low")} == {"score": None, "top": None, "low": None}
 
 
+def test_session_json_outputs_escape_c1_and_bidi_from_stored_state(runner: CliRunner, tmp_path: Path) -> None:
+    import sqlite3
+
+    from sessions_helpers import APP, build, sqlite_url
+
+    db = tmp_path / "veadk.db"
+    build(sqlite_url(db), {("alice", "s1"): 2})
+    hostile = "csi\x9b2J rtl\u202eevil del\x7f"
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE sessions SET state = ?", (json.dumps({"note": hostile}, ensure_ascii=False),))
+    for args in (["session", "get", APP, "alice", "s1", "--json"], ["session", "export"]):
+        result = vmem(runner, *args, "--db-url", str(db))
+        assert result.exit_code == 0, (args, result.output)
+        assert not any(ch in result.stdout for ch in "\x9b\u202e\x7f"), args
+        docs = (
+            [json.loads(line) for line in result.stdout.splitlines()]
+            if args[1] == "export"
+            else [json.loads(result.stdout)]
+        )
+        assert hostile in [d.get("state", {}).get("note") for d in docs], (args, docs)  # escaped, not changed
+
+
 def test_the_encoder_writes_null_for_nan() -> None:
     from datetime import UTC, datetime
 

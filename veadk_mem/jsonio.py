@@ -99,7 +99,16 @@ def dumps(
         text = json.dumps(
             _finite(data), ensure_ascii=False, indent=indent, separators=separators, default=fallback, allow_nan=False
         )
-    if _TERMINAL.search(text):  # escaped like the C0 controls, so JSON on a terminal is safe too
+    return escape_terminal(text)
+
+
+def escape_terminal(text: str) -> str:
+    """JSON text with DEL, C1 controls and bidi overrides written as \\uXXXX escapes.
+
+    json leaves them raw with non-ASCII kept, and a terminal acts on them; as escapes they
+    decode to the same strings, so the JSON is safe to print and means the same.
+    """
+    if _TERMINAL.search(text):
         text = _TERMINAL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
     return text
 

@@ -494,6 +494,14 @@ def upgrade_cmd(
     drop_old: Annotated[
         bool, typer.Option("--drop-old", help="Drop the old tables an upgrade kept (after this one, if it upgrades).")
     ] = False,
+    keep_undecodable: Annotated[
+        bool,
+        typer.Option(
+            "--keep-undecodable",
+            help="Keep an event whose pickled actions cannot be decoded, its pickle as base64 in "
+            "customMetadata.vmem_raw_actions (without it such an event stops the upgrade).",
+        ),
+    ] = False,
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
@@ -503,6 +511,8 @@ def upgrade_cmd(
     tables beside the old ones and swaps them in one step; the old tables are kept, renamed
     <name>_v0_<UTC time>, until --drop-old. Refused while another connection holds a sqlite
     database or while the tables change during the upgrade: stop the agents that use it first.
+    An event whose pickled actions cannot be decoded stops the upgrade (exit 1, named) unless
+    --keep-undecodable; --drop-old refuses while the new tables hold fewer rows than the old.
     """
     from veadk_mem.sessions.upgrade import default_backup, upgrade_store
 
@@ -510,7 +520,14 @@ def upgrade_cmd(
     target = backup or default_backup()
     store = _store(state)
     report = run(
-        upgrade_store(store, backup=target, dry_run=dry_run, drop_old=drop_old, progress=state.render.progress)
+        upgrade_store(
+            store,
+            backup=target,
+            dry_run=dry_run,
+            drop_old=drop_old,
+            progress=state.render.progress,
+            keep_undecodable=keep_undecodable,
+        )
     )
     _warn_all(state, store)
     if state.json_mode:
@@ -555,6 +572,11 @@ def upgrade_lines(report: Any) -> list[str]:
         f"backup: {report.backup} ({counts}, read back and counted)",
         f"copied {counts}; renamed {renames}",
     ]
+    if report.kept_raw:
+        lines.append(
+            f"{counted(len(report.kept_raw), 'event')} kept with undecodable actions as raw pickle bytes "
+            "(customMetadata.vmem_raw_actions, named above)"
+        )
     if report.dropped:
         lines.append(f"dropped the old tables {', '.join(report.dropped)}")
     else:
@@ -839,7 +861,8 @@ async def _watch(
     import sys
 
     from veadk_mem import events as ev
-    from veadk_mem.sessions.codec import camel_event, dumps
+    from veadk_mem.sessions.codec import camel_event
+    from veadk_mem.sessions.codec import dumps_out as dumps
     from veadk_mem.sessions.timeline import Timeline
     from veadk_mem.sessions.watch import Watcher, WatchEvent
 

@@ -19,8 +19,9 @@ from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 from pydantic_core import from_json, to_json
 
+from veadk_mem.jsonio import escape_terminal
 from veadk_mem.sessions.layout import Layout, Tables, to_epoch
-from veadk_mem.sessions.safepickle import decode_actions, encode_actions
+from veadk_mem.sessions.safepickle import decode_actions, encode_actions, record_undecoded
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.rawsession import RawEvent
@@ -175,6 +176,14 @@ def dumps(data: Any) -> str:
     return to_json(data, **_JSON_OPTIONS).decode("utf-8")
 
 
+def dumps_out(data: Any) -> str:
+    """`dumps` for output (get --json, export, watch): C1 controls and bidi overrides escaped.
+
+    Stored rows keep `dumps`; what is printed must be safe on a terminal and means the same.
+    """
+    return escape_terminal(dumps(data))
+
+
 # --- rows -> event data -----------------------------------------------------------------
 
 V0_JSON_COLUMNS = (
@@ -226,7 +235,8 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
     try:
         actions = decode_actions(row.actions)
     except pickle.UnpicklingError as exc:
-        if warnings is not None:
+        # an upgrade (safepickle.converting) records the event, to stop or keep its pickle raw
+        if not record_undecoded(row, exc, data) and warnings is not None:
             warnings.append(f"event {row.id}: actions not decoded ({exc}); shown without them")
         actions = {}
     data["actions"] = {k: v for k, v in actions.items() if v is not None}

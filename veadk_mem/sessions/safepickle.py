@@ -7,6 +7,12 @@ class a payload names (ADK and google-genai pydantic models, their enums) become
 stand-in that only records the state the pickle hands it, and is then flattened to plain
 dicts, lists and scalars. Anything else (`os.system`, `builtins.eval`, ...) is refused.
 
+Two sets of bounds: a listing (`session get`, `export`) keeps each hostile row to a small
+cost (LISTING: 16 MiB, 200,000 values), and an unreadable event is shown without its
+actions; a one-off conversion (`session upgrade`, inside `converting()`) must be lossless,
+so its bounds follow the memory the machine has (`conversion_bounds`) and every event it
+cannot decode is recorded, for the caller to stop on or to keep raw (RAW_ACTIONS_KEY).
+
 `encode_actions` writes the other direction, for imports into a v0 database: a pickle of
 an `EventActions` that ADK's own restricted loader accepts, built without importing ADK.
 """
@@ -14,13 +20,18 @@ an `EventActions` that ADK's own restricted loader accepts, built without import
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as _dt
 import decimal
 import io
+import os
 import pathlib
 import pickle
 import uuid
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 # Modules whose classes are pydantic models or enums ADK pickles inside EventActions.
@@ -28,10 +39,101 @@ from typing import Any
 _MODEL_MODULE_PREFIXES = ("google.adk.", "google.genai.", "fastapi.openapi.", "pydantic.")
 
 _MAX_BYTES_ARG = 1 << 20
-# Bounds on one payload, so a hostile row costs that event its actions, never the command:
+# Bounds on one payload while listing, so a hostile row costs that event its actions, never the command:
 MAX_PICKLE_BYTES = 16 << 20  # the payload itself
 MAX_DEPTH = 100  # nesting of the decoded value (deeper raised RecursionError)
 MAX_NODES = 200_000  # values visited while flattening ("billion laughs" by memo references)
+
+# Where a conversion keeps an event's undecodable `actions` pickle (base64) in its customMetadata.
+RAW_ACTIONS_KEY = "vmem_raw_actions"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The most one payload may hold: its pickle bytes, the nesting and the number of values decoded."""
+
+    max_bytes: int
+    max_depth: int
+    max_nodes: int
+
+
+LISTING = Bounds(MAX_PICKLE_BYTES, MAX_DEPTH, MAX_NODES)
+# Flattening costs well under this many bytes a value (a dict entry, a list slot, a new container):
+# the node budget of a conversion is a quarter of the available memory at this rate.
+_BYTES_PER_NODE = 256
+# Nesting a conversion follows: _plain recurses once a level, and the event then passes through
+# pydantic (validation and serialization), whose own recursion limit is some hundreds of levels.
+_CONVERSION_DEPTH = 200
+
+
+def available_memory() -> int:
+    """Bytes this machine can still give (MemAvailable), or 1 GiB when it does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return 1 << 30
+
+
+def conversion_bounds(available: int | None = None) -> Bounds:
+    """Bounds for a one-off, lossless conversion: set by memory, never below the listing's.
+
+    A pickle of N bytes holds at most about N values unless it shares them by memo
+    references, which flattening copies: the node budget (a quarter of the available
+    memory) is what stops a "billion laughs"; the byte bound (an eighth) keeps the payload,
+    its decoded objects and its JSON within memory together.
+    """
+    free = available if available is not None else available_memory()
+    return Bounds(
+        max_bytes=max(LISTING.max_bytes, free // 8),
+        max_depth=max(LISTING.max_depth, _CONVERSION_DEPTH),
+        max_nodes=max(LISTING.max_nodes, free // 4 // _BYTES_PER_NODE),
+    )
+
+
+@dataclass
+class Conversion:
+    """A conversion in progress: its bounds, whether undecodable actions are kept raw, and which were."""
+
+    bounds: Bounds
+    keep_raw: bool = False
+    undecoded: dict[tuple[str, str, str, str], str] = field(default_factory=dict)  # (app, user, session, id) -> why
+
+
+_CONVERSION: ContextVar[Conversion | None] = ContextVar("vmem_pickle_conversion", default=None)
+
+
+@contextlib.contextmanager
+def converting(keep_raw: bool = False, bounds: Bounds | None = None) -> Iterator[Conversion]:
+    """Decode every payload in this block with conversion bounds, recording the events that fail."""
+    conversion = Conversion(bounds or conversion_bounds(), keep_raw)
+    token = _CONVERSION.set(conversion)
+    try:
+        yield conversion
+    finally:
+        _CONVERSION.reset(token)
+
+
+def record_undecoded(row: Any, error: Exception, data: dict[str, Any]) -> bool:
+    """Inside `converting()`: note the event of `row` whose actions failed to decode and, when kept
+    raw, put its pickle (base64) in `data`'s custom_metadata under RAW_ACTIONS_KEY. True when
+    recorded (the caller warns no further); False outside a conversion."""
+    conversion = _CONVERSION.get()
+    if conversion is None:
+        return False
+    key = (str(row.app_name), str(row.user_id), str(row.session_id), str(row.id))
+    conversion.undecoded[key] = str(error)
+    if conversion.keep_raw:
+        meta = data.get("custom_metadata")
+        raw = base64.b64encode(bytes(row.actions or b"")).decode("ascii")
+        data["custom_metadata"] = {**(meta if isinstance(meta, dict) else {}), RAW_ACTIONS_KEY: raw}
+    return True
 
 
 class Refused(pickle.UnpicklingError):
@@ -170,22 +272,22 @@ class TooLarge(pickle.UnpicklingError):
     """A payload beyond the bounds (size, depth, number of values) this module decodes."""
 
 
-def plain(value: Any) -> Any:
+def plain(value: Any, bounds: Bounds = LISTING) -> Any:
     """Turn an unpickled value into JSON-ready data: stand-ins become dicts or enum values.
 
-    Bounded: TooLarge past MAX_DEPTH levels or MAX_NODES values, so neither a deeply
-    nested payload nor one sharing a list a billion times (memo references) gets far.
+    Bounded: TooLarge past `bounds.max_depth` levels or `bounds.max_nodes` values, so neither a
+    deeply nested payload nor one sharing a list a billion times (memo references) gets far.
     """
-    budget = [MAX_NODES]
+    budget = [bounds.max_nodes, bounds.max_depth, bounds.max_nodes]  # left, depth bound, value bound
     return _plain(value, 0, budget)
 
 
 def _plain(value: Any, depth: int, budget: list[int]) -> Any:
     budget[0] -= 1
     if budget[0] < 0:
-        raise TooLarge(f"more than {MAX_NODES:,} values")
-    if depth > MAX_DEPTH:
-        raise TooLarge(f"nested deeper than {MAX_DEPTH} levels")
+        raise TooLarge(f"more than {budget[2]:,} values")
+    if depth > budget[1]:
+        raise TooLarge(f"nested deeper than {budget[1]} levels")
     d = depth + 1
     if isinstance(value, _Stub):
         state = value._stub_state
@@ -216,19 +318,25 @@ def _plain(value: Any, depth: int, budget: list[int]) -> Any:
     return value
 
 
-def decode_actions(data: bytes | bytearray | memoryview | None) -> dict[str, Any]:
+def decode_actions(data: bytes | bytearray | memoryview | None, bounds: Bounds | None = None) -> dict[str, Any]:
     """The plain-data EventActions in a v0 `actions` value; raises pickle.UnpicklingError if refused.
 
     Whatever the payload (crafted, corrupt, too large, too deep), the only exception is
-    UnpicklingError, so the caller shows that one event without its actions.
+    UnpicklingError, so the caller shows that one event without its actions (or, converting,
+    stops or keeps it raw). `bounds`: those given, else the conversion's in a `converting()`
+    block, else LISTING. Conversion bounds change only how much is decoded, never what: the
+    same allow-list refuses every class that could run code.
     """
     if data is None:
         return {}
-    if len(data) > MAX_PICKLE_BYTES:
-        raise TooLarge(f"{len(data):,} bytes, more than {MAX_PICKLE_BYTES:,}")
+    if bounds is None:
+        conversion = _CONVERSION.get()
+        bounds = conversion.bounds if conversion is not None else LISTING
+    if len(data) > bounds.max_bytes:
+        raise TooLarge(f"{len(data):,} bytes, more than {bounds.max_bytes:,}")
     try:
         value = RestrictedUnpickler(io.BytesIO(bytes(data))).load()
-        result = plain(value)
+        result = plain(value, bounds)
     except (Refused, TooLarge):
         raise
     except RecursionError:

@@ -8,7 +8,6 @@ as a compaction: which events it summarises and the summary text, not as an empt
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from veadk_mem import events as ev
@@ -110,24 +109,3 @@ def event_types_or_empty(event: ev.Event) -> list[str]:
     if compaction_of(event) is not None:
         return ["compaction", *types]
     return types or (["state"] if event.actions.state_delta else ["empty"])
-
-
-# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI), and the
-# bidirectional overrides that reorder what a terminal shows.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def terminal_safe(value: Any) -> Any:
-    """`value` with escape sequences and control characters made visible (\\x1b), for tables.
-
-    Chat text, ids and state come from users and models: printed raw, an ESC sequence could
-    retitle the terminal, hide rows or rewrite what the operator sees. Lists and dicts are
-    cleaned item by item; other values are returned as they are.
-    """
-    if isinstance(value, str):
-        return _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", value)
-    if isinstance(value, list):
-        return [terminal_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {terminal_safe(k): terminal_safe(v) for k, v in value.items()}
-    return value

@@ -6,6 +6,10 @@ must keep their database URL needs the tables converted where they are. The step
 1. sqlite: take the write lock (BEGIN IMMEDIATE) and hold it to the end; refused when
    another connection holds it. Count sessions, events and state rows, with the latest times.
 2. Write a JSONL backup with the session export, read it back and count it against the database.
+   Pickled actions are decoded with conversion bounds (set by memory, not the listing's value
+   count: safepickle.converting); an event whose actions cannot be decoded at all stops the
+   upgrade, naming it, unless kept raw (--keep-undecodable: the pickle, base64, in the event's
+   customMetadata under safepickle.RAW_ACTIONS_KEY, in the backup and the new table alike).
 3. Build the v1 tables beside the old ones (`vmem_upgrade_<name>`), copy every row in
    bounded batches (keyset pages; memory stays flat), events converted through the codec,
    times copied as stored.
@@ -19,7 +23,8 @@ final count and the renames only. MySQL/MariaDB commit DDL at once and cannot re
 under LOCK TABLES: the copy is committed in batches, the swap is one atomic `RENAME TABLE`,
 checked right before it and again right after it (a write that slipped in between is caught
 and the tables are swapped back); a failure drops the new tables, and tables left by a
-killed run are removed by the next one. The old tables stay until `--drop-old`.
+killed run are removed by the next one. The old tables stay until `--drop-old`, which
+refuses while the current tables hold fewer sessions or events than the kept ones.
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
 from veadk_mem.sessions.layout import (
@@ -55,6 +61,10 @@ NEW_PREFIX = "vmem_upgrade_"
 ADK_TABLES = ("sessions", "events", "app_states", "user_states", "adk_internal_metadata")
 KEPT = re.compile(r"^(sessions|events|app_states|user_states|adk_internal_metadata)_v0_(\d{14})$")
 _PAGE = 1000  # rows per keyset page and per INSERT
+_PAGE_BYTES = 64 << 20  # pickled actions per events page, about: heavier pages shrink the next
+DEFAULT_BACKUP = re.compile(r"^vmem-upgrade-backup-\d{14}\.jsonl$")
+_PART = re.compile(r"^(?P<name>.+)\.[A-Za-z0-9_]+\.part$")  # <backup name>.<mkstemp's random>.part
+_NAMED = 10  # undecodable events named in an error; the rest are counted
 
 Phase = Callable[[str, int], AbstractContextManager[Progress]]
 
@@ -114,6 +124,7 @@ class UpgradeReport:
     dropped: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # tables of an interrupted upgrade, removed first
     drop_old: bool = False
+    kept_raw: list[str] = field(default_factory=list)  # events whose undecodable actions were kept raw
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,6 +144,7 @@ class UpgradeReport:
             "dropped": self.dropped,
             "leftovers": self.leftovers,
             "drop_old": self.drop_old,
+            "kept_raw": self.kept_raw,
         }
 
 
@@ -168,8 +180,13 @@ async def upgrade_store(
     drop_old: bool = False,
     progress: Phase | None = None,
     now: datetime | None = None,
+    keep_undecodable: bool = False,
 ) -> UpgradeReport:
-    """Open `store` and upgrade its v0 tables in place (see the module docstring)."""
+    """Open `store` and upgrade its v0 tables in place (see the module docstring).
+
+    keep_undecodable: an event whose actions cannot be decoded keeps its pickle (base64) in
+    customMetadata instead of stopping the upgrade.
+    """
     phase = progress or _no_phase
     async with store:
         names = await _table_names(store)
@@ -193,6 +210,7 @@ async def upgrade_store(
                 if dry_run:
                     report.status = "dry_run"
                 else:
+                    await _check_drop(store, report.old_tables)
                     report.dropped = await _drop_old(store, report.old_tables)
                     report.old_tables = []
             return report
@@ -211,9 +229,11 @@ async def upgrade_store(
             _count(report, snap)
             return report
         check_backup(backup)
-        await Upgrade(store, report, phase).run(backup)
+        await Upgrade(store, report, phase, keep_undecodable).run(backup)
         if drop_old:
-            report.dropped = await _drop_old(store, sorted({*report.old_tables, *report.renamed.values()}))
+            kept = sorted({*report.old_tables, *report.renamed.values()})
+            await _check_drop(store, kept)
+            report.dropped = await _drop_old(store, kept)
             report.old_tables = []
         else:
             report.old_tables = sorted({*report.old_tables, *report.renamed.values()})
@@ -228,10 +248,11 @@ def _count(report: UpgradeReport, snap: Snapshot) -> None:
 class Upgrade:
     """One run of the steps in the module docstring on an open store."""
 
-    def __init__(self, store: SessionStore, report: UpgradeReport, phase: Phase) -> None:
+    def __init__(self, store: SessionStore, report: UpgradeReport, phase: Phase, keep_raw: bool = False) -> None:
         self.store = store
         self.report = report
         self.phase = phase
+        self.keep_raw = keep_raw
         self.old = store.tables
         self.new = build_tables(Layout.V1, prefix=NEW_PREFIX)
         self.dialect = store.dialect
@@ -243,6 +264,18 @@ class Upgrade:
 
     async def run(self, backup: Path) -> None:
         """Lock (sqlite), back up, copy, check and swap; on any failure the database is as it was."""
+        from veadk_mem.sessions.safepickle import converting
+
+        with converting(self.keep_raw) as conversion:
+            await self._run(backup)
+        self.report.kept_raw = [_event_name(k) for k in sorted(conversion.undecoded)]
+        for key, why in sorted(conversion.undecoded.items()):
+            self.store.warnings.append(
+                f"{_event_name(key)}: actions not decoded ({why}); kept raw (base64 pickle) in its "
+                f"customMetadata.{_raw_key()}"
+            )
+
+    async def _run(self, backup: Path) -> None:
         store = self.store
         async with store.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
@@ -257,6 +290,7 @@ class Upgrade:
                 await self._backup(backup, before)
                 try:
                     await self._copy(conn)
+                    self._check_decoded()
                     await before_swap(conn)
                     await self._swap(conn, before)
                 except BaseException:
@@ -289,12 +323,15 @@ class Upgrade:
 
     async def _backup(self, path: Path, before: Snapshot) -> None:
         """Export to `path`, read it back, count it against the database; StoreError when it differs."""
-        from veadk_mem.sessions.files import atomic_output
-
         store = self.store
-        with self.phase("backing up sessions", before.sessions) as advance, atomic_output(path) as handle:
+        with self.phase("backing up sessions", before.sessions) as advance, backup_output(path) as handle:
             async for piece in store.export_jsonl(progress=advance):
                 handle.write(piece)
+        try:
+            self._check_decoded()
+        except StoreError:
+            path.unlink(missing_ok=True)
+            raise
         if store.damaged:
             path.unlink(missing_ok=True)
             raise StoreError(
@@ -309,6 +346,23 @@ class Upgrade:
                 f"{before.sessions:,} and {before.events:,} (an agent is writing?); not upgrading, nothing was changed",
                 hint="stop the agents that use the database, then retry",
             )
+
+    def _check_decoded(self) -> None:
+        """StoreError naming the events whose actions could not be decoded, unless they are kept raw."""
+        from veadk_mem.sessions.safepickle import _CONVERSION
+
+        conversion = _CONVERSION.get()
+        if conversion is None or conversion.keep_raw or not conversion.undecoded:
+            return
+        items = sorted(conversion.undecoded.items())
+        named = "; ".join(f"{_event_name(k)} ({why})" for k, why in items[:_NAMED])
+        more = f"; and {len(items) - _NAMED:,} more" if len(items) > _NAMED else ""
+        raise StoreError(
+            f"{self.where}: the actions of {len(items):,} event(s) cannot be decoded: {named}{more}; "
+            "not upgrading, nothing was changed",
+            hint=f"--keep-undecodable keeps each such pickle as it is (base64) in the event's "
+            f"customMetadata.{_raw_key()}",
+        )
 
     # -- copy -------------------------------------------------------------------------------
 
@@ -345,7 +399,8 @@ class Upgrade:
     ) -> None:
         from sqlalchemy import insert
 
-        async for rows in _pages(conn, src):
+        weigh = _actions_bytes if convert is not None else None
+        async for rows in _pages(conn, src, weigh):
             values = convert(rows) if convert else [dict(r._mapping) for r in rows]
             await conn.execute(insert(dst), values)
             await self._commit_batch(conn)
@@ -475,19 +530,165 @@ class Upgrade:
             await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self.q(name)}")
 
 
+def _actions_bytes(rows: Sequence[Any]) -> int:
+    """The pickled actions in a page of v0 event rows, in bytes."""
+    return sum(len(r.actions or b"") for r in rows)
+
+
+def _event_name(key: tuple[str, str, str, str]) -> str:
+    app, user, session, event = key
+    return f"app {app!r} user {user!r} session {session!r} event {event!r}"
+
+
+def _raw_key() -> str:
+    from veadk_mem.sessions.safepickle import RAW_ACTIONS_KEY
+
+    return RAW_ACTIONS_KEY
+
+
+# -- the backup file --------------------------------------------------------------------------
+
+
+def _own_parts(path: Path) -> list[Path]:
+    """Temporary files of this backup next to it: `<name>.<random>.part`, and with a default
+    name (vmem-upgrade-backup-<time>.jsonl), those of any default-named backup."""
+    default = bool(DEFAULT_BACKUP.match(path.name))
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        match = _PART.match(entry.name)
+        if match and (match["name"] == path.name or (default and DEFAULT_BACKUP.match(match["name"]))):
+            out.append(entry)
+    return sorted(out)
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive lock a writing run holds on its part file; False while a live run holds it."""
+    try:
+        import fcntl
+    except ImportError:  # no flock: a part counts as stale after an hour untouched
+        import time
+
+        return os.fstat(fd).st_mtime < time.time() - 3600
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def remove_stale_parts(path: Path) -> list[Path]:
+    """Remove the part files a killed run (kill -9) left of this backup; a live run's (locked) stay."""
+    removed = []
+    for part in _own_parts(path):
+        try:
+            if part.is_symlink():
+                part.unlink()
+                removed.append(part)
+                continue
+            if not part.is_file():
+                continue
+            fd = os.open(part, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                if _try_lock(fd):
+                    part.unlink()
+                    removed.append(part)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+    return removed
+
+
+@contextlib.contextmanager
+def backup_output(path: Path) -> Iterator[IO[str]]:
+    """A text stream that becomes the backup `path` (mode 0600) when the block ends without error.
+
+    Written to `<path>.<random>.part` (created exclusively, locked while written), which becomes
+    `path` only when whole; stale parts of earlier killed runs are removed first.
+    """
+    check_backup(path)
+    remove_stale_parts(path)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".part", dir=path.parent)
+    except OSError as exc:
+        raise BadInput(f"--backup {path}: cannot write: {exc.strerror}") from None
+    tmp = Path(name)
+    try:
+        _try_lock(fd)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+            try:
+                os.link(tmp, path)  # never over a file that appeared meanwhile
+            except FileExistsError:
+                raise BadInput(f"--backup {path}: exists; name a new file") from None
+            except OSError:  # no hard links on this filesystem
+                os.replace(tmp, path)
+    except OSError as exc:  # a full disk, say: nothing half-written is left
+        raise StoreError(f"--backup {path}: write failed: {exc.strerror}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# -- dropping the kept tables -----------------------------------------------------------------
+
+
+async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
+    """StoreError (nothing dropped) while the current tables hold fewer sessions or events than
+    the old ones kept by an upgrade: the old ones may be the only copy of what is missing."""
+    from sqlalchemy import func, select, table
+
+    stamps = sorted({m[2] for n in names if (m := KEPT.match(n))})
+    present = set(names)
+    try:
+        async with store.engine.connect() as conn:
+
+            async def rows(name: str) -> int:
+                return int((await conn.execute(select(func.count()).select_from(table(name)))).scalar_one())
+
+            for kind in ("sessions", "events"):
+                current = await rows(kind)
+                for stamp in stamps:
+                    old = f"{kind}_v0_{stamp}"
+                    if old in present and (count := await rows(old)) > current:
+                        raise StoreError(
+                            f"{store.display_url}: not dropping the old tables: {old} holds {count:,} {kind}, "
+                            f"the current {kind} table {current:,}; nothing was dropped",
+                            hint="the old tables may hold the only copy of what is missing: compare them "
+                            "first (drop them by hand once the difference is meant, e.g. sessions deleted since)",
+                        )
+    except VmemError:
+        raise
+    except Exception as exc:
+        raise store._fail(exc) from None
+
+
 def _drop_order(names: Sequence[str]) -> list[str]:
     """Events before the sessions they reference."""
     return sorted(names, key=lambda n: (0 if "events" in n else 1, n))
 
 
-async def _pages(conn: AsyncConnection, table: Table) -> AsyncIterator[Sequence[Any]]:
-    """Every row of `table` in primary-key order, a keyset page at a time (no OFFSET, no open cursor)."""
+async def _pages(
+    conn: AsyncConnection, table: Table, weigh: Callable[[Sequence[Any]], int] | None = None
+) -> AsyncIterator[Sequence[Any]]:
+    """Every row of `table` in primary-key order, a keyset page at a time (no OFFSET, no open cursor).
+
+    With `weigh` (a page's payload bytes), pages after a heavy one hold fewer rows, so that a
+    run of huge events (a pickled 250,000-value state delta is some MB) keeps about
+    _PAGE_BYTES in memory at a time, not 1,000 of them; light pages grow back to _PAGE rows.
+    """
     from sqlalchemy import select, tuple_
 
     pk = list(table.primary_key.columns)
     last: tuple[Any, ...] | None = None
+    limit = _PAGE
     while True:
-        stmt = select(table).order_by(*pk).limit(_PAGE)
+        stmt = select(table).order_by(*pk).limit(limit)
         if last is not None:
             # the first column's own range lets every optimizer use the primary key
             stmt = stmt.where(pk[0] >= last[0], tuple_(*pk) > tuple_(*last))
@@ -495,9 +696,12 @@ async def _pages(conn: AsyncConnection, table: Table) -> AsyncIterator[Sequence[
         if not rows:
             return
         yield rows
-        if len(rows) < _PAGE:
+        if len(rows) < limit:
             return
         last = tuple(getattr(rows[-1], c.name) for c in pk)
+        if weigh is not None:
+            per_row = max(weigh(rows) // len(rows), 1)
+            limit = max(1, min(_PAGE, limit * 2, _PAGE_BYTES // per_row))
 
 
 async def _snapshot(conn: AsyncConnection, names: dict[str, str] | None = None) -> Snapshot:
