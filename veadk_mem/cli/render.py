@@ -180,7 +180,7 @@ def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width
     text, the longest header word or MIN_WRAP_WIDTH for other free text. When the floors do
     not fit, the layout is records (a block per row). Otherwise, cheapest first, free text
     gets room for its longest word (up to WORD_WIDTH); then short columns get their whole
-    width (a time on one line) while the main text keeps twice its floor; what is left goes
+    width (a time on one line) while the main text keeps 1.5 times its floor; what is left goes
     to the columns in proportion to what they lack of their natural width (capped by
     max_width), the main text TEXT_WEIGHT times faster. Columns with no text are not drawn.
     """
@@ -221,8 +221,8 @@ def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width
         if 0 < word[i] - widths[i] <= spare:
             spare -= word[i] - widths[i]
             widths[i] = word[i]
-    # a short column whole (a time on one line) when the main text still keeps twice its floor
-    reserve = sum(max(min(high[i], 2 * TEXT_WIDTH) - widths[i], 0) for i in shown if columns[i].kind == TEXT)
+    # a short column whole (a time on one line) when the main text still keeps 1.5 times its floor
+    reserve = sum(max(min(high[i], TEXT_WIDTH * 3 // 2) - widths[i], 0) for i in shown if columns[i].kind == TEXT)
     for i in sorted((j for j in shown if columns[j].kind != TEXT), key=lambda j: high[j] - widths[j]):
         if 0 < high[i] - widths[i] <= spare - reserve:
             spare -= high[i] - widths[i]
