@@ -421,3 +421,5 @@ def test_errors_name_the_database_as_the_user_gave_it(runner: CliRunner, dbfile:
     result = vmem(runner, "session", "list", "--db-url", "postgresql://nobody:secret@127.0.0.1:1/x")
     assert result.exit_code == 1 and "postgresql://nobody:****@127.0.0.1:1/x: cannot connect" in result.stderr
     assert "asyncpg" not in result.stderr and "secret" not in result.stderr
+    result = vmem(runner, "doctor", "--db-url", str(dbfile), "--json")
+    assert f"{dbfile}: ADK schema" in result.stdout and "aiosqlite" not in result.stdout

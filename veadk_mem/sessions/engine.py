@@ -65,12 +65,9 @@ class StoreBase:
     @classmethod
     def from_settings(cls, settings: VmemSettings, *, create: bool = False) -> Self:
         """The store VeADK's ShortTermMemory would use under these settings (NotSupported for 'local')."""
-        from veadk_mem.sessions.url import session_db_url
+        from veadk_mem.sessions.url import given_db_url, session_db_url
 
         url = session_db_url(settings)
-        given = settings.short_term_memory.db_url.get_secret_value()
-        if not given and settings.short_term_memory.backend == "sqlite":
-            given = settings.short_term_memory.local_database_path
         password = ""
         schema = ""
         if not settings.short_term_memory.db_url.get_secret_value():
@@ -88,7 +85,7 @@ class StoreBase:
             except Exception:
                 password = ""
         store = cls(url, create=create, schema=schema, password=password)
-        store.given_url = given or url
+        store.given_url = given_db_url(settings, url)
         return store
 
     async def __aenter__(self) -> Self:
