@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
+from veadk_mem.cli.app import app
 from veadk_mem.cli.docs import ROOT, stale_files
 
 
@@ -70,3 +75,67 @@ def test_fish_completion_knows_commands_and_options() -> None:
     out = subprocess.run([exe, "-c", script], capture_output=True, text=True, check=True)
     assert [line.split("\t")[0] for line in out.stdout.splitlines()] == ["all", "custom", "default"]
     assert out.stderr == ""
+
+
+def _commands() -> list[tuple[str, Any]]:
+    """Every command of the app, groups included, by path ('' is vmem itself)."""
+    import typer
+
+    from veadk_mem.cli.app import app
+
+    found: list[tuple[str, Any]] = []
+
+    def walk(cmd: Any, path: str) -> None:
+        found.append((path, cmd))
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+
+    walk(typer.main.get_command(app), "")
+    return found
+
+
+@pytest.mark.parametrize(("path", "cmd"), _commands(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_help_ends_with_real_examples(path: str, cmd: Any) -> None:
+    """Each --help ends with two or three examples of that very command, whose options it takes."""
+    import shlex
+
+    from veadk_mem.cli.examples import EXAMPLES
+
+    examples = EXAMPLES.get(path, [])
+    assert 2 <= len(examples) <= 3, f"`vmem {path}` needs two or three examples in veadk_mem/cli/examples.py"
+    help_text = CliRunner().invoke(app, [*path.split(), "--help"], env={"COLUMNS": "60"}).output
+    flat = " ".join(help_text.split())
+    assert flat.endswith(" ".join(examples[-1][1].split())), help_text
+    for comment, line in examples:
+        assert f"# {comment} {' '.join(line.split())}" in flat
+        assert max(map(len, line.splitlines())) <= 58, f"{line!r}: longer than a 60-column terminal gives it"
+        match = re.search(r"vmem [^|)>]*", line.replace("\\\n", " "))
+        assert match, f"{line!r} runs no vmem command"
+        words = shlex.split(match.group())[1:]
+        if path:
+            assert words[: len(path.split())] == path.split(), f"{line!r} is not an example of `vmem {path}`"
+        # the line parses: every option exists and every required argument is there
+        leaf, rest = typer.main.get_command(app), list(words)
+        while rest and rest[0] in getattr(leaf, "commands", {}):
+            leaf = leaf.commands[rest.pop(0)]
+        assert not getattr(leaf, "commands", None), f"{line!r} names a group, not a command"
+        assert leaf.make_context(leaf.name, rest) is not None
+
+
+def test_root_help_lists_session_ltm_policy_first_and_cuts_no_summary() -> None:
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "60"}).output
+    listing = out.split("Commands:")[1].split("Examples:")[0]
+    listed = [line.split()[0] for line in listing.splitlines() if line[2:3].strip()]
+    assert listed[:3] == ["session", "ltm", "policy"]
+    for path, _ in _commands():
+        sub = CliRunner().invoke(app, [*path.split(), "--help"], env={"COLUMNS": "60"}).output
+        listing = sub.split("Commands:")[1] if "Commands:" in sub else ""
+        assert "..." not in listing and "…" not in sub, f"`vmem {path} --help` cuts a summary"
+
+
+def test_metavars_are_one_word_per_thing() -> None:
+    """USER, APP, INDEX, BACKEND, N: never U, A, I, B, K."""
+    for path, cmd in _commands():
+        for param in getattr(cmd, "params", []):
+            metavar = getattr(param, "metavar", None)
+            assert metavar not in {"U", "A", "I", "I1", "I2", "B", "B1", "B2", "K"}, f"vmem {path}: {param.opts}"

@@ -138,7 +138,8 @@ def test_list_keeps_ids_whole_on_a_narrow_terminal(runner: CliRunner, monkeypatc
     code, out = result.exit_code, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # bold headers
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
     first_cells = [line.split("│")[0].strip() for line in out.splitlines() if "│" in line]
-    assert [c for c in first_cells if c] == ids  # whole, one line each, for `ltm delete --id`
+    record_ids = [line.split()[1] for line in out.splitlines() if line.startswith("id:")]  # one block per row
+    assert [c for c in first_cells if c] + record_ids == ids  # whole, one line each, for `ltm delete --id`
 
 
 def test_delete_dry_run_then_by_session(runner: CliRunner) -> None:
@@ -230,15 +231,16 @@ def test_save_dry_run_saves_nothing(runner: CliRunner) -> None:
 
 
 def test_save_summary_table(runner: CliRunner) -> None:
-    code, out, _ = invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-history.jsonl"))
-    assert code == 0
-    header = out.splitlines()[0].split("  ")
+    """A summary goes to stderr, as `session import`'s does: stdout is for data."""
+    code, out, err = invoke(runner, "ltm", "save", str(EXAMPLES / "ltm_demo-history.jsonl"))
+    assert code == 0 and out == ""
+    header = err.splitlines()[0].split("  ")
     assert [h.strip() for h in header if h] == [
         "sessions",
         "events",
-        "memories saved",
-        "duplicates skipped",
-        "dropped by policy",
+        "memories_saved",
+        "duplicates_skipped",
+        "dropped_by_policy",
         "failed",
     ]
 
@@ -349,6 +351,10 @@ def test_forget_dry_run_then_for_real(runner: CliRunner, session_db: str) -> Non
     assert plan["dry_run"] is True and plan["deleted"] is None
     assert len(plan["sessions"]["sessions"]) == 4
     assert set(plan["memories"]["indexes"]) == {"ltm_demo", "other_app"}
+    # vmem's own report: snake_case, the same keys `session delete --json` gives the same record
+    code, out, err = invoke(runner, "--json", "session", "delete", "-u", "user-42", "--dry-run", "--db-url", session_db)
+    assert code == 0, err
+    assert set(plan["sessions"]["sessions"][0]) == set(json.loads(out)["sessions"][0]) == {"app_name", "user_id", "id"}
     code, _, err = invoke(runner, "forget", "user-42", "--db-url", session_db)
     assert code == 2 and "nothing was deleted" in err and "--yes" in err
     code, out, err = invoke(runner, "--json", "forget", "user-42", "--db-url", session_db, "--yes")

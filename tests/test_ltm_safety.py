@@ -531,7 +531,7 @@ def test_a_tos_context_replay_sends_nothing_twice(runner: CliRunner, tmp_path: P
 
     dry = vmem(runner, "ltm", "save", str(session), "--dry-run")
     assert dry.exit_code == 0, dry.output
-    assert "skipped by ledger" in dry.stdout
+    assert "skipped_by_ledger" in dry.stdout  # piped: one-word headers
     assert "ledger: ltm_demo/user-42/sess-1: sent before, skipped: events e0, e1" in dry.stderr
     second = vmem(runner, "ltm", "save", str(session), "--json")
     assert second.exit_code == 0, second.output
@@ -565,7 +565,7 @@ def test_an_import_into_tos_context_twice_sends_nothing_the_second_time(
     assert (summary["saved"], summary["ledger_skipped"]) == (0, 3)
     assert len(tos_server.calls("/v1/memories")) == 1
     table = vmem(runner, "ltm", "import", str(file))
-    assert "skipped by ledger" in table.stdout
+    assert "skipped_by_ledger" in table.stderr  # the summary: stderr, piped: one-word headers
 
 
 def test_the_ledger_keeps_stores_users_and_indexes_apart(tmp_path: Path) -> None:

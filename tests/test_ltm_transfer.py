@@ -235,6 +235,15 @@ def test_cli_round_trip_and_failed_write_leaves_no_file(tmp_path: Path, monkeypa
     assert result.exit_code == 0, result.stderr
     assert "exported 2 memories" in result.stderr
     assert len(out.read_text().splitlines()) == 3
+    plain = tmp_path / "plain.jsonl"
+    result = runner.invoke(  # --json with -o: the report on stdout, the data in the file
+        app, ["ltm", "export", "-u", "u1", "-o", str(plain), "--json"], env={"LONG_TERM_MEMORY_LOCAL_PATH": str(a)}
+    )
+    assert result.exit_code == 0 and json.loads(result.stdout) == {"output": str(plain), "memories": 2}
+    assert len(plain.read_text().splitlines()) == 3
+    result = runner.invoke(app, ["ltm", "import", str(out), "--dry-run"], env={"LONG_TERM_MEMORY_LOCAL_PATH": str(b)})
+    assert result.exit_code == 0, result.stderr
+    assert not b.exists(), "a dry run created the target store"
     result = runner.invoke(app, ["--json", "ltm", "import", str(out)], env={"LONG_TERM_MEMORY_LOCAL_PATH": str(b)})
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)

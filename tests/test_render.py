@@ -71,31 +71,66 @@ def test_csv_times_are_iso_utc(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == "t\n1970-01-01T00:00:00.500000Z\n"
 
 
-def test_fit_keeps_ids_whole_and_leaves_out_what_cannot_fit() -> None:
+def test_fit_keeps_ids_whole_and_turns_into_records_rather_than_leave_out() -> None:
     columns = [
-        Column("id", "id", no_wrap=True),
-        Column("text", "text"),
+        Column.id("id", "id"),
+        Column.text("text", "text"),
         Column.time("time", "time"),
         Column("empty", "empty"),
     ]
     cells = [["memory-0123456789abcdef", "a long text " * 10, "2026-01-01 10:00:00", ""]]
-    layout = render.fit_columns(columns, cells, 60)
-    assert layout.shown == [0, 1, 2]  # the empty column is not drawn
+    layout = render.fit_columns(columns, cells, 70)
+    assert layout.shown == [0, 1, 2] and not layout.records  # the empty column is not drawn
     assert layout.widths[0] == len("memory-0123456789abcdef")
-    assert sum(layout.widths) + render.GAP * 2 <= 60
-    narrow = render.fit_columns(columns, cells, 40)
-    assert narrow.shown == [0, 1] and narrow.dropped == [2]  # the time gives way to the text
+    assert layout.widths[1] >= render.TEXT_WIDTH  # the main text keeps a readable width
+    assert sum(layout.widths) + render.GAP * 2 <= 70
+    narrow = render.fit_columns(columns, cells, 50)
+    assert narrow.records and narrow.shown == [0, 1, 2]  # nothing is left out
 
 
-def test_a_dropped_column_is_named_on_stderr(
+def test_identifier_cells_never_fold_and_text_grows_first() -> None:
+    columns = [Column("types", "types"), Column.text("memory", "memory")]
+    cells = [["function_call, function_response", "arrived yesterday and was broken " * 4]]
+    layout = render.fit_columns(columns, cells, 80)
+    assert layout.widths[0] >= len("function_response")
+    assert layout.widths[1] > layout.widths[0]
+
+
+def test_a_table_too_wide_becomes_records_said_once_on_stderr(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TTY_COMPATIBLE", "1")
     monkeypatch.setenv("COLUMNS", "30")
-    columns = [Column("id", "id", no_wrap=True), Column("text", "text"), Column.time("time", "t")]
-    Renderer().table([{"id": "x" * 20, "text": "hello world", "t": 0.0}], columns)
+    monkeypatch.setenv("NO_COLOR", "1")
+    columns = [Column.id("id", "id"), Column.text("text", "text"), Column.time("time", "t")]
+    r = Renderer()
+    r.table([{"id": "x" * 20, "text": "hello world", "t": 0.0}, {"id": "y" * 20, "text": "bye", "t": 0.0}], columns)
+    r.table([{"id": "z" * 20, "text": "again", "t": 0.0}], columns)
     captured = capsys.readouterr()
-    assert "left out 'time'" in captured.err and "x" * 20 in captured.out
+    assert " ".join(captured.err.split()).count("one block per row") == 1
+    out = re.sub(r"\x1b\[[0-9;]*m", "", captured.out)
+    lines = out.splitlines()
+    assert lines[0].startswith("─[ 1 ]") and lines[1].split() == ["id:", "x" * 20]
+    assert "text: hello world" in out and "time:" in out and "z" * 20 in out
+
+
+def test_notes_wrap_at_the_terminal_between_words(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", "40")
+    text = "use --include-assistant-messages or --policy=all to keep what the agent said"
+    Renderer().message(text)
+    Renderer().hint("try 'vmem session list --db-url sqlite:///a/very/long/path/to/sessions.db'")
+    err = capsys.readouterr().err.splitlines()
+    assert all(len(line) <= 40 for line in err if "sessions.db" not in line)
+    assert any("--include-assistant-messages" in line for line in err)  # a flag is never split
+    assert " ".join(" ".join(err[:3]).split()) == text
+
+
+def test_notes_off_a_terminal_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    Renderer().message("word " * 40)
+    assert len(capsys.readouterr().err.splitlines()) == 1
 
 
 def test_empty_table_prints_a_note_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,11 +173,11 @@ def test_a_squeezed_time_column_wraps_between_date_and_time(
     columns = [
         Column("#", "n", justify="right"),
         Column.time("time", "time"),
-        *[Column(f"column {i}", f"c{i}") for i in range(5)],
-        Column("reason", "reason"),
+        *[Column(f"column {i}", f"c{i}") for i in range(4)],
+        Column.free("reason", "reason"),
     ]
     row: dict[str, object] = {"n": 1, "time": 1_764_403_207.0, "reason": "role assistant not in include_roles [user]"}
-    row.update({f"c{i}": "assistant" for i in range(5)})
+    row.update({f"c{i}": "assistant" for i in range(4)})
     Renderer().table([row], columns)
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert max(len(line) for line in out.splitlines()) <= 80
@@ -159,3 +194,10 @@ def test_long_messages_and_warnings_stay_on_one_line(
     renderer.message(text)
     renderer.warn(text)
     assert capsys.readouterr().err.splitlines() == [text, f"vmem: warning: {text}"]
+
+
+def test_piped_headers_are_one_word_so_awk_fields_line_up(capsys: pytest.CaptureFixture[str]) -> None:
+    columns = [Column.id("app", "app"), Column.id("session id", "id"), Column("state keys", "n", justify="right")]
+    Renderer().table([{"app": "a", "id": "s-1", "n": 3}], columns)
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["app", "session_id", "state_keys"] and row.split()[1] == "s-1"

@@ -14,7 +14,7 @@ __all__ = ["Check", "check_session_db", "run_checks"]
 
 async def check_session_db(settings: VmemSettings) -> Check:
     """Connect to the session database and run one trivial query."""
-    from veadk_mem.sessions.url import session_db_url, sqlite_file
+    from veadk_mem.sessions.url import given_db_url, session_db_url, sqlite_file
 
     name = f"short_term_memory ({settings.short_term_memory.backend})"
     try:
@@ -24,7 +24,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    shown = url
+    shown = given_db_url(settings, url)  # as the user named it, not the driver URL
     path = sqlite_file(url)
     if path is not None:
         from pathlib import Path

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from typer._click.core import Context as ClickContext
 
 
+FIRST_COMMANDS = ("session", "ltm", "policy")  # listed first in `vmem --help`
+
+
 class VmemGroup(TyperGroup):
     """Root group that turns every VmemError, and Click's usage errors, into a one-line
     message and its exit code, and gives every command the global flags (wiring.py)."""
@@ -31,6 +34,11 @@ class VmemGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         wire_commands(self)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """session, ltm and policy first (what people come for), then the rest as registered."""
+        first = [name for name in FIRST_COMMANDS if name in self.commands]
+        return first + [name for name in self.commands if name not in first]
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
         from typer._click.exceptions import NoArgsIsHelpError, UsageError

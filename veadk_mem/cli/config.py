@@ -27,15 +27,18 @@ def show(
     state = get_state(ctx, json_flag=json_flag)
     state.use_db_url(db_url)
     rows = effective_rows(state.loaded)
+    files = sorted({r["source"][len("file ") :] for r in rows if str(r["source"]).startswith("file ")})
     state.render.records(
         rows,
         [
-            Column("key", "key", no_wrap=True),
-            Column("value", "value"),
-            Column("source", "source"),
-            Column("env", "env", no_wrap=True, keep=-1),  # on a narrow terminal the variable name goes first
+            Column.id("key", "key"),
+            Column.text("value", "value"),
+            # the config file is named once in the title, not on every row it set
+            Column("source", "source", lambda s: "file" if len(files) == 1 and s == f"file {files[0]}" else s),
+            Column("env", "env", no_wrap=True),
         ],
         json_rows={r["key"]: {"value": r["value"], "source": r["source"], "env": r["env"]} for r in rows},
+        title=f"config file: {files[0]}" if len(files) == 1 else None,
     )
 
 

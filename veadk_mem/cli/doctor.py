@@ -27,7 +27,7 @@ def doctor(
     results = run(run_checks(state.loaded.settings))
     rows = [r.as_dict() for r in results]
     state.render.records(
-        rows, [Column("check", "name", no_wrap=True), Column("status", "status"), Column("detail", "detail")]
+        rows, [Column.id("check", "name"), Column("status", "status"), Column.text("detail", "detail")]
     )
     codes = {r.exit_code for r in results if r.status == "fail"}
     if codes:

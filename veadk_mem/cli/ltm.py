@@ -93,16 +93,16 @@ SEARCH_COLUMNS = [
     Column("score", "score", _score, justify="right"),
     Column("role", "role"),
     Column("author", "author"),
-    Column("text", "text", max_width=80),
-    Column("session", "session", no_wrap=True),
+    Column.text("text", "text", max_width=80),
+    Column.id("session", "session"),
     Column.time("saved", "saved", _time),
 ]
 LIST_COLUMNS = [
-    Column("id", "id", no_wrap=True),
+    Column.id("id", "id"),
     Column("role", "role"),
     Column("author", "author"),
-    Column("text", "text", max_width=80),
-    Column("session", "session", no_wrap=True),
+    Column.text("text", "text", max_width=80),
+    Column.id("session", "session"),
     Column.time("saved", "saved", _time),
 ]
 
@@ -229,17 +229,17 @@ SUMMARY_COLUMNS = [
     Column("failed", "failed", justify="right"),
 ]
 DRY_SESSION_COLUMNS = [
-    Column("app", "app_name"),
-    Column("user", "user_id"),
-    Column("session", "session_id"),
+    Column.id("app", "app_name"),
+    Column.id("user", "user_id"),
+    Column.id("session", "session_id"),
     Column("events", "events", justify="right"),
     Column("would save", "saved", justify="right"),
     Column("duplicates", "duplicates", justify="right"),
     Column("dropped", "dropped", justify="right"),
 ]
 DRY_USER_COLUMNS = [
-    Column("app", "app_name"),
-    Column("user", "user_id"),
+    Column.id("app", "app_name"),
+    Column.id("user", "user_id"),
     Column("index", "index"),
     Column("sessions", "sessions", justify="right"),
     Column("would save", "saved", justify="right"),
@@ -277,8 +277,11 @@ def _render_summary(state: AppState, summary: Any, dry_run: bool) -> None:
         render.table(
             summary.per_user(), _with_ledger(DRY_USER_COLUMNS, ledger), title="dry run: per user", empty="no users"
         )
-    render.table(
-        [totals], _with_ledger(SUMMARY_COLUMNS, ledger), title="dry run: nothing was saved" if dry_run else None
+    render.table(  # a summary, as every command's: stderr (--json puts it on stdout)
+        [totals],
+        _with_ledger(SUMMARY_COLUMNS, ledger),
+        title="dry run: nothing was saved" if dry_run else None,
+        to_stderr=True,
     )
     if ledger:
         for r in summary.reports:
@@ -317,7 +320,7 @@ def search(
     ] = None,
     app_name: AppOpt = None,
     top_k: Annotated[
-        int | None, typer.Option("--top-k", "-k", min=1, metavar="K", help="Memories to return (default: top_k).")
+        int | None, typer.Option("--top-k", "-k", min=1, metavar="N", help="Memories to return (default: top_k).")
     ] = None,
     mode: Annotated[
         SearchMode | None,
@@ -351,14 +354,6 @@ def search(
     Each score says which ranking made it: cosine, bm25 or rrf (fused). --since/--until
     keep the closest among the memories saved in that range. --json prints a list of ADK
     MemoryEntry objects.
-
-    Examples:
-
-      vmem ltm search "where does my sister live" -u alice
-
-      vmem ltm search 北京 -u alice --mode keyword
-
-      vmem ltm search --queries questions.jsonl -u alice > results.jsonl
     """
     from veadk_mem.errors import BadInput
 
@@ -495,9 +490,9 @@ def profile(
 
 DELETE_COLUMNS = [
     Column("index", "index"),
-    Column("id", "id", no_wrap=True),
-    Column("session", "session", no_wrap=True),
-    Column("text", "text", max_width=80),
+    Column.id("id", "id"),
+    Column.id("session", "session"),
+    Column.text("text", "text", max_width=80),
 ]
 
 
@@ -623,7 +618,7 @@ def forget(
         return
     render.table(
         plan.rows(),
-        [Column("store", "store"), Column("where", "where"), Column("items", "items", justify="right")],
+        [Column.id("store", "store"), Column.free("where", "where"), Column("items", "items", justify="right")],
         title=f"dry run: forget {user}" if dry_run else f"forgot {user}",
         empty=f"nothing stored for user {user!r}",
     )

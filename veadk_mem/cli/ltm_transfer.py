@@ -65,17 +65,17 @@ def _finish(state: AppState, summary: Any, dry_run: bool) -> None:
         columns = list(SUMMARY_COLUMNS)
         if summary.ledger_skipped:  # the replay ledger's count, only where a store needs one
             columns.insert(3, Column("skipped by ledger", "ledger_skipped", justify="right"))
-        render.table([data], columns, title=title)
+        render.table([data], columns, title=title, to_stderr=True)  # a summary: stderr, as every command's
     for failure in summary.failures:
         render.error(failure)
     if summary.failed:
         raise typer.Exit(1)
 
 
-UserOpt = Annotated[str | None, typer.Option("--user", "-u", metavar="U", help="Only this user's memories.")]
+UserOpt = Annotated[str | None, typer.Option("--user", "-u", metavar="USER", help="Only this user's memories.")]
 AllUsersOpt = Annotated[bool, typer.Option("--all-users", help="Every user's memories.")]
-AppOpt = Annotated[str | None, typer.Option("--app", "-a", metavar="A", help="The index of this app.")]
-IndexOpt = Annotated[str | None, typer.Option("--index", "-i", metavar="I", help="This index only.")]
+AppOpt = Annotated[str | None, typer.Option("--app", "-a", metavar="APP", help="The index of this app.")]
+IndexOpt = Annotated[str | None, typer.Option("--index", "-i", metavar="INDEX", help="This index only.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Count what would be saved; change nothing.")]
 
 
@@ -89,7 +89,7 @@ def export(
         str | None, typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout ('-').")
     ] = None,
     vectors: Annotated[bool, typer.Option("--vectors", help="Include each memory's vectors and their model.")] = False,
-    backend: Annotated[str | None, typer.Option("--backend", "-b", metavar="B", help=BACKEND_HELP)] = None,
+    backend: Annotated[str | None, typer.Option("--backend", "-b", metavar="BACKEND", help=BACKEND_HELP)] = None,
 ) -> None:
     """Write long-term memory as JSONL: a header line, then one memory per line, streamed.
 
@@ -126,14 +126,17 @@ def export(
     run(go())
     if output not in (None, "-"):
         render.message(f"exported {counted(count, 'memory')} to {output}")
+        if render.json_mode:  # the data went to the file: stdout takes the report
+            render.json({"output": output, "memories": count})
 
 
 def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="An export of `vmem ltm export`, or '-' for stdin.")],
-    backend: Annotated[str | None, typer.Option("--backend", "-b", metavar="B", help=BACKEND_HELP)] = None,
+    backend: Annotated[str | None, typer.Option("--backend", "-b", metavar="BACKEND", help=BACKEND_HELP)] = None,
     index: Annotated[
-        str | None, typer.Option("--index", "-i", metavar="I", help="Save into this index (default: each memory's).")
+        str | None,
+        typer.Option("--index", "-i", metavar="INDEX", help="Save into this index (default: each memory's)."),
     ] = None,
     dry_run: DryRunOpt = False,
     rehash: Annotated[
@@ -178,13 +181,13 @@ def import_(
 
 def copy(
     ctx: typer.Context,
-    from_backend: Annotated[str, typer.Option("--from-backend", metavar="B1", help="Backend to read from.")],
-    to_backend: Annotated[str, typer.Option("--to-backend", metavar="B2", help="Backend to write to.")],
+    from_backend: Annotated[str, typer.Option("--from-backend", metavar="BACKEND", help="Backend to read from.")],
+    to_backend: Annotated[str, typer.Option("--to-backend", metavar="BACKEND", help="Backend to write to.")],
     from_index: Annotated[
-        str | None, typer.Option("--from-index", metavar="I1", help="Only this index of the source.")
+        str | None, typer.Option("--from-index", metavar="INDEX", help="Only this index of the source.")
     ] = None,
     to_index: Annotated[
-        str | None, typer.Option("--to-index", metavar="I2", help="Save into this index (default: the same).")
+        str | None, typer.Option("--to-index", metavar="INDEX", help="Save into this index (default: the same).")
     ] = None,
     user: UserOpt = None,
     dry_run: DryRunOpt = False,

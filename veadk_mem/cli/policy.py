@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column
+from veadk_mem.cli.render import KEY, Column
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 
@@ -149,15 +149,15 @@ def _table(state: AppState, result: DryRun) -> None:
         for index, d in enumerate(result.decisions, 1)
     ]
     columns = [
-        Column("#", "n", justify="right"),
-        *([Column("session", "session", no_wrap=True)] if several else []),
+        Column("#", "n", justify="right", kind=KEY),
+        *([Column.id("session", "session")] if several else []),
         Column.time("time", "time"),
         Column("author", "author"),
         Column("role", "role"),
         Column("types", "types"),
         Column("decision", "decision"),
         Column("reason", "reason"),
-        Column("memory", "memory", max_width=60),
+        Column.text("memory", "memory", max_width=60),
     ]
     state.render.table(rows, columns, title=f"policy: {result.policy.origin}", empty="no events")
     state.render.message(result.summary())
@@ -189,7 +189,7 @@ def show_cmd(
     ]
     state.render.records(
         rows,
-        [Column("field", "field", no_wrap=True), Column("value", "value"), Column("source", "source")],
+        [Column.id("field", "field"), Column.text("value", "value"), Column.free("source", "source")],
         json_rows=described,
         title=f"policy: {resolved.origin}",
     )

@@ -3,10 +3,12 @@ and nowhere else.
 
 Data goes to stdout; messages, plans and progress to stderr. Rich honours NO_COLOR itself.
 Tables for people are fitted to the terminal and never lose a character: a cell wraps inside
-itself, ids and keys never wrap (other columns give way), and a column that cannot fit is
-left out with a note on stderr rather than cropped. Off a terminal a table is plain text, a
-header line and one record per line, never wrapped, so grep, cut and awk work. Every message,
-warning, error and hint is one line however long.
+itself, ids and keys never wrap, identifier-like cells (types, authors, env names, times)
+wrap only between words, and the main text keeps a readable width. When that cannot fit, the
+table becomes a record layout (one block per row, `field: value` lines) with a note on stderr;
+no column is ever left out. Off a terminal a table is plain text, a header line and one
+record per line, never wrapped, so grep, cut and awk work. Messages on a terminal wrap at its
+width between words; off one every message, warning, error and hint is one line.
 """
 
 from __future__ import annotations
@@ -29,17 +31,26 @@ if TYPE_CHECKING:
 
 RICH_TABLE_MAX_ROWS = 1000  # above this, even a terminal gets plain aligned text
 TABLE_FORMATS = ("jsonl", "csv", "tsv")  # the machine formats every table-shaped command takes
-MIN_WRAP_WIDTH = 6  # the narrowest a wrapping column is squeezed to before columns are left out
-WORD_WIDTH = 20  # a wrapping column gets room for words this long before long words fold
+MIN_WRAP_WIDTH = 10  # the narrowest a folding column is squeezed to
+WORD_WIDTH = 20  # a folding column gets room for words this long before long words fold
+TEXT_WIDTH = 20  # the main text column's floor (or its whole text, if shorter)
+TEXT_WEIGHT = 3  # spare width goes to the main text this many times faster than to the rest
 GAP = 3  # a column separator with its padding: " │ "
+
+# What a column holds, which decides how it may be squeezed:
+KEY = "key"  # an id people copy into another command: whole on one line, never left out
+TEXT = "text"  # the table's main free text: folds long words, keeps TEXT_WIDTH before others grow
+FOLD = "fold"  # secondary free text (JSON values, details): wraps and folds like text
+WORD = "word"  # identifier-like (types, authors, env names, times, numbers): wraps only between words
 
 
 @dataclass(frozen=True)
 class Column:
-    """A table column: header, the record key it shows, and an optional formatter.
+    """A table column: header, the record key it shows, an optional formatter, and its kind.
 
-    no_wrap marks ids and keys people copy into another command: they are never wrapped,
-    other columns give way first. max_width caps how wide a wrapping column grows.
+    kind is KEY (ids: whole, never left out), TEXT (the main free text), FOLD (other free
+    text) or WORD (the default: identifier-like, wraps only between words). no_wrap keeps a
+    cell on one line. max_width caps how wide a wrapping column grows.
     """
 
     header: str
@@ -50,13 +61,34 @@ class Column:
     min_width: int | None = None
     no_wrap: bool = False
     is_time: bool = False
-    keep: int = 0  # when columns must be left out, the lowest keep goes first (then the rightmost)
+    kind: str = WORD
 
     @classmethod
     def time(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None) -> Column:
         """A time column: local time for people, ISO-8601 UTC in CSV/TSV/JSONL; squeezed, it
         wraps between date and time, never inside the date."""
-        return cls(header, key, fmt or local_time, min_width=TIME_WIDTH, is_time=True, keep=-1)
+        return cls(header, key, fmt or local_time, min_width=TIME_WIDTH, is_time=True)
+
+    @classmethod
+    def id(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None) -> Column:
+        """A key column: an id people copy into another command, whole on one line."""
+        return cls(header, key, fmt, no_wrap=True, kind=KEY)
+
+    @classmethod
+    def text(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None, **kw: Any) -> Column:
+        """The table's main free text: it keeps a readable width, and the table turns into
+        records before it is squeezed below that."""
+        return cls(header, key, fmt, kind=TEXT, **kw)
+
+    @classmethod
+    def free(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None, **kw: Any) -> Column:
+        """Secondary free text (a JSON value, a detail): wraps, and folds words too long for it."""
+        return cls(header, key, fmt, kind=FOLD, **kw)
+
+    @property
+    def whole(self) -> bool:
+        """Never wrapped: keys and no_wrap columns."""
+        return self.no_wrap or self.kind == KEY
 
 
 def to_json(data: Any, *, indent: int | None = 2) -> str:
@@ -132,22 +164,25 @@ def one_line(text: str) -> str:
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a table's columns go on a terminal: the shown columns, their widths, the left-out ones."""
+    """Where a table's columns go on a terminal: the shown columns and their widths, or
+    records=True when key and text cannot fit beside the rest (one block per row instead)."""
 
     shown: list[int]
     widths: list[int]
-    dropped: list[int]
+    records: bool = False
 
 
 def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int) -> Layout:
     """Give each column a width so the table fits `width` without cutting a character.
 
-    no_wrap columns get their whole width. Wrapping columns start at their floor (the longest
-    header word, MIN_WRAP_WIDTH or min_width); then, cheapest first, each gets room for its
-    longest word (up to WORD_WIDTH) so words are not split; what is left goes to them in
-    proportion to what they lack of their natural width (capped by max_width). Columns with
-    no text are not drawn. When even the floors do not fit, columns are left out: lowest
-    `keep` first, then from the right, wrapping before no_wrap ones, never the first.
+    Each column starts at its floor: whole cells for keys and no_wrap columns, the longest
+    word for identifier-like (WORD) columns, TEXT_WIDTH (or the whole text) for the main
+    text, the longest header word or MIN_WRAP_WIDTH for other free text. When the floors do
+    not fit, the layout is records (a block per row). Otherwise, cheapest first, free text
+    gets room for its longest word (up to WORD_WIDTH); then short columns get their whole
+    width (a time on one line) while the main text keeps 1.5 times its floor; what is left goes
+    to the columns in proportion to what they lack of their natural width (capped by
+    max_width), the main text TEXT_WEIGHT times faster. Columns with no text are not drawn.
     """
     from rich.cells import cell_len
 
@@ -162,40 +197,50 @@ def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width
     for i in shown:
         col = columns[i]
         natural = max(cell_len(col.header), *(cell_len(line) for line in lines(i)))
-        if col.no_wrap:
+        longest = max((cell_len(w) for line in lines(i) for w in line.split()), default=0)
+        header_word = max((cell_len(w) for w in col.header.split()), default=1)
+        if col.whole:
             high[i] = word[i] = floor[i] = natural
             continue
-        high[i] = min(natural, col.max_width) if col.max_width else natural
-        header_word = max((cell_len(w) for w in col.header.split()), default=1)
-        floor[i] = min(max(min(header_word, 12), MIN_WRAP_WIDTH, col.min_width or 0), high[i])
-        longest = max((cell_len(w) for line in lines(i) for w in line.split()), default=0)
-        word[i] = min(max(floor[i], min(longest, WORD_WIDTH)), high[i])
+        high[i] = max(min(natural, col.max_width), longest) if col.max_width else natural
+        if col.kind == TEXT:
+            floor[i] = min(max(TEXT_WIDTH, col.min_width or 0, header_word), high[i])
+        elif col.kind == FOLD:
+            floor[i] = min(max(min(header_word, 12), MIN_WRAP_WIDTH, col.min_width or 0), high[i])
+        else:  # WORD: never folds a word
+            high[i] = max(high[i], longest)
+            floor[i] = max(min(header_word, 12), longest, min(col.min_width or 0, natural), 1)
+        word[i] = max(floor[i], min(max(floor[i], min(longest, WORD_WIDTH)), high[i]))
 
-    def room() -> int:
-        return width - GAP * (len(shown) - 1)
-
-    dropped: list[int] = []
-    while len(shown) > 1 and sum(floor[i] for i in shown) > room():
-        victim = min(shown[1:], key=lambda j: (columns[j].keep, columns[j].no_wrap, -j))
-        shown.remove(victim)
-        dropped.append(victim)
+    room = width - GAP * (len(shown) - 1)
+    if len(shown) > 1 and sum(floor[i] for i in shown) > room:
+        return Layout(shown, [], records=True)
     widths = {i: floor[i] for i in shown}
-    spare = room() - sum(widths.values())
+    spare = room - sum(widths.values())
     for i in sorted(shown, key=lambda j: word[j] - floor[j]):
         if 0 < word[i] - widths[i] <= spare:
             spare -= word[i] - widths[i]
             widths[i] = word[i]
-    lacking = {i: high[i] - widths[i] for i in shown if high[i] > widths[i]}
+    # a short column whole (a time on one line) when the main text still keeps 1.5 times its floor
+    reserve = sum(max(min(high[i], TEXT_WIDTH * 3 // 2) - widths[i], 0) for i in shown if columns[i].kind == TEXT)
+    for i in sorted((j for j in shown if columns[j].kind != TEXT), key=lambda j: high[j] - widths[j]):
+        if 0 < high[i] - widths[i] <= spare - reserve:
+            spare -= high[i] - widths[i]
+            widths[i] = high[i]
+    lacking = {i: (high[i] - widths[i]) * (TEXT_WEIGHT if columns[i].kind == TEXT else 1) for i in shown}
+    lacking = {i: lack for i, lack in lacking.items() if lack > 0}
     total = sum(lacking.values())
     if total and spare > 0:
         for i, lack in lacking.items():
-            widths[i] += min(lack, spare * lack // total)
-        spare = room() - sum(widths.values())
-        for i in sorted(lacking, key=lambda j: high[j] - widths[j], reverse=True):  # the rounding leftovers
+            widths[i] += min(high[i] - widths[i], spare * lack // total)
+        spare = room - sum(widths.values())
+        for i in sorted(lacking, key=lambda j: (columns[j].kind != TEXT, widths[j] - high[j])):  # leftovers
             give = min(spare, high[i] - widths[i])
             widths[i] += give
             spare -= give
-    return Layout(shown, [widths[i] for i in shown], sorted(dropped))
+    if len(shown) == 1:
+        widths[shown[0]] = min(widths[shown[0]], max(width, 1))
+    return Layout(shown, [widths[i] for i in shown])
 
 
 class Renderer:
@@ -211,6 +256,8 @@ class Renderer:
         self._out: Console | None = None
         self._err: Console | None = None
         self._blocks = 0  # plain-text blocks written so far: a blank line goes between them
+        self._said_records = False  # the note that a table became records is given once
+        self._record_n = 0  # records numbered so far in the current record-layout table
 
     @property
     def out(self) -> Console:
@@ -305,21 +352,25 @@ class Renderer:
                 self.message(title)
             self._plain_table(rows, columns, header=not continued, stream=console.file)
         else:
-            self._rich_table(console, rows, columns, title=title)
+            self._rich_table(console, rows, columns, title=title, continued=continued)
 
     def _rich_table(
-        self, console: Console, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, title: str | None
+        self,
+        console: Console,
+        rows: Sequence[dict[str, Any]],
+        columns: Sequence[Column],
+        *,
+        title: str | None,
+        continued: bool = False,
     ) -> None:
         from rich.table import Table
         from rich.text import Text
 
         cells = [[_person_cell(row.get(col.key), col) for col in columns] for row in rows]
         layout = fit_columns(columns, cells, console.width)
-        if layout.dropped:
-            names = ", ".join(repr(columns[i].header) for i in layout.dropped)
-            self.message(
-                f"{console.width} columns are too narrow: left out {names}; widen the terminal, or use --tsv or --json"
-            )
+        if layout.records:
+            self._record_table(console, columns, cells, layout.shown, title=title, continued=continued)
+            return
         table = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
         for i, w in zip(layout.shown, layout.widths, strict=True):
             col = columns[i]
@@ -328,11 +379,55 @@ class Renderer:
                 justify=col.justify,  # type: ignore[arg-type]
                 width=w,
                 overflow="fold",
-                no_wrap=col.no_wrap,
+                no_wrap=col.whole,
             )
         for line in cells:
             table.add_row(*[Text(line[i]) for i in layout.shown])
         console.print(table, crop=False)
+
+    def _record_table(
+        self,
+        console: Console,
+        columns: Sequence[Column],
+        cells: Sequence[Sequence[str]],
+        shown: Sequence[int],
+        *,
+        title: str | None,
+        continued: bool,
+    ) -> None:
+        """One block per row, `field: value` lines (psql's expanded mode): what a table becomes
+        when its key and text columns cannot fit beside the rest. Said once on stderr."""
+        from rich.cells import cell_len
+        from rich.text import Text
+
+        if not self._said_records:
+            self._said_records = True
+            self.message(
+                f"{console.width} columns are too narrow for the table: one block per row; "
+                "widen the terminal for columns, or use --tsv or --json"
+            )
+        if not continued:
+            self._record_n = 0
+        labels = {i: (columns[i].header or columns[i].key) + ":" for i in shown}  # a headerless bar: its key
+        label_width = max(cell_len(label) for label in labels.values())
+        value_width = max(console.width - label_width - 1, 8)
+        if title and not continued:
+            console.print(Text(title, style="italic"), crop=False)
+        for line in cells:
+            self._record_n += 1
+            head = f"─[ {self._record_n} ]"
+            block = Text(head + "─" * max(console.width - cell_len(head), 0))
+            for i in shown:
+                if not line[i]:
+                    continue
+                label = labels[i]
+                for n, part in enumerate(Text(line[i]).wrap(console, value_width, overflow="fold")):
+                    block.append("\n")
+                    block.append((label if n == 0 else "").ljust(label_width), style="bold")
+                    block.append(" ")
+                    block.append_text(part)
+            block.rstrip()
+            console.print(block, crop=False, soft_wrap=True)
 
     def _plain_table(
         self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, header: bool, stream: IO[str]
@@ -343,7 +438,7 @@ class Renderer:
 
         cells = [[one_line(_person_cell(row.get(col.key), col)) for col in columns] for row in rows]
         widths = [
-            max(cell_len(col.header) if header else 0, *(cell_len(line[i]) for line in cells))
+            max(cell_len(plain_header(col)) if header else 0, *(cell_len(line[i]) for line in cells))
             for i, col in enumerate(columns)
         ]
 
@@ -354,7 +449,10 @@ class Renderer:
         if header:
             if self._blocks and stream is sys.stdout:
                 stream.write("\n")
-            stream.write("  ".join(pad(c.header, c, w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+            names = [plain_header(c) for c in columns]
+            stream.write(
+                "  ".join(pad(n, c, w) for n, c, w in zip(names, columns, widths, strict=True)).rstrip() + "\n"
+            )
         for line in cells:
             stream.write("  ".join(pad(t, c, w) for t, c, w in zip(line, columns, widths, strict=True)).rstrip() + "\n")
         stream.flush()
@@ -405,7 +503,7 @@ class Renderer:
         """A two-column key/value listing for people: keys never wrap, values wrap whole."""
         rows = [{"key": terminal_safe(str(k)), "value": v} for k, v in pairs]
         title = _safe_text(title)
-        columns = [Column("", "key", no_wrap=True), Column("", "value")]
+        columns = [Column.id("", "key"), Column.free("", "value")]
         if not self.out.is_terminal:
             self._plain_fields(rows)
             return
@@ -414,9 +512,13 @@ class Renderer:
 
         cells = [[str(r["key"]), _person_cell(r["value"], columns[1])] for r in rows]
         layout = fit_columns(columns, cells, self.out.width - 1)
+        widths = layout.widths
+        if layout.records:  # a key wider than the terminal: the value takes what is left
+            key_width = max(len(line[0]) for line in cells)
+            widths = [key_width, max(self.out.width - 1 - GAP - key_width, 8)][: len(layout.shown)]
         table = Table(title=title, show_header=False, show_edge=False, pad_edge=False, box=None)
-        for i, w in zip(layout.shown, layout.widths, strict=True):
-            table.add_column(width=w, overflow="fold", no_wrap=columns[i].no_wrap, style="bold" if i == 0 else None)
+        for i, w in zip(layout.shown, widths, strict=True):
+            table.add_column(width=w, overflow="fold", no_wrap=columns[i].whole, style="bold" if i == 0 else None)
         for line in cells:
             table.add_row(*[Text(line[i]) for i in layout.shown])
         self.out.print(table, crop=False)
@@ -436,20 +538,29 @@ class Renderer:
     def message(self, text: str) -> None:
         """A progress or status note on stderr; silenced by --quiet."""
         if not self.quiet:
-            self.err.print(_UNSAFE.sub(_visible, text), markup=False, soft_wrap=True)
+            self._say(text)
 
     def warn(self, text: str) -> None:
         """A warning on stderr, shown even with --quiet."""
-        self.err.print(f"vmem: warning: {_UNSAFE.sub(_visible, text)}", markup=False, style="yellow", soft_wrap=True)
+        self._say(f"vmem: warning: {text}", style="yellow")
 
     def error(self, text: str) -> None:
-        """The one-line error message on stderr."""
-        self.err.print(f"vmem: error: {_UNSAFE.sub(_visible, text)}", markup=False, style="red", soft_wrap=True)
+        """The error message on stderr: one line off a terminal."""
+        self._say(f"vmem: error: {text}", style="red")
 
     def hint(self, text: str) -> None:
         """The line after an error saying what to try."""
         if not self.quiet:
-            self.err.print(f"  hint: {_UNSAFE.sub(_visible, text)}", markup=False, soft_wrap=True)
+            self._say(f"  hint: {text}", indent="        ")
+
+    def _say(self, text: str, *, style: str | None = None, indent: str = "  ") -> None:
+        """A note on stderr: on a terminal wrapped at its width between words (a flag, a path
+        or a URL is never split), later lines indented; off one a single line for grep.
+        Terminal control characters in it are made visible, never sent."""
+        text = _UNSAFE.sub(_visible, text)
+        if self.err.is_terminal:
+            text = wrap_words(text, self.err.width, indent=indent)
+        self.err.print(text, markup=False, style=style, soft_wrap=True)
 
     @contextmanager
     def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
@@ -482,6 +593,30 @@ class Renderer:
         from rich.prompt import Confirm
 
         return bool(Confirm.ask(_UNSAFE.sub(_visible, question), console=self.err, default=False))
+
+
+def plain_header(col: Column) -> str:
+    """A header off a terminal: one word ("session_id"), so awk's fields in the header line
+    up with the data's."""
+    return "_".join(col.header.split()) or "-"
+
+
+def wrap_words(text: str, width: int, *, indent: str = "  ") -> str:
+    """Text wrapped at `width` between words only: a word longer than the line (a URL, a
+    path, a flag) stands alone on its line rather than being split."""
+    import textwrap
+
+    return "\n".join(
+        textwrap.fill(
+            line,
+            width=max(width, len(indent) + 10),
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        or line
+        for line in text.splitlines() or [""]
+    )
 
 
 def tsv_escape(text: str) -> str:

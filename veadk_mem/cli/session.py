@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, counted, local_time
+from veadk_mem.cli.render import KEY, Column, counted, local_time
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 
@@ -29,9 +29,9 @@ UntilOpt = Annotated[
 TABLE_EVENTS = 1000  # events a terminal timeline shows when --events is not given
 
 SUMMARY_COLUMNS = [
-    Column("app", "app_name", no_wrap=True),
-    Column("user", "user_id", no_wrap=True),
-    Column("session id", "id", no_wrap=True),
+    Column.id("app", "app_name"),
+    Column.id("user", "user_id"),
+    Column.id("session id", "id"),
     Column("events", "event_count", justify="right"),
     Column("state keys", "state_keys", justify="right"),
     Column.time("created", "create_time"),
@@ -223,13 +223,13 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
 
 
 EVENT_COLUMNS = [
-    Column("#", "n", justify="right"),
+    Column("#", "n", justify="right", kind=KEY),
     Column.time("time", "time"),
     Column("author", "author"),
     Column("role", "role"),
     Column("types", "types", ", ".join),
-    Column("text", "text"),
-    Column("state delta", "state_delta", lambda d: _json_text(d) if d else ""),
+    Column.text("text", "text"),
+    Column.free("state delta", "state_delta", lambda d: _json_text(d) if d else ""),
 ]
 
 
@@ -251,7 +251,7 @@ def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, sh
     state_rows = [{"key": _safe(k), "scope": state_scope(k), "value": _safe(v)} for k, v in summary.state.items()]
     state.render.table(
         state_rows,
-        [Column("state key", "key", no_wrap=True), Column("scope", "scope"), Column("value", "value", _json_text)],
+        [Column.id("state key", "key"), Column("scope", "scope"), Column.text("value", "value", _json_text)],
         title="state",
         empty="state: empty",
     )
@@ -402,6 +402,8 @@ def export_cmd(
 
     total, damaged = run(go())
     state.render.message(f"exported {counted(total - len(damaged), 'session')}" + (f" to {output}" if output else ""))
+    if output is not None and state.json_mode:  # the data went to the file: stdout takes the report
+        state.render.json({"output": str(output), "sessions": total - len(damaged), "not_exported": sorted(damaged)})
     if damaged:
         state.render.warn(f"{counted(len(damaged), 'session')} not exported: unreadable rows (named above)")
         raise typer.Exit(1)
@@ -598,7 +600,7 @@ def _bytes(value: Any) -> str:
 TOKEN_COLUMNS = [
     Column("prompt tok", "prompt_tokens", _n, justify="right"),
     Column("output tok", "candidates_tokens", _n, justify="right"),
-    Column("thought tok", "thoughts_tokens", _n, justify="right", keep=-2),
+    Column("thought tok", "thoughts_tokens", _n, justify="right"),
     Column("total tok", "total_tokens", _n, justify="right"),
 ]
 FIGURE_COLUMNS = [
@@ -608,31 +610,31 @@ FIGURE_COLUMNS = [
     *TOKEN_COLUMNS,
 ]
 KIND_COLUMNS = [
-    Column(name.replace("_", " "), name, _n, justify="right", keep=-1)
+    Column(name.replace("_", " "), name, _n, justify="right")
     for name in ("user_text", "model_text", "function_call", "function_response", "compaction", "other")
 ]
 GROUP_KEYS = {
-    "app": [Column("app", "app_name", no_wrap=True)],
-    "user": [Column("app", "app_name", no_wrap=True), Column("user", "user_id", no_wrap=True)],
-    "day": [Column("day", "day", no_wrap=True)],
-    "week": [Column("week of", "week", no_wrap=True)],
-    "age": [Column("last update", "age", no_wrap=True)],
+    "app": [Column.id("app", "app_name")],
+    "user": [Column.id("app", "app_name"), Column.id("user", "user_id")],
+    "day": [Column.id("day", "day")],
+    "week": [Column.id("week of", "week")],
+    "age": [Column.id("last update", "age")],
 }
 TOP_COLUMNS = [
-    Column("app", "app_name", no_wrap=True),
-    Column("user", "user_id", no_wrap=True),
-    Column("session id", "id", no_wrap=True),
+    Column.id("app", "app_name"),
+    Column.id("user", "user_id"),
+    Column.id("session id", "id"),
     Column("events", "events", _n, justify="right"),
     Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
     *TOKEN_COLUMNS,
     Column.time("updated", "update_time"),
 ]
 AGE_COLUMNS = [
-    Column("last update", "age", no_wrap=True),
+    Column.id("last update", "age"),
     Column("sessions", "sessions", _n, justify="right"),
     Column("events", "events", _n, justify="right"),
     Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
-    Column("", "bar", no_wrap=True, keep=-3),
+    Column("", "bar", no_wrap=True),
     Column("older: sessions", "older_sessions", _n, justify="right"),
     Column("older: bytes", "older_bytes", _bytes, justify="right"),
 ]
@@ -684,12 +686,6 @@ def stats_cmd(
     (what `session delete --older-than` would free) and events per day. --since/--until select
     sessions by last update. --json prints all of it as one object; --jsonl/--csv/--tsv print the
     --by groups, else the --top sessions, else the totals as one record.
-
-    \b
-    Examples:
-      vmem session stats
-      vmem session stats --app support_bot --by day --top 5
-      vmem session stats --by age --csv > ages.csv
     """
     from veadk_mem.errors import BadInput
     from veadk_mem.sessions.stats import GROUPINGS, collect_stats
@@ -841,12 +837,6 @@ def watch_cmd(
     Draws the timeline `session get` draws; --json prints one ADK event JSON per line
     (camelCase, flushed per line). Each poll is one short read after the last event seen,
     so the agent never waits on it. Exits 3 when the session is deleted.
-
-    \b
-    Examples:
-      vmem session watch support_bot alice
-      vmem session watch support_bot alice 7f3c... --events 0
-      vmem session watch support_bot alice --json | jq -r '.content.parts[]?.text // empty'
     """
     import contextlib
 

@@ -53,14 +53,30 @@ def _params(template: Callable[..., None]) -> list[Any]:
     return list(typer.main.get_command(tmp).params)
 
 
-def wire_commands(group: Any) -> None:
+def wire_commands(group: Any, path: str = "") -> None:
     """Give every leaf command under `group` the global flags it lacks, the format flags when
-    table-shaped, and real metavars in its help."""
-    for cmd in getattr(group, "commands", {}).values():
+    table-shaped, and real metavars in its help; and every command, groups included, its
+    examples (examples.py) and a whole one-line summary in its parent's command list."""
+    _teach(group, path)
+    for name, cmd in getattr(group, "commands", {}).items():
+        sub = f"{path} {name}".strip()
         if getattr(cmd, "commands", None) is not None:
-            wire_commands(cmd)
-        elif not getattr(cmd, "_vmem_wired", False):
-            _wire(cmd)
+            wire_commands(cmd, sub)
+        else:
+            _teach(cmd, sub)
+            if not getattr(cmd, "_vmem_wired", False):
+                _wire(cmd)
+
+
+def _teach(cmd: Any, path: str) -> None:
+    """The examples at the end of --help, and the summary Click would cut with '...' at 45
+    characters given whole (the command list wraps it instead)."""
+    from veadk_mem.cli.examples import epilog
+
+    cmd.epilog = cmd.epilog or epilog(path)
+    if not cmd.short_help and cmd.help:
+        first = cmd.help.split("\n\n", 1)[0]
+        cmd.short_help = " ".join(first.replace("\b", "").split())
 
 
 def _wire(cmd: Any) -> None:

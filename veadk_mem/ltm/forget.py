@@ -71,9 +71,9 @@ class ForgetPlan:
             "app_name": self.app_name,
             "sessions": {
                 "database": self.session_db,
-                "sessions": [{"appName": s.app_name, "userId": s.user_id, "id": s.id} for s in self.sessions],
+                "sessions": [{"app_name": s.app_name, "user_id": s.user_id, "id": s.id} for s in self.sessions],
                 "events": self.session_events,
-                "user_states": [{"appName": a, "userId": u} for a, u in self.user_states],
+                "user_states": [{"app_name": a, "user_id": u} for a, u in self.user_states],
                 "app_states": self.app_states,
             },
             "memories": {

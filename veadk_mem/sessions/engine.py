@@ -42,6 +42,7 @@ class StoreBase:
         from veadk_mem.sessions.url import to_async_url
 
         self.url = to_async_url(url)
+        self.given_url = url  # as the user wrote it (a path, postgresql://): what messages name
         self.create = create
         env_timeout = os.environ.get("VMEM_SQLITE_BUSY_TIMEOUT", "") or "10"
         try:
@@ -64,7 +65,7 @@ class StoreBase:
     @classmethod
     def from_settings(cls, settings: VmemSettings, *, create: bool = False) -> Self:
         """The store VeADK's ShortTermMemory would use under these settings (NotSupported for 'local')."""
-        from veadk_mem.sessions.url import session_db_url
+        from veadk_mem.sessions.url import given_db_url, session_db_url
 
         url = session_db_url(settings)
         password = ""
@@ -83,7 +84,9 @@ class StoreBase:
                 password = str(make_url(url).password or "")
             except Exception:
                 password = ""
-        return cls(url, create=create, schema=schema, password=password)
+        store = cls(url, create=create, schema=schema, password=password)
+        store.given_url = given_db_url(settings, url)
+        return store
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -98,8 +101,14 @@ class StoreBase:
 
     @property
     def display_url(self) -> str:
-        """The database URL with its password masked."""
-        return mask_url(self.url)
+        """The database as the user named it (a path, or a URL without the async driver vmem
+        adds: postgresql://, not postgresql+asyncpg://), its password masked."""
+        import re
+
+        given = self.given_url
+        if given == self.url:  # built by vmem from a config section: the driver is vmem's
+            given = re.sub(r"^(sqlite|postgresql|mysql)\+(aiosqlite|asyncpg|aiomysql)://", r"\1://", given)
+        return mask_url(given)
 
     def _sqlite_path(self) -> str | None:
         return sqlite_file(self.url)
@@ -159,7 +168,7 @@ class StoreBase:
             raise StoreError(f"{self.display_url}: {exc}") from None
         except Exception as exc:
             await self.close()
-            raise describe_db_error(exc, self.url, self._password, self.busy_timeout) from None
+            raise describe_db_error(exc, self.display_url, self._password, self.busy_timeout) from None
         if self.layout is Layout.EMPTY and not self.create:
             await self.close()
             raise StoreError(
@@ -187,7 +196,7 @@ class StoreBase:
         return self._engine
 
     def _fail(self, exc: BaseException) -> VmemError:
-        return describe_db_error(exc, self.url, self._password, self.busy_timeout)
+        return describe_db_error(exc, self.display_url, self._password, self.busy_timeout)
 
     @property
     def reader(self) -> AsyncEngine:

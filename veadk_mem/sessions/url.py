@@ -61,6 +61,16 @@ def session_db_url(settings: VmemSettings) -> str:
     return f"mysql+aiomysql://{auth}{my.host}:{my.port}/{quote(my.database, safe='')}?charset={my.charset}"
 
 
+def given_db_url(settings: VmemSettings, url: str) -> str:
+    """The session database as the user named it, for messages: db_url as written, the sqlite
+    path, or the built URL without the async driver vmem adds (postgresql://, not +asyncpg)."""
+    import re
+
+    stm = settings.short_term_memory
+    given = stm.db_url.get_secret_value() or (stm.local_database_path if stm.backend == "sqlite" else "")
+    return given or re.sub(r"^(sqlite|postgresql|mysql)\+(aiosqlite|asyncpg|aiomysql)://", r"\1://", url)
+
+
 def _auth(user: str, password: str) -> str:
     if not user:
         return ""

@@ -207,7 +207,7 @@ class LocalBackend(LongTermMemoryBackend):
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            stored = self.index_model()
+            stored = None if self._missing() else self.index_model()  # a dry run creates no store
             self._embedder = self._embedder_factory(stored[0] if stored else None)
         return self._embedder
 
