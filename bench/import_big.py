@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import sessions_scale as scale  # noqa: E402
+import sessions_scale as scale
 
 
 def main() -> None:
@@ -35,7 +35,8 @@ def main() -> None:
     rng = scale.random.Random(22)
     one.write_text(scale._session_line(rng, scale.BIG_APP, scale.BIG_USER, scale.BIG_ID, opts.big, scale.NOW - 86400))
     _, many_events = scale.build_file(many, opts.big, 0, 0)  # small sessions only (and an empty big one)
-    print(f"one session: {opts.big:,} events, {one.stat().st_size / 1e6:.0f} MB; small sessions: {many_events:,} events")
+    size = one.stat().st_size / 1e6
+    print(f"one session: {opts.big:,} events, {size:.0f} MB; small sessions: {many_events:,} events")
     for name in opts.backends.split(","):
         for label, source, events in (("one big session", one, opts.big), ("small sessions", many, many_events)):
             db = f"vmem_big_{uuid.uuid4().hex[:8]}"
