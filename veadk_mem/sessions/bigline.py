@@ -12,8 +12,11 @@ the session's one transaction (`writes.Writes._write_big`).
 from __future__ import annotations
 
 import collections
+import contextlib
+import marshal
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 
 BIG_LINE = 16 * 1024 * 1024  # bytes; a longer JSONL line is streamed ($VMEM_BIG_LINE)
 CHUNK = 2000  # events checked, built and written at a time
+SPOOL_PREFIX = "vmem-big-"
 _EVENT_PATH = re.compile(r"\$\.events\[(\d+)\]")
 _UNSET = object()
 
@@ -63,6 +67,14 @@ class BigSession:
     count: int = 0
     first: float = 0.0  # earliest event timestamp (count > 0)
     last: float = 0.0  # latest
+    spool: str | None = None  # the checked events in stored form (marshal, a chunk a record), for the write pass
+
+    def remove_spool(self) -> None:
+        """Delete the spool file, once the session is written (or the import ended)."""
+        if self.spool is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.spool)
+            self.spool = None
 
     def update_time(self, now: float) -> float:
         """The update time stored for it: lastUpdateTime, else its newest event, else `now` (as `rows.head_of`)."""
@@ -190,25 +202,66 @@ def read_head(line: BigLine) -> dict[str, Any]:
     return head
 
 
-def check_big(line: BigLine, limits: Limits | None) -> BigSession:
-    """Check the long line's session as `importer.iter_checked` checks any: BadInput naming the first fault."""
+def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False) -> BigSession:
+    """Check the long line's session as `importer.iter_checked` checks any: BadInput naming the first fault.
+
+    With `spool`, its checked events are also kept in a private temporary file (mode 0600,
+    in the stdin spools' directory) for the write pass, which then neither parses nor
+    checks them again (the streaming parser is several times slower than the whole-line one).
+    """
+    from veadk_mem.sessions.importer import remove_stale, spool_dir
+
     seen: set[str] = set()
     big: BigSession | None = None
-    for big, events in _chunks(line, limits, seen):
-        if events:
+    out: IO[bytes] | None = None
+    name: str | None = None
+    if spool:
+        directory = spool_dir()
+        remove_stale(directory, SPOOL_PREFIX + "*")
+        fd, name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".marshal", dir=directory)
+        out = os.fdopen(fd, "wb")
+    try:
+        for big, events in _chunks(line, limits, seen):
+            if not events:
+                continue
             stamps = [e.timestamp for e in events]
             low, high = min(stamps), max(stamps)
             big.first = low if not big.count else min(big.first, low)
             big.last = high if not big.count else max(big.last, high)
             big.count += len(events)
-    assert big is not None
-    return big
+            if out is not None:
+                marshal.dump(
+                    [(e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, e.data) for e in events],
+                    out,
+                )
+        assert big is not None
+        if out is not None:
+            out.close()
+            big.spool, name = name, None
+        return big
+    finally:
+        if out is not None:
+            out.close()
+        if name is not None:  # failed part-way: nothing left behind
+            with contextlib.suppress(OSError):
+                os.unlink(name)
 
 
 def event_chunks(big: BigSession) -> Iterator[list[RawEvent]]:
-    """The session's events in stored form, a chunk at a time (the line was checked already)."""
-    for _, events in _chunks(big.line, None, set(), head=big.head):
-        yield events
+    """The session's events in stored form, a chunk at a time: from its spool, else the line read again."""
+    from veadk_mem.sessions.rawsession import RawEvent
+
+    if big.spool is None:
+        for _, events in _chunks(big.line, None, set(), head=big.head):
+            yield events
+        return
+    with open(big.spool, "rb") as handle:
+        while True:
+            try:
+                chunk = marshal.load(handle)
+            except EOFError:
+                return
+            yield [RawEvent(*fields) for fields in chunk]
 
 
 def _chunks(

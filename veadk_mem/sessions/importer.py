@@ -122,7 +122,8 @@ def iter_checked(
 
     With `limits`, also every value the target database would refuse at write time.
     `big` streams JSONL lines of `bigline.big_line_bytes()` and more instead of decoding
-    them: "check" checks such a line and gives a `bigline.BigSession`, "skip" only locates
+    them: "check" checks such a line and gives a `bigline.BigSession` (its events spooled:
+    the caller removes the spool, `BigSession.remove_spool`), "skip" only locates
     it (a `bigline.BigLine`: the write pass, after the check pass checked it). Without it,
     a record is a RawSession or a state record dict.
     """
@@ -133,7 +134,7 @@ def iter_checked(
     for where, data in documents or iter_documents(source, name):
         try:
             if isinstance(data, bigline.BigLine):
-                yield where, (bigline.check_big(data, limits) if big == "check" else data)
+                yield where, (bigline.check_big(data, limits, spool=True) if big == "check" else data)
             else:
                 yield _checked(where, data, limits)
         except RecursionError:
@@ -280,6 +281,8 @@ async def import_file(
     finally:
         if reader is not None:
             reader.close()
+        for big in bigs.values():
+            big.remove_spool()
 
 
 def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: bool) -> ReaderProcess | None:
