@@ -108,16 +108,21 @@ def test_a_streamed_session_reads_back_through_adk_as_a_decoded_one(
     assert views(streamed, KEYS) == expected
 
 
-def test_a_streamed_session_on_postgresql(runner: CliRunner, pg_url: str, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """PostgreSQL (COPY of each chunk inside the session's transaction) reads back as sqlite's whole import."""
+@pytest.mark.parametrize("server", ["pg_url", "mysql_url"])
+def test_a_streamed_session_on_a_server(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, server: str
+) -> None:
+    """PostgreSQL (COPY of each chunk inside the session's transaction) and MySQL (SQLAlchemy's
+    executemany) read back through ADK as sqlite's whole import; a second run is idempotent."""
+    url = request.getfixturevalue(server)
     source = write_file(tmp_path / "in.jsonl", big_session("big", 5000))
     whole = sqlite_url(tmp_path / "whole.db")
     assert imported(runner, source, whole).exit_code == 0
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
     for _ in range(2):  # the second run writes it over: idempotent
-        result = imported(runner, source, pg_url)
+        result = imported(runner, source, url)
         assert result.exit_code == 0, result.output
-    assert views(pg_url, KEYS) == views(whole, KEYS)
+    assert views(url, KEYS) == views(whole, KEYS)
 
 
 @pytest.mark.parametrize(
@@ -172,3 +177,17 @@ def test_peak_memory_does_not_grow_with_the_largest_session(tmp_path: Path) -> N
     small = peak_rss_kb(many, tmp_path / "many.db")
     large = peak_rss_kb(one, tmp_path / "one.db")
     assert large < small * 1.5, f"one large session peaked at {large // 1024} MB, small ones at {small // 1024} MB"
+
+
+def test_a_streamed_line_in_any_field_order(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events before the session's key, snake_case names, no lastUpdateTime (its newest event stands in)."""
+    big = big_session("big", 3000)
+    del big["lastUpdateTime"]
+    reordered = {"events": big["events"], "state": big["state"], "id": "big", "app_name": APP, "user_id": "u-big"}
+    source = write_file(tmp_path / "in.jsonl", reordered)
+    whole = sqlite_url(tmp_path / "whole.db")
+    assert imported(runner, source, whole).exit_code == 0
+    monkeypatch.setenv("VMEM_BIG_LINE", "4096")
+    streamed = sqlite_url(tmp_path / "streamed.db")
+    assert imported(runner, source, streamed).exit_code == 0
+    assert views(streamed, KEYS) == views(whole, KEYS)
