@@ -191,3 +191,52 @@ def test_a_streamed_line_in_any_field_order(runner: CliRunner, tmp_path: Path, m
     streamed = sqlite_url(tmp_path / "streamed.db")
     assert imported(runner, source, streamed).exit_code == 0
     assert views(streamed, KEYS) == views(whole, KEYS)
+
+
+def test_ctrl_c_while_a_streamed_session_is_written_leaves_none_of_it(pg_url: str, tmp_path: Path) -> None:
+    """The streamed session is one transaction: Ctrl-C once its events are being written (the import
+    holds a row-exclusive lock on events) is exit 130 "nothing was written", and no row of it stays."""
+    import signal
+    import time
+
+    import asyncpg
+
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(big_session("big", 60_000)) + "\n", encoding="utf-8")
+    plain = pg_url.replace("postgresql+asyncpg", "postgresql")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "VMEM_BIG_LINE": "4096"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", pg_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+
+    async def query(sql: str) -> int:
+        conn = await asyncpg.connect(plain)
+        try:
+            return int(await conn.fetchval(sql) or 0)
+        finally:
+            await conn.close()
+
+    writing = (  # the import's COPY into events (its CREATE TABLE takes another lock mode)
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+        "WHERE c.relname = 'events' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()"
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while asyncio.run(query(writing)) == 0:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert "interrupted -- nothing was written" in text, text
+    assert asyncio.run(query("SELECT count(*) FROM events")) == 0
+    assert asyncio.run(query("SELECT count(*) FROM sessions")) == 0
