@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.bulk import bulk_objects, collect_young
 from veadk_mem.errors import BadInput
+from veadk_mem.sessions.bigline import BigLine, BigSession
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -115,17 +116,27 @@ def _fill_event_ids(session: ev.Session, where: str) -> None:
 
 
 def iter_checked(
-    source: str | Path, name: str | None = None, limits: Limits | None = None
-) -> Iterator[tuple[str, RawSession | dict[str, Any]]]:
+    source: str | Path, name: str | None = None, limits: Limits | None = None, *, big: str | None = None
+) -> Iterator[tuple[str, Any]]:
     """(where, record) for each session and app_state / user_state record, validated.
 
     With `limits`, also every value the target database would refuse at write time.
+    `big` streams JSONL lines of `bigline.big_line_bytes()` and more instead of decoding
+    them: "check" checks such a line and gives a `bigline.BigSession` (its events spooled:
+    the caller removes the spool, `BigSession.remove_spool`), "skip" only locates
+    it (a `bigline.BigLine`: the write pass, after the check pass checked it). Without it,
+    a record is a RawSession or a state record dict.
     """
     from veadk_mem.events import iter_documents
+    from veadk_mem.sessions import bigline
 
-    for where, data in iter_documents(source, name):
+    documents = bigline.iter_lines(source, name, bigline.big_line_bytes()) if big else None
+    for where, data in documents or iter_documents(source, name):
         try:
-            yield _checked(where, data, limits)
+            if isinstance(data, bigline.BigLine):
+                yield where, (bigline.check_big(data, limits, spool=True) if big == "check" else data)
+            else:
+                yield _checked(where, data, limits)
         except RecursionError:
             raise BadInput(f"{where}: JSON nested too deeply") from None
 
@@ -204,13 +215,14 @@ async def import_file(
     keys: list[FileKey] = []
     states: list[tuple[str, str | None, str]] = []  # (app, user or None, where) of state records
     counts = ImportReport(dry_run=dry_run)
+    bigs: dict[int, BigSession] = {}  # sessions on long lines, by where their line starts
 
     async def first_pass(limits: Limits) -> None:
         with bulk_objects():
             await _check_all(limits)
 
     async def _check_all(limits: Limits) -> None:
-        for n, (where, record) in enumerate(iter_checked(source, name, limits), 1):
+        for n, (where, record) in enumerate(iter_checked(source, name, limits, big="check"), 1):
             if n % 500 == 0:
                 # Ctrl-C cancels the running task, which only an await can notice: without
                 # one the whole check pass ran to its end before the command stopped
@@ -226,8 +238,14 @@ async def import_file(
                     states.append((record["appName"], record["userId"], where))
                 continue
             counts.sessions += 1
-            counts.events += len(record.events)
-            keys.append(FileKey(record.app_name, record.user_id, record.id, file_update_time(record), where))
+            if isinstance(record, BigSession):  # a long line: its events stay in the file
+                bigs[record.line.start] = record
+                counts.events += record.count
+                updated = record.update_time(0.0)
+            else:
+                counts.events += len(record.events)
+                updated = file_update_time(record)
+            keys.append(FileKey(record.app_name, record.user_id, record.id, updated, where))
             if checking is not None:
                 checking(1)
 
@@ -251,15 +269,20 @@ async def import_file(
             if on_total is not None:
                 on_total(counts.sessions)
             if reader is not None:
-                report = await store.import_columns(reader.batches(), force=force, progress=progress)
+                report = await store.import_columns(reader.batches(), force=force, progress=progress, bigs=bigs)
             else:
-                records = (record for _, record in iter_checked(source, name))
+                records = (
+                    bigs[record.start] if isinstance(record, BigLine) else record
+                    for _, record in iter_checked(source, name, big="skip")
+                )
                 report = await store.import_records(records, force=force, progress=progress)
             report.warnings = list(dict.fromkeys(store.warnings))
             return report
     finally:
         if reader is not None:
             reader.close()
+        for big in bigs.values():
+            big.remove_spool()
 
 
 def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: bool) -> ReaderProcess | None:

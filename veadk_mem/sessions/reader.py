@@ -10,8 +10,9 @@ down a pipe; the writer only converts times, makes tuples and writes.
 
 Used for files of `PROCESS_FROM` bytes and more on a machine with two or more cores; the
 child runs `main` here with the parent's interpreter. Frames on
-its stdout are an 8-byte length and a pickle: ("batch", Columns fields), ("end",) or
-("error", message). The pickles are the child's own output, read only by its parent.
+its stdout are an 8-byte length and a pickle: ("batch", Columns fields), ("big", offset)
+for a line the writer streams itself (`bigline`), ("end",) or ("error", message). The
+pickles are the child's own output, read only by its parent.
 """
 
 from __future__ import annotations
@@ -93,7 +94,10 @@ class ReaderProcess:
         self._ended = False
 
     def batches(self) -> Iterator[Any]:
-        """Each batch's `rows.Columns`, in file order; raises when the child fails."""
+        """Each batch's `rows.Columns` in file order, or where a long line starts (an int).
+
+        Raises when the child fails.
+        """
         from veadk_mem.sessions.rows import Columns
 
         stdout = self._proc.stdout
@@ -109,6 +113,9 @@ class ReaderProcess:
                 return
             if kind == "error":
                 raise BadInput(frame[1])
+            if kind == "big":  # a long line, streamed by the writer itself: where it starts
+                yield int(frame[1])
+                continue
             yield Columns(*frame[1])
 
     def close(self) -> None:
@@ -190,6 +197,7 @@ def _child() -> int:
     # Ctrl-C reaches the whole process group: the parent stops the import, says what it
     # committed, and kills this child; the child dying first would only blur that message
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from veadk_mem.sessions.bigline import BigLine
     from veadk_mem.sessions.importer import iter_checked
     from veadk_mem.sessions.rows import build_columns
 
@@ -222,7 +230,13 @@ def _child() -> int:
     try:
         batch: list[Any] = []
         rows, limit, started = 0, job["first_rows"], time.monotonic()
-        for _, record in iter_checked(job["source"], job["name"]):
+        for _, record in iter_checked(job["source"], job["name"], big="skip"):
+            if isinstance(record, BigLine):  # the writer streams it: cut the batch, say where it is
+                if batch:
+                    flush(batch)
+                    batch, rows, limit, started = [], 0, job["batch_rows"], time.monotonic()
+                put(("big", record.start))
+                continue
             batch.append(record)
             rows += 1 + (0 if isinstance(record, dict) else len(record.events))
             # as `writes._take_batch`: rows, sessions, or seconds of reading (large events)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.bulk import bulk_objects, collect_young
 from veadk_mem.errors import Interrupted, VmemError
+from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
 from veadk_mem.sessions.importer import ImportReport
@@ -25,6 +26,7 @@ from veadk_mem.sessions.layout import (
     stored_time,
     to_epoch,
 )
+from veadk_mem.sessions.rawsession import RawSession
 from veadk_mem.sessions.reads import Reads
 from veadk_mem.sessions.records import _BATCH, Progress, _noop
 from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.driver import InsertPlan
     from veadk_mem.sessions.importer import FileKey, ImportReport
     from veadk_mem.sessions.limits import Limits
-    from veadk_mem.sessions.rawsession import RawSession
+    from veadk_mem.sessions.rawsession import RawEvent
 
 
 class Writes(Reads):
@@ -306,7 +308,7 @@ class Writes(Reads):
 
     async def import_records(
         self,
-        records: Iterable[ev.Session | RawSession | dict[str, Any]],
+        records: Iterable[ev.Session | RawSession | BigSession | dict[str, Any]],
         *,
         force: bool = True,
         progress: Progress | None = None,
@@ -328,13 +330,20 @@ class Writes(Reads):
 
         def reader(plans: tuple[InsertPlan, InsertPlan] | None) -> Take:
             first = [True]
+            held: list[Any] = []  # a long line's session met while filling a batch: the next batch
 
             def take() -> tuple[_Batch, bool]:
+                if held:
+                    return _Batch([], [], big=held.pop()), False
                 # the first batch is small: nothing is written while it is read, the rest overlap
                 rows = min(batch_rows, 1000) if first[0] else batch_rows
                 first[0] = False
                 records, done = _take_batch(records_iter, batch_seconds, rows)
-                return self._prepare(records, plans), done
+                if records and isinstance(records[-1], BigSession):
+                    held.append(records.pop())
+                    if not records:
+                        return _Batch([], [], big=held.pop()), done
+                return self._prepare(records, plans), done and not held
 
             return take
 
@@ -350,11 +359,17 @@ class Writes(Reads):
         return self.dialect in ("sqlite", "postgresql") and self.layout in (Layout.EMPTY, Layout.V1, Layout.SQLITE)
 
     async def import_columns(
-        self, batches: Iterator[Columns], *, force: bool = True, progress: Progress | None = None
+        self,
+        batches: Iterator[Columns | int],
+        *,
+        force: bool = True,
+        progress: Progress | None = None,
+        bigs: dict[int, BigSession] | None = None,
     ) -> ImportReport:
         """`import_records` of batches whose columns were built elsewhere (`reader.ReaderProcess`).
 
-        Only where `takes_columns()` is True.
+        Only where `takes_columns()` is True. An int is where a long line starts: its
+        session, checked already, is `bigs[start]`, streamed from the file as it is written.
         """
 
         def reader(plans: tuple[InsertPlan, InsertPlan] | None) -> Take:
@@ -363,6 +378,8 @@ class Writes(Reads):
 
             def take() -> tuple[_Batch, bool]:
                 columns = next(batches, None)
+                if isinstance(columns, int):
+                    return _Batch([], [], big=(bigs or {})[columns]), False
                 return (_Batch([], []), True) if columns is None else (_rows_batch(columns, plans), False)
 
             return take
@@ -391,11 +408,14 @@ class Writes(Reads):
         ahead: asyncio.Future[tuple[_Batch, bool]] | None = None
         try:
             batch, done = await asyncio.to_thread(take)
-            while batch.records:
+            while batch.records or batch.big is not None:
                 ahead = None if done else asyncio.ensure_future(asyncio.to_thread(take))
                 for attempt in range(5):
                     try:
-                        pending = await self._write_batch(batch, force=force)
+                        if batch.big is not None:
+                            pending = await self._write_big(batch.big, force=force)
+                        else:
+                            pending = await self._write_batch(batch, force=force)
                         break
                     except Exception as exc:
                         # Another writer (a second import, the agent) deadlocked with this batch:
@@ -404,7 +424,7 @@ class Writes(Reads):
                             raise
                         await asyncio.sleep(0.05 * (attempt + 1))
                 _add(report, pending)
-                advance(len(batch.splits))  # sessions, as the summary
+                advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
                 collect_young()
                 if ahead is None:
                     break
@@ -462,8 +482,80 @@ class Writes(Reads):
                 await self._write_records(conn, batch, pending, force=force)
         return pending
 
+    async def _write_big(self, big: BigSession, *, force: bool) -> ImportReport:
+        """Write the session of a long line in ONE transaction, its events read and inserted a chunk at a time.
+
+        All or nothing, as every session: a failure or Ctrl-C part-way rolls the whole
+        session back, and a re-run writes it again (the same upsert as any session). The
+        transaction is as long as the session is: on PostgreSQL / MySQL it holds the lock on
+        that session's row (and its app / user state rows) meanwhile, nothing else.
+        """
+        from sqlalchemy import insert
+
+        from veadk_mem.sessions.bigline import event_chunks
+        from veadk_mem.sessions.codec import dumps
+        from veadk_mem.sessions.state import split_state
+
+        t = self.tables
+        pending = ImportReport()
+        key = (big.app_name, big.user_id, big.id)
+        now = time.time()
+        updated, created = big.update_time(now), big.create_time(now)
+        app_part, user_part, own = split_state(big.state)
+        plans = self._insert_plans()
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                stored = await self._stored_times(conn, [key])
+                if not force and key in stored and _newer(stored[key], updated):
+                    pending.skipped.append("/".join(key))
+                    return pending
+                await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
+                if key in stored:
+                    await self._delete_stored(conn, [key])
+                    pending.replaced = 1
+                if plans is not None:
+                    row: dict[str, list[Any]] = {"app_name": [key[0]], "user_id": [key[1]], "id": [key[2]]}
+                    row["state"] = [dumps(own)]
+                    row |= {"create_time": [created], "update_time": [updated]}
+                    if not await plans[0].insert(conn, plans[0].rows(row)):
+                        raise RuntimeError(f"internal: no open transaction for the insert into {plans[0].table}")
+                else:
+                    session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
+                    session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
+                    await conn.execute(insert(t.sessions), [session_row])
+                chunks = event_chunks(big)
+
+                def rows() -> tuple[int, list[Any]] | None:  # the next chunk's rows, built in a thread
+                    events = next(chunks, None)
+                    if events is None:
+                        return None
+                    if plans is None:
+                        return len(events), self._event_rows(key[0], key[1], key[2], events)
+                    columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)])
+                    return len(events), plans[1].rows(columns.events)
+
+                ahead = asyncio.ensure_future(asyncio.to_thread(rows))
+                try:
+                    while (got := await ahead) is not None:
+                        ahead = asyncio.ensure_future(asyncio.to_thread(rows))  # read on while this one is written
+                        count, event_rows = got
+                        if plans is None:
+                            await self._insert_event_rows(conn, event_rows)
+                        elif event_rows and not await plans[1].insert(conn, event_rows):
+                            raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
+                        pending.events += count
+                        collect_young()
+                finally:
+                    if not ahead.done():
+                        ahead.cancel()
+                        with contextlib.suppress(BaseException):
+                            await ahead
+        pending.sessions = 1
+        return pending
+
     async def _write_records(self, conn: AsyncConnection, batch: _Batch, pending: ImportReport, *, force: bool) -> None:
-        from sqlalchemy import and_, delete, insert, or_
+        from sqlalchemy import insert
 
         t = self.tables
         heads = [r for r in batch.records if not isinstance(r, dict)]
@@ -495,6 +587,38 @@ class Writes(Reads):
                 pending.user_states += 1
         await self._merge_states(conn, app_parts, user_parts)
         existing = [k for k in sessions if k in stored]
+        await self._delete_stored(conn, existing)
+        for i in sessions.values():
+            pending.sessions += 1
+            pending.events += heads[i][5]
+        pending.replaced += len(existing)
+        if batch.sessions is None:
+            await self._insert_prepared(conn, batch, heads, kept)
+            return
+        session_rows: list[dict[str, Any]] = []
+        event_rows: list[dict[str, Any]] = []
+        for (app, user, sid), i in sessions.items():
+            session, head = batch.sessions[i], heads[i]
+            session_rows.append(
+                {
+                    "app_name": app,
+                    "user_id": user,
+                    "id": sid,
+                    "state": batch.splits[i][2],
+                    "create_time": stored_time(t, head[4]),
+                    "update_time": stored_time(t, head[3]),
+                }
+            )
+            event_rows += self._event_rows(app, user, sid, session.events)
+        for i in range(0, len(session_rows), _BATCH):
+            await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
+        await self._insert_event_rows(conn, event_rows)
+
+    async def _delete_stored(self, conn: AsyncConnection, existing: list[tuple[str, str, str]]) -> None:
+        """Delete these stored sessions and their events (an import writes them over)."""
+        from sqlalchemy import and_, delete, or_
+
+        t = self.tables
         s, e = t.sessions.c, t.events.c
         for i in range(0, len(existing), _BATCH):
             groups: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -520,38 +644,25 @@ class Writes(Reads):
                     )
                 )
             )
-        for i in sessions.values():
-            pending.sessions += 1
-            pending.events += heads[i][5]
-        pending.replaced += len(existing)
-        if batch.sessions is None:
-            await self._insert_prepared(conn, batch, heads, kept)
-            return
-        session_rows: list[dict[str, Any]] = []
-        event_rows: list[dict[str, Any]] = []
-        for (app, user, sid), i in sessions.items():
-            session, head = batch.sessions[i], heads[i]
-            session_rows.append(
-                {
-                    "app_name": app,
-                    "user_id": user,
-                    "id": sid,
-                    "state": batch.splits[i][2],
-                    "create_time": stored_time(t, head[4]),
-                    "update_time": stored_time(t, head[3]),
-                }
-            )
-            if t.missing:
-                counts: dict[str, int] = {}
-                for event in session.events:
-                    event_rows.append(event_row(t, app, user, sid, event, counts))
-                    for name in counts:
-                        self._dropped.setdefault(name, set()).add((app, user, sid, event.id))
-                    counts.clear()
-            else:
-                event_rows.extend(event_row(t, app, user, sid, event) for event in session.events)
-        for i in range(0, len(session_rows), _BATCH):
-            await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
+
+    def _event_rows(self, app: str, user: str, sid: str, events: list[RawEvent]) -> list[dict[str, Any]]:
+        """The events' rows for SQLAlchemy's insert (the path without driver plans); notes fields a v0 table drops."""
+        t = self.tables
+        if not t.missing:
+            return [event_row(t, app, user, sid, event) for event in events]
+        rows: list[dict[str, Any]] = []
+        counts: dict[str, int] = {}
+        for event in events:
+            rows.append(event_row(t, app, user, sid, event, counts))
+            for name in counts:
+                self._dropped.setdefault(name, set()).add((app, user, sid, event.id))
+            counts.clear()
+        return rows
+
+    async def _insert_event_rows(self, conn: AsyncConnection, event_rows: list[dict[str, Any]]) -> None:
+        from sqlalchemy import insert
+
+        t = self.tables
         stmt = insert(t.events)
         if t.layout is Layout.V0 and self.dialect == "mysql":
             # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
@@ -752,6 +863,7 @@ class _Batch:
     sessions: list[RawSession] | None = None
     session_rows: list[tuple[Any, ...]] = field(default_factory=list)
     event_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    big: BigSession | None = None  # or, alone, a session of a long line, streamed as it is written
 
 
 def _rows_batch(columns: Columns, plans: tuple[InsertPlan, InsertPlan]) -> _Batch:
@@ -769,17 +881,17 @@ def _rows_batch(columns: Columns, plans: tuple[InsertPlan, InsertPlan]) -> _Batc
 Take = Callable[[], "tuple[_Batch, bool]"]  # the next batch and whether the input ended, read in a thread
 
 
-def _take_batch(
-    records: Iterator[RawSession | dict[str, Any]], seconds: float, max_rows: int
-) -> tuple[list[RawSession | dict[str, Any]], bool]:
-    """The next records, up to `max_rows` rows or `seconds` of reading: (batch, input ended)."""
-    batch: list[RawSession | dict[str, Any]] = []
+def _take_batch(records: Iterator[Any], seconds: float, max_rows: int) -> tuple[list[Any], bool]:
+    """The next records, up to `max_rows` rows or `seconds` of reading, or up to a BigSession: (batch, input ended)."""
+    batch: list[Any] = []
     started, rows = time.monotonic(), 0
     while rows < max_rows and len(batch) < 5000 and time.monotonic() - started < seconds:
         record = next(records, None)
         if record is None:
             return batch, True
         batch.append(record)
+        if isinstance(record, BigSession):  # written alone, streamed (`Writes._write_big`)
+            return batch, False
         rows += 1 + (0 if isinstance(record, dict) else len(record.events))
     return batch, False
 
