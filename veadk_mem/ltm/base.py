@@ -126,8 +126,25 @@ class LongTermMemoryBackend(ABC):
         """The top_k memories of this user closest to the query, best first."""
 
     async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
-        """`search` in one of `search_modes` (the facade has checked the mode is one of them)."""
-        return await self.search(user_id, query, top_k)
+        """`search` in one of `search_modes` (the facade has checked the mode is one of them).
+
+        vector: `search`, as VeADK retrieves; keyword: `keyword_search`; hybrid: the two
+        rankings fused by reciprocal rank, each looked at to the same depth.
+        """
+        if mode == "vector":
+            return await self.search(user_id, query, top_k)
+        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
+
+        depth = max(FUSION_DEPTH, top_k)
+        keyword = await self.keyword_search(user_id, query, top_k if mode == "keyword" else depth)
+        if mode == "keyword":
+            return list(keyword)
+        by_vector = [r for r in await self.search(user_id, query, depth) if isinstance(r, MemoryRecord)]
+        return list(fuse_records(by_vector, keyword, top_k))
+
+    async def keyword_search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+        """The user's top_k memories by the store's own full-text ranking (stores with keyword search)."""
+        raise NotSupported(f"the {self.name} backend has no keyword search")
 
     async def prepare_queries(self, queries: list[str]) -> None:  # noqa: B027  (a service embeds its own)
         """Embed many queries in batches ahead of their searches (batch search); stores that embed locally."""

@@ -402,20 +402,7 @@ class OpensearchBackend(LongTermMemoryBackend):
 
     # --- keyword and hybrid search (`ltm search --mode`): `match` on VeADK's `content` ---
 
-    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
-        """vector: `search`, as VeADK retrieves; keyword: a BM25 `match` on `content`; hybrid: both fused."""
-        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
-
-        if mode == "vector":
-            return await self.search(user_id, query, top_k)
-        depth = max(FUSION_DEPTH, top_k)
-        keyword = await self._match(user_id, query, top_k if mode == "keyword" else depth)
-        if mode == "keyword":
-            return list(keyword)
-        by_vector = [r for r in await self.search(user_id, query, depth) if isinstance(r, MemoryRecord)]
-        return list(fuse_records(by_vector, keyword, top_k))
-
-    async def _match(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+    async def keyword_search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """The user's top_k memories by OpenSearch's own full text search of `content` (its analyzer, BM25)."""
         name = self._name(user_id)
         if top_k <= 0 or await self.index_dim(name) is None:

@@ -464,26 +464,18 @@ class RedisBackend(LongTermMemoryBackend):
     # --- keyword and hybrid search (`ltm search --mode`): RediSearch full text on `text` ---
 
     async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
-        """vector: `search`, as VeADK retrieves; keyword: BM25 on VeADK's `text` field; hybrid: both fused."""
-        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
+        """As the base does, after checking that keyword and hybrid search have an index and RediSearch."""
+        if mode != "vector":
+            if await self.index_dim(user_id) is None:
+                return []
+            if not await self.has_search():
+                raise NotSupported(
+                    f"redis at {self.target} has no search module: keyword and hybrid search need RediSearch",
+                    hint="use --mode vector (an exact scan of the user's vectors)",
+                )
+        return await super().search_by(user_id, query, top_k, mode)
 
-        if mode == "vector":
-            return await self.search(user_id, query, top_k)
-        if await self.index_dim(user_id) is None:
-            return []
-        if not await self.has_search():
-            raise NotSupported(
-                f"redis at {self.target} has no search module: keyword and hybrid search need RediSearch",
-                hint="use --mode vector (an exact scan of the user's vectors)",
-            )
-        depth = max(FUSION_DEPTH, top_k)
-        keyword = await self._keyword(user_id, query, top_k if mode == "keyword" else depth)
-        if mode == "keyword":
-            return list(keyword)
-        by_vector = [r for r in await self.search(user_id, query, depth) if isinstance(r, MemoryRecord)]
-        return list(fuse_records(by_vector, keyword, top_k))
-
-    async def _keyword(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+    async def keyword_search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """The user's top_k memories by BM25 over `text` (the field VeADK's index declares TEXT)."""
         from veadk_mem.ltm.keywords import redisearch_query
 
