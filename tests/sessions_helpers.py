@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sqlite3
+import subprocess
+import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +179,22 @@ def sqlite_url(path: Path) -> str:
 def sqlite_rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
     with sqlite3.connect(path) as conn:
         return list(conn.execute(sql))
+
+
+def interrupt_when(proc: subprocess.Popen[bytes], ready: Callable[[], bool], timeout: float = 120) -> str:
+    """Ctrl-C the process group of `proc` once `ready()` holds (polled); its stderr after it exits.
+
+    The process must have been started with `start_new_session=True`; it is killed if it outlives the test.
+    """
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return err.decode()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions_helpers import APP, sqlite_url
+from sessions_helpers import APP, interrupt_when, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
@@ -81,19 +81,8 @@ def test_ctrl_c_during_the_write_pass_says_how_many_sessions_were_committed(pg_u
         finally:
             await conn.close()
 
-    try:
-        deadline = time.monotonic() + 120
-        while asyncio.run(committed()) == 0:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    text = interrupt_when(proc, lambda: asyncio.run(committed()) != 0)
     stored = asyncio.run(committed())
-    text = err.decode()
     assert proc.returncode == 130, text
     assert 0 < stored < 8000, stored
     assert f"interrupted -- {stored:,} session(s) before it were written and committed" in text, text

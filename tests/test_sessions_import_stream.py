@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions_helpers import APP, adk_get, adk_view, sqlite_url
+from sessions_helpers import APP, adk_get, adk_view, interrupt_when, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
@@ -196,8 +196,6 @@ def test_a_streamed_line_in_any_field_order(runner: CliRunner, tmp_path: Path, m
 def test_ctrl_c_while_a_streamed_session_is_written_leaves_none_of_it(pg_url: str, tmp_path: Path) -> None:
     """The streamed session is one transaction: Ctrl-C once its events are being written (the import
     holds a row-exclusive lock on events) is exit 130 "nothing was written", and no row of it stays."""
-    import signal
-    import time
 
     import asyncpg
 
@@ -224,18 +222,7 @@ def test_ctrl_c_while_a_streamed_session_is_written_leaves_none_of_it(pg_url: st
         "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
         "WHERE c.relname = 'events' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()"
     )
-    try:
-        deadline = time.monotonic() + 120
-        while asyncio.run(query(writing)) == 0:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    text = err.decode()
+    text = interrupt_when(proc, lambda: asyncio.run(query(writing)) != 0)
     assert proc.returncode == 130, text
     assert "interrupted -- nothing was written" in text, text
     assert asyncio.run(query("SELECT count(*) FROM events")) == 0

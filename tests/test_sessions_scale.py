@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from google.adk.events import Event
 from google.genai import types
-from sessions_helpers import APP, adk_service, sqlite_url
+from sessions_helpers import APP, adk_service, interrupt_when, sqlite_url
 from sqlalchemy import event as sa_event
 
 from veadk_mem.sessions.store import SessionStore
@@ -362,10 +362,8 @@ def test_ctrl_c_during_a_delete_says_how_far_it_got(pg_url: str, tmp_path: Path)
     """Ctrl-C (SIGINT to the process group) part-way through a batched delete: exit 130, and the
     message counts the sessions deleted and committed, which are exactly the ones gone."""
     import os
-    import signal
     import subprocess
     import sys
-    import time
 
     import asyncpg
 
@@ -402,19 +400,8 @@ def test_ctrl_c_during_a_delete_says_how_far_it_got(pg_url: str, tmp_path: Path)
     env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "VMEM_DELETE_BATCH": "1"}
     cmd = [sys.executable, "-m", "veadk_mem", "session", "delete", "--older-than", "30d", "--yes", "--db-url", pg_url]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while asyncio.run(count()) == n:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    text = interrupt_when(proc, lambda: asyncio.run(count()) != n)
     left = asyncio.run(count())
-    text = err.decode()
     assert proc.returncode == 130, text
     assert 0 < left < n, left
     assert f"interrupted: {n - left:,} of {n:,} session(s) (0 event(s)) were deleted and committed" in text, text
