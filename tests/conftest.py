@@ -2,7 +2,12 @@
 fresh databases on the local PostgreSQL / MariaDB / Redis servers.
 
 A server fixture skips its test with a loud reason only when the server cannot be
-reached; `.ci/run` starts the servers first, so in CI nothing skips.
+reached; `.ci/run` starts the servers first, and under CI=true a skip that
+tests/skip-allowlist.txt does not list fails the run (tests/skip_policy.py).
+
+Markers by fixture use (so `bash .ci/test --fast` can leave them out): a test using
+pg_url / mysql_url / redis_prefix / redis_stack is marked postgres / mysql / redis.
+Hypothesis profiles: `fast` (few examples; `--hypothesis-profile=fast`) for the fast tier.
 """
 
 from __future__ import annotations
@@ -15,11 +20,44 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from skip_policy import pytest_configure  # noqa: F401  (the hook: no silent green under CI=true)
 from typer.testing import CliRunner
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 MY_HOST, MY_PORT = "127.0.0.1", 3306
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+settings.register_profile("fast", max_examples=10, deadline=None)
+
+_FIXTURE_MARKERS = {"pg_url": "postgres", "mysql_url": "mysql", "redis_prefix": "redis", "redis_stack": "redis"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the server fixtures it uses, so marker selection needs no per-test marks."""
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            marker = _FIXTURE_MARKERS.get(fixture)
+            if marker is not None:
+                item.add_marker(marker)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under .ci/test: the runtime dependency versions this run had, next to its closing line."""
+    freeze = os.environ.get("VMEM_RUNTIME_FREEZE")
+    if not freeze or not Path(freeze).is_file():
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    names = [line.split("==")[0] for line in Path(freeze).read_text().splitlines() if "==" in line]
+    found = []
+    for name in sorted(names, key=str.lower):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} MISSING")
+    terminalreporter.write_line("runtime dependencies tested: " + ", ".join(found))
+
 
 # Variables that would make a test read the developer's own configuration.
 _CONFIG_ENV_PREFIXES = (
