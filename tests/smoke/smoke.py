@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("VMEM_REDIS8_VENV", str(ROOT / ".venv-redis8"))  # tests/redis_stack.py's Redis 8
 VENVS = ROOT / "build" / "smoke"
 EXAMPLES = ROOT / "docs" / "examples" / "sessions"
 SESSION_FILE = EXAMPLES / "ltm_demo-session-1.json"
