@@ -31,15 +31,34 @@ REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 settings.register_profile("fast", max_examples=10, deadline=None)
 
 _FIXTURE_MARKERS = {"pg_url": "postgres", "mysql_url": "mysql", "redis_prefix": "redis", "redis_stack": "redis"}
+# Parametrised over databases: a test whose parameter names a server needs that server.
+_PARAM_MARKERS = {"postgres": "postgres", "postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
+# Whole modules of many-second tests (old ADK releases in subprocesses, child processes, cross-database
+# round trips): left out of `bash .ci/test --fast` by the `slow` marker.
+_SLOW_MODULES = {
+    "test_sessions_old_adk.py",
+    "test_sessions_upgrade.py",
+    "test_sessions_interop.py",
+    "test_sessions_safety.py",
+    "test_sessions_reader.py",
+    "test_ltm_openviking_e2e.py",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the server fixtures it uses, so marker selection needs no per-test marks."""
+    """Mark each test by the servers it uses (fixtures, database parameters) and slow modules, so
+    marker selection needs no per-test marks."""
     for item in items:
-        for fixture in getattr(item, "fixturenames", ()):
-            marker = _FIXTURE_MARKERS.get(fixture)
-            if marker is not None:
-                item.add_marker(marker)
+        names = set(getattr(item, "fixturenames", ()))
+        marks = {_FIXTURE_MARKERS[n] for n in names if n in _FIXTURE_MARKERS}
+        callspec = getattr(item, "callspec", None)
+        for value in callspec.params.values() if callspec is not None else ():
+            if isinstance(value, str) and value in _PARAM_MARKERS:
+                marks.add(_PARAM_MARKERS[value])
+        if item.path.name in _SLOW_MODULES:
+            marks.add("slow")
+        for mark in sorted(marks):
+            item.add_marker(mark)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
