@@ -42,6 +42,16 @@ _SLOW_MODULES = {
     "test_sessions_safety.py",
     "test_sessions_reader.py",
     "test_ltm_openviking_e2e.py",
+    "test_table_widths.py",
+    "test_ltm_transfer.py",
+    "test_output_cli.py",
+}
+# Single many-second tests elsewhere (the offline model end to end, 700-event streams, two processes).
+_SLOW_TESTS = {
+    "test_main_job_finds_the_dietary_memory_first",
+    "test_save_then_search_as_two_processes",
+    "test_a_long_session_streams_in_bounded_memory",
+    "test_the_fast_walk_gives_what_the_models_give_or_declines",
 }
 
 
@@ -55,7 +65,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for value in callspec.params.values() if callspec is not None else ():
             if isinstance(value, str) and value in _PARAM_MARKERS:
                 marks.add(_PARAM_MARKERS[value])
-        if item.path.name in _SLOW_MODULES:
+        if item.path.name in _SLOW_MODULES or getattr(item, "originalname", item.name) in _SLOW_TESTS:
             marks.add("slow")
         for mark in sorted(marks):
             item.add_marker(mark)
