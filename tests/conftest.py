@@ -2,7 +2,12 @@
 fresh databases on the local PostgreSQL / MariaDB / Redis servers.
 
 A server fixture skips its test with a loud reason only when the server cannot be
-reached; `.ci/run` starts the servers first, so in CI nothing skips.
+reached; `.ci/run` starts the servers first, and under CI=true a skip that
+tests/skip-allowlist.txt does not list fails the run (tests/skip_policy.py).
+
+Markers by fixture use (so `bash .ci/test --fast` can leave them out): a test using
+pg_url / mysql_url / redis_prefix / redis_stack is marked postgres / mysql / redis.
+Hypothesis profiles: `fast` (few examples; `--hypothesis-profile=fast`) for the fast tier.
 """
 
 from __future__ import annotations
@@ -15,11 +20,73 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from skip_policy import pytest_configure  # noqa: F401  (the hook: no silent green under CI=true)
 from typer.testing import CliRunner
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 MY_HOST, MY_PORT = "127.0.0.1", 3306
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+settings.register_profile("fast", max_examples=10, deadline=None)
+
+_FIXTURE_MARKERS = {"pg_url": "postgres", "mysql_url": "mysql", "redis_prefix": "redis", "redis_stack": "redis"}
+# Parametrised over databases: a test whose parameter names a server needs that server.
+_PARAM_MARKERS = {"postgres": "postgres", "postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
+# Whole modules of many-second tests (old ADK releases in subprocesses, child processes, cross-database
+# round trips): left out of `bash .ci/test --fast` by the `slow` marker.
+_SLOW_MODULES = {
+    "test_sessions_old_adk.py",
+    "test_sessions_upgrade.py",
+    "test_sessions_interop.py",
+    "test_sessions_safety.py",
+    "test_sessions_reader.py",
+    "test_ltm_openviking_e2e.py",
+    "test_table_widths.py",
+    "test_ltm_transfer.py",
+    "test_output_cli.py",
+}
+# Single many-second tests elsewhere (the offline model end to end, 700-event streams, two processes).
+_SLOW_TESTS = {
+    "test_main_job_finds_the_dietary_memory_first",
+    "test_save_then_search_as_two_processes",
+    "test_a_long_session_streams_in_bounded_memory",
+    "test_the_fast_walk_gives_what_the_models_give_or_declines",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the servers it uses (fixtures, database parameters) and slow modules, so
+    marker selection needs no per-test marks."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        marks = {_FIXTURE_MARKERS[n] for n in names if n in _FIXTURE_MARKERS}
+        callspec = getattr(item, "callspec", None)
+        for value in callspec.params.values() if callspec is not None else ():
+            if isinstance(value, str) and value in _PARAM_MARKERS:
+                marks.add(_PARAM_MARKERS[value])
+        if item.path.name in _SLOW_MODULES or getattr(item, "originalname", item.name) in _SLOW_TESTS:
+            marks.add("slow")
+        for mark in sorted(marks):
+            item.add_marker(mark)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under .ci/test: the runtime dependency versions this run had, next to its closing line."""
+    freeze = os.environ.get("VMEM_RUNTIME_FREEZE")
+    if not freeze or not Path(freeze).is_file():
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    names = [line.split("==")[0] for line in Path(freeze).read_text().splitlines() if "==" in line]
+    found = []
+    for name in sorted(names, key=str.lower):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} MISSING")
+    terminalreporter.write_line("runtime dependencies tested: " + ", ".join(found))
+
 
 # Variables that would make a test read the developer's own configuration.
 _CONFIG_ENV_PREFIXES = (

@@ -7,7 +7,6 @@ it calls, keeping what is added and checking auth and body shapes.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import sys
 from collections.abc import Iterator
@@ -21,9 +20,6 @@ from veadk_mem.cli.app import app
 from veadk_mem.config import load_settings
 from veadk_mem.errors import BadInput, NotSupported, StoreError
 from veadk_mem.ltm.backends import hosted_http as hosted
-
-if importlib.util.find_spec("mem0") is None:  # found, not imported: the backend imports it its own way
-    pytest.skip("*** mem0ai is not installed: pip install -e '.[mem0]' (.ci/test does) ***", allow_module_level=True)
 
 pytestmark = pytest.mark.contract
 

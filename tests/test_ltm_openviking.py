@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 import re
 import sys
@@ -23,9 +22,6 @@ from veadk_mem.cli.app import app
 from veadk_mem.config import load_settings
 from veadk_mem.errors import BadInput, StoreError
 from veadk_mem.ltm.backends import hosted_http as hosted
-
-if importlib.util.find_spec("openviking_sdk") is None:
-    pytest.skip("*** openviking-sdk is not installed: pip install -e '.[openviking]' ***", allow_module_level=True)
 
 pytestmark = pytest.mark.contract
 

@@ -15,20 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tos  # the tos extra is a runtime dependency of the test venv: no skip when it is missing
+from hosted_servers import ACCOUNT, AK, SK, STS, TosContextServer
 from typer.testing import CliRunner
 
-tos = pytest.importorskip("tos", reason="*** tos>=2.9.4b1 is not installed: pip install --pre 'veadk-mem[tos]' ***")
-if not hasattr(tos.TosClientV2, "create_context_bucket_memory"):
-    pytest.skip(
-        "*** the installed tos SDK lacks ContextBucket: pip install --pre 'tos>=2.9.4b1' ***", allow_module_level=True
-    )
-
-from hosted_servers import ACCOUNT, AK, SK, STS, TosContextServer  # noqa: E402
-
-from veadk_mem.cli.app import app  # noqa: E402
-from veadk_mem.config import load_settings  # noqa: E402
-from veadk_mem.errors import BadInput, StoreError  # noqa: E402
-from veadk_mem.ltm.backends.tos_context import TosContextBackend  # noqa: E402
+from veadk_mem.cli.app import app
+from veadk_mem.config import load_settings
+from veadk_mem.errors import BadInput, StoreError
+from veadk_mem.ltm.backends.tos_context import TosContextBackend
 
 pytestmark = pytest.mark.contract
 CONTROL = "http://tos-control.test"

@@ -14,11 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-pytest.importorskip("vikingdb", reason="*** vikingdb-python-sdk is not installed: pip install 'veadk-mem[viking]' ***")
-
 from hosted_servers import AK, API_KEY, SK, STS, VikingMemoryServer
+from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
 from veadk_mem.config import load_settings
