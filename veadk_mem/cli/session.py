@@ -635,8 +635,8 @@ AGE_COLUMNS = [
     Column("events", "events", _n, justify="right"),
     Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
     Column("", "bar", no_wrap=True),
-    Column("older: sessions", "older_sessions", _n, justify="right"),
-    Column("older: bytes", "older_bytes", _bytes, justify="right"),
+    Column("older sessions", "older_sessions", _n, justify="right"),
+    Column("older bytes", "older_bytes", _bytes, justify="right"),
 ]
 SPARK_DAYS = 30  # days the terminal's sparkline covers
 
