@@ -674,11 +674,11 @@ def _resp(*args: bytes | str) -> bytes:
 
 
 def _first_line(exc: BaseException) -> str:
-    """The first line of an error, short, with any URL's password masked."""
+    """An error as one short line, with any URL's password masked."""
     from veadk_mem.config import mask_url
+    from veadk_mem.ltm.failure import one_line
 
-    text = str(exc).strip().splitlines()
-    return mask_url(text[0][:200]) if text else type(exc).__name__
+    return one_line(mask_url(str(exc))) or type(exc).__name__
 
 
 def _text(value: Any) -> str | None:

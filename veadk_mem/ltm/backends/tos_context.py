@@ -14,18 +14,16 @@ detected and named. The SDK's own retries are off (`max_retry_count=0`): vmem re
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError, VmemError
+from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError
+from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.backends.hosted import (
-    RETRY_DELAYS,
-    Failure,
-    call_with_retries,
     cloud_provider,
-    connection_reason,
     environ,
     key_names,
     region_fallback,
@@ -33,6 +31,7 @@ from veadk_mem.ltm.backends.hosted import (
 )
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
+from veadk_mem.ltm.failure import RETRY_DELAYS, Failure, connection_reason
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -151,52 +150,31 @@ class TosContextBackend(LongTermMemoryBackend):
 
         if isinstance(exc, TosServerError):
             status, detail = exc.status_code, str(exc.message or exc.code or "")
-            kind = "refused"
-            if status in (401, 403):
-                kind = "auth"
-            elif status == 429:
-                kind = "throttled"
-            elif status == 404:
-                kind = "missing"
-            elif status >= 500:
-                kind = "server"
-            return Failure(kind, detail, status=status, code=exc.code or None)
+            return Failure(fail.kind_of_status(status), detail, status=status, code=exc.code or None)
         if isinstance(exc, TosClientError):
             if exc.message == "unable to do serialization":
-                return Failure("malformed", "the reply is not JSON")
+                return Failure(fail.MALFORMED, "the reply is not JSON")
             if exc.cause is not None and "request" in type(exc.cause).__module__:
-                return Failure("unreachable", connection_reason(str(exc.cause)))
-            return Failure("refused", str(exc.message))
+                return Failure(fail.UNREACHABLE, connection_reason(str(exc.cause)))
+            return Failure(fail.REFUSED, str(exc.message))
         return None
 
-    def _report(self, what: str, failure: Failure, attempts: int) -> VmemError:
-        where = f"TOS ContextBucket at {self.control_endpoint}"
-        tried = f" after {attempts} attempts" if attempts > 1 else ""
-        http = f" ({failure.http()})" if failure.http() else ""
-        detail = f": {failure.detail}" if failure.detail else ""
-        if failure.kind == "auth":
-            return StoreError(
-                f"{where} refused the credentials{http}: check VOLCENGINE_ACCESS_KEY, VOLCENGINE_SECRET_KEY "
-                f"(and VOLCENGINE_SESSION_TOKEN for temporary keys) and DATABASE_TOS_CONTEXT_ACCOUNT_ID"
-            )
-        if failure.kind == "throttled":
-            return StoreError(f"{where} is rate limiting {what}{http}, still{tried}: try again later")
-        if failure.kind == "unreachable":
-            return StoreError(
-                f"cannot reach {where} ({failure.detail}){tried}",
-                hint="check DATABASE_TOS_CONTEXT_CONTROL_ENDPOINT and the network",
-            )
-        if failure.kind == "malformed":
-            return StoreError(f"{where} sent a malformed reply to {what}: {failure.detail}")
-        if failure.kind == "missing":
-            return NotFound(f"{where} answered {what} with {failure.http() or 'not found'}{detail}")
-        if failure.kind == "server":
-            return StoreError(f"{where} failed on {what}{http}{tried}{detail}")
-        return StoreError(f"{where} refused {what}{http}{detail}")
+    def service(self) -> fail.Service:
+        """How this bucket's failures are told (`veadk_mem.ltm.failure.report`)."""
+        return fail.Service(
+            where=f"TOS ContextBucket at {self.control_endpoint}",
+            auth_hint="check VOLCENGINE_ACCESS_KEY, VOLCENGINE_SECRET_KEY (and VOLCENGINE_SESSION_TOKEN for "
+            "temporary keys) and DATABASE_TOS_CONTEXT_ACCOUNT_ID",
+            url_hint="check DATABASE_TOS_CONTEXT_CONTROL_ENDPOINT and the network",
+        )
 
     async def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        return await call_with_retries(
-            fn, classify=self._classify, report=partial(self._report, what), delays=self.retry_delays
+        service = self.service()
+        return await fail.call_with_retries(
+            lambda: asyncio.to_thread(fn),
+            classify=self._classify,
+            report=lambda failure, retries: fail.report(service, failure, f"calling {what}", retries),
+            delays=self.retry_delays,
         )
 
     # --- bucket and context sets --------------------------------------------------------
