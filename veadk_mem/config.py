@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from veadk_mem.errors import BadInput
@@ -50,8 +51,9 @@ class ShortTermMemorySettings(Section):
 
 
 class LongTermMemorySettings(Section):
-    backend: Literal["local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context"] = (
-        Field("local", description="Memory store, as VeADK's LongTermMemory (viking_mem is a deprecated alias)")
+    backend: str = Field(
+        "local",
+        description="Memory store, as VeADK's LongTermMemory (viking_mem is a deprecated alias)",
     )
     index: str = Field("", description="Index or collection; falls back to the app name, then default_app")
     top_k: int = Field(5, ge=1, description="Memories a search returns")
@@ -60,6 +62,18 @@ class LongTermMemorySettings(Section):
         description="ltm search ranking: auto is hybrid for local, vector (what the agent retrieves) elsewhere",
     )
     local_path: str = Field("", description="sqlite file of the local backend; empty means $XDG_DATA_HOME/vmem/ltm.db")
+
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, value: str) -> str:
+        """A backend the registry knows: the built-ins, entry points and `register_backend` names."""
+        from veadk_mem.ltm import registry
+
+        if not registry.is_known(value):
+            raise PydanticCustomError(
+                "literal_error", "Input should be {expected}", {"expected": registry.expected_names()}
+            )
+        return value
 
 
 class EmbeddingSettings(Section):

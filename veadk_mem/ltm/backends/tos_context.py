@@ -250,7 +250,9 @@ class TosContextBackend(LongTermMemoryBackend):
 
     # --- the contract -------------------------------------------------------------------
 
-    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+    async def save(
+        self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
+    ) -> list[str]:
         """All these memories in one create_context_bucket_memory call (messages, infer as configured)."""
         if not memories:
             return []

@@ -319,7 +319,9 @@ class VikingBackend(LongTermMemoryBackend):
 
     # --- the contract ------------------------------------------------------------------
 
-    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+    async def save(
+        self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
+    ) -> list[str]:
         """One add_session per session of these memories; ids are `<session id>/<position>`."""
         if not memories:
             return []
@@ -345,6 +347,8 @@ class VikingBackend(LongTermMemoryBackend):
             )
             await self._call("session/add", call)
             ids.extend(f"{session_id}/{n}" for n in range(len(records)))
+            if progress is not None:
+                progress(len(records))
         return ids
 
     def _records(self, user_id: str, data: dict[str, Any]) -> list[MemoryRecord]:
