@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,9 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from veadk_mem.errors import BadInput
+from veadk_mem.masking import mask_url as mask_url  # re-exported: callers import it from here
+from veadk_mem.masking import redact as redact
+from veadk_mem.masking import remember_secret, remember_url_secrets
 
 STM_BACKENDS = ("local", "sqlite", "mysql", "postgresql")
 LTM_BACKENDS = ("local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context")
@@ -511,68 +513,15 @@ def load_settings(
 # --- presentation helpers (no Rich here: the CLI renders) ----------------------------
 
 
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z0-9+]+://[^:/@]*:)(?P<pw>[^@]*)(?P<at>@)", re.IGNORECASE)
-_URL_USER_INFO = re.compile(r"(?P<head>https?://)(?P<user>[^/@?#\s]+)(?P<at>@)", re.IGNORECASE)
-# Query parameters drivers take secrets from: ?password= (asyncpg, aiomysql, psycopg), tokens, keys.
-_QUERY_SECRET = re.compile(
-    r"(?P<head>[?&;](?:password|passwd|pwd|sslpassword|secret|client_secret|token|access_token|auth_token"
-    r"|api[_-]?key|access[_-]?key|secret[_-]?key|sk|ak)=)(?P<value>[^&#\s'\"]*)",
-    re.IGNORECASE,
-)
-_KNOWN_SECRETS: set[str] = set()
-
-
-def remember_secret(value: str) -> None:
-    """Register a secret value so `redact` masks it wherever it turns up (error text, tracebacks)."""
-    if len(value) >= 6:  # shorter ones would mask ordinary words; URL patterns still mask them
-        _KNOWN_SECRETS.add(value)
-        from urllib.parse import quote
-
-        _KNOWN_SECRETS.add(quote(value, safe=""))
-
-
-def mask_url(url: str) -> str:
-    """A URL (or text holding URLs) with the password in its user info and query replaced by ****.
-
-    An http(s) endpoint's whole user info is masked: it may be a token (MODEL_EMBEDDING_API_BASE).
-    """
-    url = _URL_USER_INFO.sub(lambda m: f"{m['head']}****{m['at']}", url)
-    url = _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", url)
-    return _QUERY_SECRET.sub(lambda m: f"{m['head']}****" if m["value"] else m[0], url)
-
-
-def redact(text: str) -> str:
-    """Text with URL passwords and every registered secret masked: the last line of defence."""
-    text = mask_url(text)
-    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, "****")
-    return text
-
-
 def _remember_secrets(settings: VmemSettings) -> None:
     for key in KEYS:
         value = get_value(settings, key)
         if isinstance(value, SecretStr) and value.get_secret_value():
             raw = value.get_secret_value()
             if key.dotted.endswith("url"):  # a URL's secret is its password, not its host and port
-                _remember_url_secrets(raw)
+                remember_url_secrets(raw)
             else:
                 remember_secret(raw)
-
-
-def _remember_url_secrets(url: str) -> None:
-    from urllib.parse import parse_qsl, unquote, urlsplit
-
-    try:
-        parts = urlsplit(url)
-        if parts.password:
-            remember_secret(unquote(parts.password))
-        for name, value in parse_qsl(parts.query):
-            if _QUERY_SECRET.match(f"?{name}={value}"):
-                remember_secret(value)
-    except ValueError:
-        return
 
 
 def get_value(settings: VmemSettings, key: Key) -> Any:
