@@ -12,7 +12,8 @@ to one protocol (request shapes, credentials, the service's own error codes).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,18 +211,18 @@ def session(user: str, text: str, session_id: str = "s1") -> Any:
     )
 
 
-async def _saved(rig: Rig) -> LongTermMemory:
-    """A facade over the rig's backend, with alice's and bob's sessions saved."""
+@asynccontextmanager
+async def saved(rig: Rig) -> AsyncIterator[LongTermMemory]:
+    """A facade over the rig's backend, with alice's and bob's sessions saved; closed after."""
     ltm = LongTermMemory(rig.backend, settings=VmemSettings(), embedder=HASH)
-    for user, text in (("alice", ALICE), ("bob", BOB)):
-        report = await ltm.add_session_to_memory(session(user, text))
-        assert report.saved >= 1 and report.error is None
-    return ltm
-
-
-async def _close(ltm: LongTermMemory, rig: Rig) -> None:
-    await rig.backend.close()  # the facade closes only the backends it made
-    await ltm.close()
+    try:
+        for user, text in (("alice", ALICE), ("bob", BOB)):
+            report = await ltm.add_session_to_memory(session(user, text))
+            assert report.saved >= 1 and report.error is None
+        yield ltm
+    finally:
+        await rig.backend.close()  # the facade closes only the backends it made
+        await ltm.close()
 
 
 def _texts(hits: list[dict[str, Any]]) -> str:
@@ -233,33 +234,26 @@ EVERY = list(RIGS)
 
 @pytest.mark.parametrize("rig", _params(EVERY), indirect=True)
 async def test_a_saved_session_is_found_by_its_user_and_no_other(rig: Rig) -> None:
-    ltm = await _saved(rig)
-    try:
+    async with saved(rig) as ltm:
         hits = await ltm.search_memory(app_name="contract", user_id="alice", query="allergic to peanuts", top_k=5)
         assert hits and "peanuts" in _texts(hits)
         theirs = await ltm.search_memory(app_name="contract", user_id="bob", query="allergic to peanuts", top_k=5)
         assert "peanuts" not in _texts(theirs)
         assert await ltm.search_memory(app_name="contract", user_id="carol", query="peanuts", top_k=5) == []
-    finally:
-        await _close(ltm, rig)
 
 
 @pytest.mark.parametrize("rig", _params(EVERY), indirect=True)
 async def test_a_replay_saves_nothing_twice(rig: Rig) -> None:
-    ltm = await _saved(rig)
-    try:
+    async with saved(rig) as ltm:
         again = await ltm.add_session_to_memory(session("alice", ALICE))
         assert again.saved == 0 and again.error is None
         assert again.duplicates + len(again.ledger_skipped) >= 1
-    finally:
-        await _close(ltm, rig)
 
 
 @pytest.mark.parametrize("rig", _params(EVERY), indirect=True)
 async def test_list_export_and_delete_stay_with_the_user(rig: Rig) -> None:
-    ltm = await _saved(rig)
     backend = rig.backend
-    try:
+    async with saved(rig):
         mine = await backend.list_memories("alice")
         theirs = await backend.list_memories("bob")
         assert mine and theirs and not {r.id for r in mine} & {r.id for r in theirs}
@@ -274,67 +268,44 @@ async def test_list_export_and_delete_stay_with_the_user(rig: Rig) -> None:
         assert await backend.delete_memories("alice", [r.id for r in mine]) == len(mine)
         assert await backend.list_memories("alice") == []
         assert sorted(r.id for r in await backend.list_memories("bob")) == sorted(r.id for r in theirs)
-    finally:
-        await _close(ltm, rig)
 
 
 @pytest.mark.parametrize("rig", _params(EVERY), indirect=True)
 async def test_health_names_the_store_and_finds_no_problem(rig: Rig) -> None:
-    ltm = await _saved(rig)
-    try:
+    async with saved(rig):
         report = await rig.backend.health("alice")
         assert isinstance(report, BackendHealth) and report.target and report.problems == []
-    finally:
-        await _close(ltm, rig)
 
 
 # --- faults: one failure path for the hosted backends ---------------------------------------
 
 
+FAULTS = [  # status, times the server answers it, what the search says, search requests sent
+    pytest.param(429, 2, None, 3, id="429-retried-then-served"),
+    pytest.param(429, 10, "is still rate limiting (HTTP 429", 4, id="429-retried-then-reported"),
+    pytest.param(503, 10, "failed (HTTP 503", 4, id="5xx-retried-then-reported"),
+    pytest.param(400, 1, "rejected the request (HTTP 400", 1, id="4xx-reported-at-once"),
+]
+
+
+@pytest.mark.parametrize(("status", "times", "said", "sent"), FAULTS)
 @pytest.mark.parametrize("rig", _params(HOSTED), indirect=True)
-async def test_429_is_retried_then_succeeds(rig: Rig) -> None:
+async def test_faults_are_retried_or_reported_the_same_way(
+    rig: Rig, status: int, times: int, said: str | None, sent: int
+) -> None:
     assert rig.fail is not None and rig.searches is not None
-    ltm = await _saved(rig)
-    try:
+    async with saved(rig) as ltm:
         before = rig.searches()
-        rig.fail(429, 2)
-        hits = await ltm.search_memory(app_name="contract", user_id="alice", query="allergic to peanuts", top_k=5)
-        assert hits and rig.searches() - before == 3
-    finally:
-        await _close(ltm, rig)
-
-
-@pytest.mark.parametrize("status", [429, 503])
-@pytest.mark.parametrize("rig", _params(HOSTED), indirect=True)
-async def test_429_and_5xx_are_retried_then_reported(rig: Rig, status: int) -> None:
-    assert rig.fail is not None and rig.searches is not None
-    ltm = await _saved(rig)
-    try:
-        before = rig.searches()
-        rig.fail(status, 10)
-        with pytest.raises(StoreError) as info:
-            await ltm.search_memory(app_name="contract", user_id="alice", query="peanuts", top_k=5)
-        said = "is still rate limiting (HTTP 429" if status == 429 else "failed (HTTP 503"
-        assert said in info.value.message and "after 3 retries while" in info.value.message
-        assert info.value.exit_code == 1 and "\n" not in info.value.message
-        assert rig.searches() - before == 4
-    finally:
-        await _close(ltm, rig)
-
-
-@pytest.mark.parametrize("rig", _params(HOSTED), indirect=True)
-async def test_another_4xx_is_reported_at_once(rig: Rig) -> None:
-    assert rig.fail is not None and rig.searches is not None
-    ltm = await _saved(rig)
-    try:
-        before = rig.searches()
-        rig.fail(400, 1)
-        with pytest.raises(StoreError) as info:
-            await ltm.search_memory(app_name="contract", user_id="alice", query="peanuts", top_k=5)
-        assert "rejected the request (HTTP 400" in info.value.message and info.value.exit_code == 1
-        assert rig.searches() - before == 1
-    finally:
-        await _close(ltm, rig)
+        rig.fail(status, times)
+        if said is None:
+            assert await ltm.search_memory(app_name="contract", user_id="alice", query="peanuts", top_k=5)
+        else:
+            with pytest.raises(StoreError) as info:
+                await ltm.search_memory(app_name="contract", user_id="alice", query="peanuts", top_k=5)
+            message = info.value.message
+            assert said in message and info.value.exit_code == 1 and "\n" not in message
+            assert sent == 1 or "after 3 retries while" in message
+        assert rig.searches() - before == sent
 
 
 def test_one_line_masks_a_secret_before_cutting_it() -> None:

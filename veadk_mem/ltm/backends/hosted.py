@@ -12,7 +12,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from veadk_mem.ltm.base import LongTermMemoryBackend
+from veadk_mem.ltm.failure import RETRY_DELAYS
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -82,3 +85,27 @@ def region_fallback(configured: str, environ: Mapping[str, str]) -> str:
 def environ() -> Mapping[str, str]:
     """The process environment (a function so tests and callers can pass their own)."""
     return os.environ
+
+
+class VolcengineBackend(LongTermMemoryBackend):
+    """What a Volcengine backend is built from: the index, the settings, the environment it reads keys from."""
+
+    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
+
+    def __init__(
+        self,
+        index: str,
+        *,
+        settings: VmemSettings | None = None,
+        env: Mapping[str, str] | None = None,
+        **_: Any,
+    ) -> None:
+        from veadk_mem.config import VmemSettings
+
+        self.index = index
+        self.settings = settings or VmemSettings()
+        self.env = environ() if env is None else env
+        self.configure()
+
+    def configure(self) -> None:
+        """Read this backend's own settings (called once `index`, `settings` and `env` are set)."""

@@ -16,25 +16,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError
 from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.backends.hosted import (
+    VolcengineBackend,
     cloud_provider,
-    environ,
     key_names,
     region_fallback,
     volcengine_credentials,
 )
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
-from veadk_mem.ltm.failure import RETRY_DELAYS, Failure, connection_reason
+from veadk_mem.ltm.failure import Failure, connection_reason
 
 if TYPE_CHECKING:
-    from veadk_mem.config import VmemSettings
+    pass
 
 REQUIRED_METHODS = ("create_context_bucket_memory", "search_context_bucket_memory")
 INSTALL_HINT = "install it with: pip install --pre 'veadk-mem[tos]' (or pip install --pre 'tos>=2.9.4b1')"
@@ -60,27 +60,15 @@ def _role(text: str) -> str:
     return "user" if not isinstance(payload, dict) or payload.get("role") in (None, "user") else "assistant"
 
 
-class TosContextBackend(LongTermMemoryBackend):
+class TosContextBackend(VolcengineBackend):
     """Memories of one ContextBucket; each user is a context set enabled for memory."""
 
     name: ClassVar[str] = "tos_context"
-    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
 
-    def __init__(
-        self,
-        index: str,
-        *,
-        settings: VmemSettings | None = None,
-        env: Mapping[str, str] | None = None,
-        **_: Any,
-    ) -> None:
-        from veadk_mem.config import VmemSettings
-
-        self.index = index
-        self.settings = settings or VmemSettings()
-        self.env = environ() if env is None else env
+    def configure(self) -> None:
+        """The service's settings, credentials and endpoint, read once."""
         config = self.settings.database.tos_context
-        self.bucket = config.bucket_name or index
+        self.bucket = config.bucket_name or self.index
         if not config.account_id:
             raise BadInput("DATABASE_TOS_CONTEXT_ACCOUNT_ID is not set: the tos_context backend needs the account id")
         if not config.control_endpoint:

@@ -20,7 +20,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,17 +28,17 @@ from veadk_mem.errors import BadInput, NotFound, StoreError, missing_extra
 from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.backends.hosted import (
     Credentials,
+    VolcengineBackend,
     cloud_provider,
-    environ,
     key_names,
     region_fallback,
     volcengine_credentials,
 )
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
-from veadk_mem.ltm.failure import RETRY_DELAYS, Failure, connection_reason, one_line
+from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
+from veadk_mem.ltm.failure import Failure, connection_reason, one_line
 
 if TYPE_CHECKING:
-    from veadk_mem.config import VmemSettings
+    pass
 
 DEFAULT_MEMORY_TYPES = ["sys_event_v1", "sys_profile_v1"]
 BYTEPLUS_REGION = "cn-hongkong"
@@ -108,25 +108,13 @@ def _message(record: MemoryRecord) -> dict[str, str]:
     return {"role": role, "content": text}
 
 
-class VikingBackend(LongTermMemoryBackend):
+class VikingBackend(VolcengineBackend):
     """Memories of one VikingDB memory collection, scoped to a user by the service's filters."""
 
     name: ClassVar[str] = "viking"
-    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
 
-    def __init__(
-        self,
-        index: str,
-        *,
-        settings: VmemSettings | None = None,
-        env: Mapping[str, str] | None = None,
-        **_: Any,
-    ) -> None:
-        from veadk_mem.config import VmemSettings
-
-        self.index = index
-        self.settings = settings or VmemSettings()
-        self.env = environ() if env is None else env
+    def configure(self) -> None:
+        """The service's settings, credentials and endpoint, read once."""
         config = self.settings.database.viking
         self.provider = cloud_provider(self.env)
         self.project = config.project or "default"
