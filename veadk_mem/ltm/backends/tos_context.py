@@ -18,7 +18,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError
 from veadk_mem.ltm import failure as fail
@@ -32,9 +32,6 @@ from veadk_mem.ltm.backends.hosted import (
 from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
 from veadk_mem.ltm.failure import Failure, connection_reason
-
-if TYPE_CHECKING:
-    pass
 
 REQUIRED_METHODS = ("create_context_bucket_memory", "search_context_bucket_memory")
 INSTALL_HINT = "install it with: pip install --pre 'veadk-mem[tos]' (or pip install --pre 'tos>=2.9.4b1')"

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotFound, StoreError, missing_extra
 from veadk_mem.ltm import failure as fail
@@ -36,9 +36,6 @@ from veadk_mem.ltm.backends.hosted import (
 )
 from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
 from veadk_mem.ltm.failure import Failure, connection_reason, one_line
-
-if TYPE_CHECKING:
-    pass
 
 DEFAULT_MEMORY_TYPES = ["sys_event_v1", "sys_profile_v1"]
 BYTEPLUS_REGION = "cn-hongkong"
