@@ -306,12 +306,14 @@ def test_locked_sqlite_waits_then_fails_cleanly(runner: CliRunner, dbfile: Path)
         holder.execute("ROLLBACK")
         holder.close()
     assert sqlite_rows(dbfile, "SELECT count(*) FROM events WHERE session_id='s1'")[0][0] == 12
-    # with a writer that finishes within the busy timeout, the delete waits and succeeds
+    # with a writer that finishes within the busy timeout, the delete waits and succeeds (a minute's
+    # timeout: the timer thread firing late on a loaded machine must not decide the outcome)
     holder = sqlite3.connect(dbfile, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
     timer = threading.Timer(0.3, lambda: (holder.execute("COMMIT"), holder.close()))
     timer.start()
-    result = vmem(runner, "session", "delete", APP, "alice", "s1", "--yes", "--db-url", str(dbfile))
+    wait = {"VMEM_SQLITE_BUSY_TIMEOUT": "60"}
+    result = vmem(runner, "session", "delete", APP, "alice", "s1", "--yes", "--db-url", str(dbfile), env=wait)
     timer.join()
     assert result.exit_code == 0, result.output
     assert sqlite_rows(dbfile, "SELECT count(*) FROM events WHERE session_id='s1'")[0][0] == 0
