@@ -71,7 +71,7 @@ _SLOW_TESTS = {
     "test_the_fast_walk_gives_what_the_models_give_or_declines",
     "test_databases_of_old_adk_releases",  # an old ADK release's venv writes the database
     "test_peak_memory_does_not_grow_with_the_largest_session",  # child processes, 100k-event sessions
-    "test_a_streamed_session_reads_back_through_adk_as_a_decoded_one",  # a 5,000-event session imported 3 times, read by ADK
+    "test_a_streamed_session_reads_back_through_adk_as_a_decoded_one",  # 5,000 events imported 3 times
     "test_ltm_search_loads_numpy_with_one_blas_thread",  # child processes: the fast tier keeps the save's
     "test_a_users_own_setting_wins",
 }
