@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import time
@@ -19,10 +20,19 @@ from veadk_mem.cli.app import app
 SESSIONS = {("alice", "s1"): 12, ("alice", "s2"): 3, ("bob", "s3"): 7}
 
 
-@pytest.fixture
-def dbfile(tmp_path: Path) -> Path:
-    path = tmp_path / "veadk.db"
+@pytest.fixture(scope="module")
+def adk_written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SESSIONS written once a module by the real google-adk (a fifth of a second each time)."""
+    path = tmp_path_factory.mktemp("adk") / "veadk.db"
     build(sqlite_url(path), SESSIONS)
+    return path
+
+
+@pytest.fixture
+def dbfile(tmp_path: Path, adk_written: Path) -> Path:
+    """A copy of that database of this test's own: tests delete and import into it."""
+    path = tmp_path / "veadk.db"
+    shutil.copyfile(adk_written, path)
     return path
 
 
