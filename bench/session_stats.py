@@ -153,17 +153,24 @@ async def _pg_database(fresh: bool) -> None:
         await conn.close()
 
 
-def _vmem(*args: str) -> tuple[float, str]:
+def _vmem(*args: str) -> tuple[float, float, str]:
+    """Run vmem; its wall time, its CPU time (user + sys of the process, not the database's) and stdout."""
+    import resource
+
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "veadk_mem", *args], capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode:
         raise SystemExit(f"vmem {' '.join(args)}: exit {out.returncode}: {out.stderr}")
-    return elapsed, out.stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu, out.stdout
 
 
-def time_stats(url: str, runs: int) -> list[tuple[str, float]]:
+def time_stats(url: str, runs: int) -> list[tuple[str, float, float, str]]:
+    """Per command: median wall seconds, median CPU seconds of the vmem process, load average over the runs."""
     rows = []
     for label, extra in (
         ("session stats (everything)", []),
@@ -172,7 +179,12 @@ def time_stats(url: str, runs: int) -> list[tuple[str, float]]:
     ):
         args = ["session", "stats", "--db-url", url, "--json", *extra]
         _vmem(*args)
-        rows.append((label, statistics.median(_vmem(*args)[0] for _ in range(runs))))
+        loads = [os.getloadavg()[0]]
+        timed = [_vmem(*args) for _ in range(runs)]
+        loads.append(os.getloadavg()[0])
+        wall = statistics.median(t[0] for t in timed)
+        cpu = statistics.median(t[1] for t in timed)
+        rows.append((label, wall, cpu, f"{min(loads):.1f}-{max(loads):.1f}"))
     return rows
 
 
@@ -290,9 +302,10 @@ def main() -> None:
             url = f"sqlite+aiosqlite:///{path}"
         print(f"## {backend}: {args.events:,} events", file=sys.stderr)
         asyncio.run(build(url, args.events))
-        print(f"\n### {backend}, {args.events:,} events\n\n| what | seconds (whole process) |\n|---|---|")
-        for label, seconds in time_stats(url, args.runs):
-            print(f"| {label} | {seconds:.2f} |")
+        print(f"\n### {backend}, {args.events:,} events\n")
+        print("| what | wall s (whole process) | CPU s (vmem process) | load average |\n|---|---|---|---|")
+        for label, wall, cpu, load in time_stats(url, args.runs):
+            print(f"| {label} | {wall:.2f} | {cpu:.2f} | {load} |")
         if backend == "postgresql" and not args.skip_watch:
             print("\n| watch | figure |\n|---|---|")
             for label, figure in asyncio.run(time_watch(url)):
