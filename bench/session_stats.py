@@ -10,7 +10,10 @@ events but 100,000, app `one` holding 100,000; sessions of 50 events over 1,000 
 turn a user text, a model function call with usage_metadata, the tool's response and a model
 answer with usage_metadata, plus a compaction every 25th event. PostgreSQL is analyzed after
 the load. Stats figures are whole processes (`python -m veadk_mem session stats --json`,
-interpreter start included), median of 3 (`--runs`) after one warm-up.
+interpreter start included, vmem's bytecode compiled first as a pip install does), median of 3
+(`--runs`) after one warm-up, with the median CPU time (user + sys) of the vmem process and the
+load average beside the wall time: the machine is shared, and the database's own time is not in
+that CPU figure.
 
 Watch (PostgreSQL, on the same database): a watcher process polling once a second
 (`--interval 1 --max-interval 1`) follows a session while ADK's DatabaseSessionService
@@ -36,6 +39,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 PG_DB = "vmem_bench_stats"
@@ -291,6 +295,9 @@ def main() -> None:
     parser.add_argument("--skip-watch", action="store_true")
     parser.add_argument("--runs", type=int, default=3, help="timed runs per figure, after one warm-up (median)")
     args = parser.parse_args()
+    from as_installed import compile_vmem
+
+    compile_vmem()  # vmem's bytecode, as a pip install leaves it (this machine sets PYTHONDONTWRITEBYTECODE)
     for backend in args.backends.split(","):
         if backend == "postgresql":
             asyncio.run(_pg_database(args.fresh))
