@@ -1,11 +1,12 @@
 """What a session database holds and what it cost: sizes, growth, token spend, ages.
 
 Everything per event is computed in the database: a GROUP BY over the events' JSON
-(PostgreSQL JSONB operators, MySQL/MariaDB JSON functions, sqlite JSON1), folded by kind
-in a second one, gives one row per session and UTC day, and one plain query gives the
-sessions' times. Python only adds
-those rows up into totals, groups, the largest sessions and the age histogram; no event
-is ever loaded.
+(PostgreSQL JSONB operators, MySQL/MariaDB JSON functions, sqlite JSON1), each event's JSON
+read once in an inner query where the dialect allows (on MySQL/MariaDB the kinds are folded
+in a second GROUP BY instead), gives one row per session and UTC day, and one plain query,
+run alongside on a second connection, gives the sessions' times. Python only adds those
+rows up into totals, groups, the largest sessions and the age histogram; no event is ever
+loaded.
 
 What a layout cannot tell is named in `Stats.unavailable` rather than shown as zero: a
 v0 layout pickles `actions`, so its compactions cannot be counted, and an ADK release
@@ -301,10 +302,12 @@ class _EventSql:
             )
             if dialect == "sqlite" and usage is not None and usage_path:
                 # usage_metadata's text once per event (a small object, quick to parse four times);
-                # json_quote keeps a value that is no object valid JSON, as json_extract needs
+                # json_quote keeps a value that is no object valid JSON, as json_extract needs.
+                # Parsed only when a count's name is in the text, as each count was before (an
+                # event stored as malformed JSON fails the same statements it did).
+                named = " OR ".join(f"instr({usage}, '\"{key}\"') > 0" for key in TOKEN_FIELDS.values())
                 self.pre["um"] = (
-                    f"CASE WHEN instr({usage}, '\"{usage_path[-1]}\"') > 0 "
-                    f"THEN json_quote(json_extract({usage}, '$.{'.'.join(usage_path)}')) END"
+                    f"CASE WHEN {named} THEN json_quote(json_extract({usage}, '$.{'.'.join(usage_path)}')) END"
                 )
                 tokens = {
                     name: f"COALESCE(CAST(json_extract(um, '$.{key}') AS INTEGER), 0)"
