@@ -10,7 +10,10 @@ events but 100,000, app `one` holding 100,000; sessions of 50 events over 1,000 
 turn a user text, a model function call with usage_metadata, the tool's response and a model
 answer with usage_metadata, plus a compaction every 25th event. PostgreSQL is analyzed after
 the load. Stats figures are whole processes (`python -m veadk_mem session stats --json`,
-interpreter start included), median of 3 (`--runs`) after one warm-up.
+interpreter start included, vmem's bytecode compiled first as a pip install does), median of 3
+(`--runs`) after one warm-up, with the median CPU time (user + sys) of the vmem process and the
+load average beside the wall time: the machine is shared, and the database's own time is not in
+that CPU figure.
 
 Watch (PostgreSQL, on the same database): a watcher process polling once a second
 (`--interval 1 --max-interval 1`) follows a session while ADK's DatabaseSessionService
@@ -36,6 +39,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 PG_DB = "vmem_bench_stats"
@@ -153,17 +157,24 @@ async def _pg_database(fresh: bool) -> None:
         await conn.close()
 
 
-def _vmem(*args: str) -> tuple[float, str]:
+def _vmem(*args: str) -> tuple[float, float, str]:
+    """Run vmem; its wall time, its CPU time (user + sys of the process, not the database's) and stdout."""
+    import resource
+
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "veadk_mem", *args], capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode:
         raise SystemExit(f"vmem {' '.join(args)}: exit {out.returncode}: {out.stderr}")
-    return elapsed, out.stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu, out.stdout
 
 
-def time_stats(url: str, runs: int) -> list[tuple[str, float]]:
+def time_stats(url: str, runs: int) -> list[tuple[str, float, float, str]]:
+    """Per command: median wall seconds, median CPU seconds of the vmem process, load average over the runs."""
     rows = []
     for label, extra in (
         ("session stats (everything)", []),
@@ -172,7 +183,12 @@ def time_stats(url: str, runs: int) -> list[tuple[str, float]]:
     ):
         args = ["session", "stats", "--db-url", url, "--json", *extra]
         _vmem(*args)
-        rows.append((label, statistics.median(_vmem(*args)[0] for _ in range(runs))))
+        loads = [os.getloadavg()[0]]
+        timed = [_vmem(*args) for _ in range(runs)]
+        loads.append(os.getloadavg()[0])
+        wall = statistics.median(t[0] for t in timed)
+        cpu = statistics.median(t[1] for t in timed)
+        rows.append((label, wall, cpu, f"{min(loads):.1f}-{max(loads):.1f}"))
     return rows
 
 
@@ -279,6 +295,9 @@ def main() -> None:
     parser.add_argument("--skip-watch", action="store_true")
     parser.add_argument("--runs", type=int, default=3, help="timed runs per figure, after one warm-up (median)")
     args = parser.parse_args()
+    from as_installed import compile_vmem
+
+    compile_vmem()  # vmem's bytecode, as a pip install leaves it (this machine sets PYTHONDONTWRITEBYTECODE)
     for backend in args.backends.split(","):
         if backend == "postgresql":
             asyncio.run(_pg_database(args.fresh))
@@ -290,9 +309,10 @@ def main() -> None:
             url = f"sqlite+aiosqlite:///{path}"
         print(f"## {backend}: {args.events:,} events", file=sys.stderr)
         asyncio.run(build(url, args.events))
-        print(f"\n### {backend}, {args.events:,} events\n\n| what | seconds (whole process) |\n|---|---|")
-        for label, seconds in time_stats(url, args.runs):
-            print(f"| {label} | {seconds:.2f} |")
+        print(f"\n### {backend}, {args.events:,} events\n")
+        print("| what | wall s (whole process) | CPU s (vmem process) | load average |\n|---|---|---|---|")
+        for label, wall, cpu, load in time_stats(url, args.runs):
+            print(f"| {label} | {wall:.2f} | {cpu:.2f} | {load} |")
         if backend == "postgresql" and not args.skip_watch:
             print("\n| watch | figure |\n|---|---|")
             for label, figure in asyncio.run(time_watch(url)):

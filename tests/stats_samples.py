@@ -139,3 +139,65 @@ def expected(url: str, keys: list[tuple[str, str, str]]) -> dict[str, Any]:
         return out
 
     return asyncio.run(go())
+
+
+MIDNIGHT = 1_790_121_600.0  # 2026-09-24 00:00 UTC
+
+
+def edge_events() -> list[Event]:
+    """One session's events on both sides of a UTC midnight, whose kinds each take more than one
+    look: a call after text, a response under role user, text under no role, a thought alone,
+    usage_metadata without some of its counts."""
+    call = types.FunctionCall(id="c9", name="lookup", args={"q": "function_call"})
+    resp = types.FunctionResponse(id="c9", name="lookup", response={"text": "found"})
+    return [
+        Event(
+            invocation_id="i",
+            author="user",
+            timestamp=MIDNIGHT - 30,
+            content=types.Content(role="user", parts=[types.Part(text='say "function_call" and "text"')]),
+        ),
+        Event(
+            invocation_id="i",
+            author="agent",
+            timestamp=MIDNIGHT - 10,
+            content=types.Content(role="model", parts=[types.Part(text="let me look"), types.Part(function_call=call)]),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=40, total_token_count=47),
+        ),
+        Event(
+            invocation_id="i",
+            author="agent",
+            timestamp=MIDNIGHT + 10,
+            content=types.Content(role="user", parts=[types.Part(function_response=resp)]),
+        ),
+        Event(
+            invocation_id="i",
+            author="agent",
+            timestamp=MIDNIGHT + 20,
+            content=types.Content(parts=[types.Part(text="no role")]),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(candidates_token_count=3),
+        ),
+        Event(
+            invocation_id="i",
+            author="agent",
+            timestamp=MIDNIGHT + 30,
+            content=types.Content(role="model", parts=[types.Part(text="hmm", thought=True)]),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(thoughts_token_count=5, total_token_count=5),
+        ),
+    ]
+
+
+def write_events(url: str, key: tuple[str, str, str], events: list[Event]) -> None:
+    """Write one session with these events through ADK's own service for `url`."""
+
+    async def go() -> None:
+        service = adk_service(url)
+        try:
+            app, user, sid = key
+            session = await service.create_session(app_name=app, user_id=user, session_id=sid)
+            for event in events:
+                await service.append_event(session, event)
+        finally:
+            await service.close()
+
+    asyncio.run(go())

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from sessions_helpers import build_v0, sqlite_url
-from stats_samples import LAYOUT, expected, write
+from stats_samples import LAYOUT, MIDNIGHT, edge_events, expected, write, write_events
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
@@ -78,6 +78,31 @@ def test_stats_equal_what_adk_reads(runner: CliRunner, db: str) -> None:
         assert g["events"] == sum(want[n]["events"] for n in mine)
         assert g["total_tokens"] == _sum(want, mine, "tokens")["total"]
         assert g["function_response"] == _sum(want, mine, "kinds")["function_response"]
+
+
+def test_a_session_over_midnight_with_mixed_parts(runner: CliRunner, db: str) -> None:
+    """A session's figures added up from its rows of two UTC days; kinds that need every part
+    (a call after text), the role (a response under user, text under none) or a thought; token
+    counts of which usage_metadata holds only some."""
+    key = ("edge", "dana", "midnight")
+    write_events(db, key, edge_events())
+    want = expected(db, [key])["edge/dana/midnight"]
+    assert want["kinds"] == {"user_text": 1, "function_call": 1, "function_response": 1, "other": 1, "model_text": 1}
+    got = _stats(runner, db, "--by", "day")
+    totals = got["totals"]
+    assert totals["events"] == want["events"] == 5
+    assert totals["kinds"] == {k: want["kinds"][k] for k in totals["kinds"]}
+    assert totals["tokens"] == {k: want["tokens"][k] for k in ("prompt", "candidates", "thoughts", "total")}
+    assert totals["tokens"] == {"prompt": 40, "candidates": 3, "thoughts": 5, "total": 52}
+    [top] = got["top"]
+    assert (top["events"], top["total_tokens"], top["bytes"]) == (5, 52, totals["bytes"])
+    days = {g["day"]: g for g in got["groups"] if g["events"]}
+    before = datetime.fromtimestamp(MIDNIGHT - 1, tz=UTC).strftime("%Y-%m-%d")
+    after = datetime.fromtimestamp(MIDNIGHT, tz=UTC).strftime("%Y-%m-%d")
+    assert {d: g["events"] for d, g in days.items()} == {before: 2, after: 3}
+    assert (days[before]["user_text"], days[before]["function_call"], days[before]["total_tokens"]) == (1, 1, 47)
+    assert (days[after]["function_response"], days[after]["other"], days[after]["model_text"]) == (1, 1, 1)
+    assert days[before]["bytes"] + days[after]["bytes"] == totals["bytes"]
 
 
 def test_bytes_are_the_stored_event_data(runner: CliRunner, tmp_path: Path) -> None:

@@ -1,11 +1,12 @@
 """What a session database holds and what it cost: sizes, growth, token spend, ages.
 
 Everything per event is computed in the database: a GROUP BY over the events' JSON
-(PostgreSQL JSONB operators, MySQL/MariaDB JSON functions, sqlite JSON1), folded by kind
-in a second one, gives one row per session and UTC day, and one plain query gives the
-sessions' times. Python only adds
-those rows up into totals, groups, the largest sessions and the age histogram; no event
-is ever loaded.
+(PostgreSQL JSONB operators, MySQL/MariaDB JSON functions, sqlite JSON1), each event's JSON
+read once in an inner query where the dialect allows (on MySQL/MariaDB the kinds are folded
+in a second GROUP BY instead), gives one row per session and UTC day, and one plain query,
+run alongside on a second connection, gives the sessions' times. Python only adds those
+rows up into totals, groups, the largest sessions and the age histogram; no event is ever
+loaded.
 
 What a layout cannot tell is named in `Stats.unavailable` rather than shown as zero: a
 v0 layout pickles `actions`, so its compactions cannot be counted, and an ADK release
@@ -14,6 +15,8 @@ before the `usage_metadata` column recorded no token counts.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -144,7 +147,7 @@ class _Json:
 
     def number(self, doc: str, path: list[str]) -> str:
         if self.dialect == "postgresql":
-            return f"COALESCE(({doc} #>> '{{{','.join(path)}}}')::bigint, 0)"
+            return f"COALESCE(({_arrows(doc, path[:-1])} ->> '{path[-1]}')::bigint, 0)"
         if self.dialect == "mysql":
             return f"COALESCE(CAST(JSON_EXTRACT({doc}, '$.{'.'.join(path)}') AS SIGNED), 0)"
         # an event without usage_metadata (most of them) is not parsed at all
@@ -155,15 +158,15 @@ class _Json:
 
     def text(self, doc: str, path: list[str]) -> str:
         if self.dialect == "postgresql":
-            return f"({doc} #>> '{{{','.join(path)}}}')"
+            return f"({_arrows(doc, path[:-1])} ->> '{path[-1]}')"
         if self.dialect == "mysql":
             return f"JSON_UNQUOTE(JSON_EXTRACT({doc}, '$.{'.'.join(path)}'))"
         return f"json_extract({doc}, '$.{'.'.join(path)}')"
 
     def is_object(self, doc: str, path: list[str]) -> str:
         last = path[-1]
-        if self.dialect == "postgresql":  # containment: one pass in C, no path walk per event
-            return f"{doc} @> '{_nested(path, {})}'"
+        if self.dialect == "postgresql":  # containment on the parent: one pass in C, no jsonpath
+            return f"({_arrows(doc, path[:-1])}) @> '{_nested([last], {})}'"
         if self.dialect == "mysql":
             return (
                 f"(LOCATE('\"{last}\"', {doc}) > 0 AND JSON_TYPE(JSON_EXTRACT({doc}, '$.{'.'.join(path)}')) = 'OBJECT')"
@@ -174,9 +177,10 @@ class _Json:
         """Some part of the list at `parts` has `key` (text, function_call, ...)."""
         jpath = "$." + ".".join(parts) if parts else "$"
         if self.dialect == "postgresql":
+            # on the parts array itself (`->` by key is cheaper per event than a path's `#>`/`@>` from the top)
             if key != "text":  # function_call / function_response are objects: containment finds them
-                return f"{doc} @> '{_nested(parts, [{key: {}}])}'"
-            return f"jsonb_path_exists({doc}, '{jpath}[*].{key}')"
+                return f"({_arrows(doc, parts)}) @> '{_nested([], [{key: {}}])}'"
+            return f"jsonb_path_exists({_arrows(doc, parts)}, '$[*].{key}')"
         if self.dialect == "mysql":
             return f"(LOCATE('\"{key}\"', {doc}) > 0 AND JSON_CONTAINS_PATH({doc}, 'one', '{jpath}[*].{key}') = 1)"
         # the first part answers most events with one parse; json_each looks at the others
@@ -204,6 +208,19 @@ class _Json:
             return f"date({column}, 'unixepoch')"
         return f"substr({column}, 1, 10)"
 
+    def total(self, expr: str) -> str:
+        """SUM(expr) as an integer: PostgreSQL's and MySQL's SUM of a bigint is a numeric (a Decimal to decode)."""
+        if self.dialect == "postgresql":
+            return f"SUM({expr})::bigint"
+        if self.dialect == "mysql":
+            return f"CAST(SUM({expr}) AS SIGNED)"
+        return f"SUM({expr})"
+
+
+def _arrows(doc: str, path: list[str]) -> str:
+    """doc -> 'a' -> 'b' for path [a, b] (PostgreSQL; the keys are vmem's own, never user input)."""
+    return " -> ".join([doc, *(f"'{key}'" for key in path)])
+
 
 def _nested(path: list[str], leaf: Any) -> str:
     """{"a": {"b": leaf}} for path [a, b], as JSON text (the keys are vmem's own, never user input)."""
@@ -222,44 +239,98 @@ def _day_text(value: Any) -> str:
     return str(value)[:10]
 
 
-def _event_columns(store: SessionStore) -> tuple[dict[str, str], list[str]]:
-    """Per-event SQL: kind code, bytes and token counts for this layout; and what it cannot tell."""
-    j = _Json(store.dialect)
-    t = store.tables
-    unavailable: list[str] = []
-    if t.layout is Layout.V0:
-        names = {c.name for c in t.events.c}
-        content, content_path = "e.content", []
-        usage, usage_path = ("e.usage_metadata", []) if "usage_metadata" in names else (None, [])
-        compaction = None
-        unavailable.append("compaction: a v0 layout pickles actions, which SQL cannot read (counted as their content)")
-        blobs = [
-            n for n in ("content", "actions", "grounding_metadata", "custom_metadata", "usage_metadata") if n in names
-        ]
-        size = " + ".join(j.size(f"e.{n}") for n in blobs)
-    else:
-        content, content_path = "e.event_data", ["content"]
-        usage, usage_path = "e.event_data", ["usage_metadata"]
-        compaction = j.is_object("e.event_data", ["actions", "compaction"])
-        size = j.size("e.event_data")
-    if usage is None:
-        unavailable.append("tokens: this ADK release's v0 table has no usage_metadata column")
-    role = j.text(content, [*content_path, "role"])
-    parts = [*content_path, "parts"]
+class _EventSql:
+    """Per-event SQL for one store: the kind code, bytes, day and token counts, and what the layout cannot tell.
+
+    `pre` are expressions over the event row (`e`) that the others reuse by name, on the
+    dialects whose statements compute them once per event in an inner query (PostgreSQL,
+    sqlite); elsewhere `pre` is empty and every expression reads `e` itself.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        dialect = store.dialect
+        j = _Json(dialect)
+        t = store.tables
+        self.unavailable: list[str] = []
+        if t.layout is Layout.V0:
+            names = {c.name for c in t.events.c}
+            content, content_path = "e.content", []
+            usage: str | None = "e.usage_metadata" if "usage_metadata" in names else None
+            usage_path: list[str] = []
+            compaction_path: list[str] | None = None
+            self.unavailable.append(
+                "compaction: a v0 layout pickles actions, which SQL cannot read (counted as their content)"
+            )
+            blobs = [
+                n
+                for n in ("content", "actions", "grounding_metadata", "custom_metadata", "usage_metadata")
+                if n in names
+            ]
+            self.size = " + ".join(j.size(f"e.{n}") for n in blobs)
+        else:
+            content, content_path = "e.event_data", ["content"]
+            usage, usage_path = "e.event_data", ["usage_metadata"]
+            compaction_path = ["actions", "compaction"]
+            self.size = j.size("e.event_data")
+        if usage is None:
+            self.unavailable.append("tokens: this ADK release's v0 table has no usage_metadata column")
+        self.day = j.day("e.timestamp", t.epoch_times)
+        self.pre: dict[str, str] = {}
+        parts = [*content_path, "parts"]
+        if dialect == "postgresql":
+            # the parts array, the role and usage_metadata taken out of each event once (`->` by key)
+            self.pre["p"] = _arrows(content, parts)
+            self.pre["r"] = j.text(content, [*content_path, "role"])
+            if compaction_path is not None:
+                self.pre["c"] = j.is_object(content, compaction_path)
+            self.pre["um"] = _arrows(usage, usage_path) if usage is not None else "NULL::jsonb"
+            self.kind = _kind(
+                "c" if compaction_path is not None else None,
+                j.parts_have("p", [], "function_call"),
+                j.parts_have("p", [], "function_response"),
+                j.parts_have("p", [], "text"),
+                "r",
+            )
+            tokens = {name: j.number("um", [key]) for name, key in TOKEN_FIELDS.items()}
+        else:
+            self.kind = _kind(
+                j.is_object(content, compaction_path) if compaction_path is not None else None,
+                j.parts_have(content, parts, "function_call"),
+                j.parts_have(content, parts, "function_response"),
+                j.parts_have(content, parts, "text"),
+                j.text(content, [*content_path, "role"]),
+            )
+            if dialect == "sqlite" and usage is not None and usage_path:
+                # usage_metadata's text once per event (a small object, quick to parse four times);
+                # json_quote keeps a value that is no object valid JSON, as json_extract needs.
+                # Parsed only when a count's name is in the text, as each count was before (an
+                # event stored as malformed JSON fails the same statements it did).
+                named = " OR ".join(f"instr({usage}, '\"{key}\"') > 0" for key in TOKEN_FIELDS.values())
+                self.pre["um"] = (
+                    f"CASE WHEN {named} THEN json_quote(json_extract({usage}, '$.{'.'.join(usage_path)}')) END"
+                )
+                tokens = {
+                    name: f"COALESCE(CAST(json_extract(um, '$.{key}') AS INTEGER), 0)"
+                    for name, key in TOKEN_FIELDS.items()
+                }
+            else:
+                tokens = {
+                    name: j.number(usage, [*usage_path, key]) if usage is not None else "0"
+                    for name, key in TOKEN_FIELDS.items()
+                }
+        self.tokens = tokens
+
+
+def _kind(compaction: str | None, call: str, response: str, text: str, role: str) -> str:
+    """The kind code of an event, from SQL conditions: the first that holds decides."""
     kind = "CASE"
     if compaction is not None:
         kind += f" WHEN {compaction} THEN 5"
-    kind += (
-        f" WHEN {j.parts_have(content, parts, 'function_call')} THEN 3"
-        f" WHEN {j.parts_have(content, parts, 'function_response')} THEN 4"
-        f" WHEN {j.parts_have(content, parts, 'text')} THEN"
-        f" CASE {role} WHEN 'user' THEN 1 WHEN 'model' THEN 2 ELSE 0 END"
+    return kind + (
+        f" WHEN {call} THEN 3 WHEN {response} THEN 4"
+        f" WHEN {text} THEN CASE {role} WHEN 'user' THEN 1 WHEN 'model' THEN 2 ELSE 0 END"
         " ELSE 0 END"
     )
-    cols = {"kind": kind, "size": size, "day": j.day("e.timestamp", t.epoch_times)}
-    for name, key in TOKEN_FIELDS.items():
-        cols[name] = j.number(usage, [*usage_path, key]) if usage is not None else "0"
-    return cols, unavailable
 
 
 def _key_terms(store: SessionStore, alias: str, flt: SessionFilter, params: dict[str, Any]) -> list[str]:
@@ -290,33 +361,66 @@ def _time_terms(store: SessionStore, flt: SessionFilter, params: dict[str, Any])
 
 def _events_sql(store: SessionStore, flt: SessionFilter, params: dict[str, Any]) -> tuple[str, list[str]]:
     """One GROUP BY over the events: a row per (session, UTC day) with every per-event figure summed."""
-    cols, unavailable = _event_columns(store)
+    ev = _EventSql(store)
+    j = _Json(store.dialect)
     where = _key_terms(store, "e", flt, params)
     source = "events e"
     times = _time_terms(store, flt, params)
     if times:  # update-time filters live on the session row
         source += " JOIN sessions s ON s.app_name = e.app_name AND s.user_id = e.user_id AND s.id = e.session_id"
         where += times
-    inner = (
-        f"SELECT e.app_name AS a, e.user_id AS u, e.session_id AS sid, {cols['day']} AS d, {cols['size']} AS b, "
-        + ", ".join(f"{cols[k]} AS t_{k}" for k in TOKENS)
-        + f", {cols['kind']} AS k FROM {source}"
-        + (f" WHERE {' AND '.join(where)}" if where else "")
-    )
-    sums = ", ".join(f"SUM(t_{k}) AS t_{k}" for k in TOKENS)
+    source += f" WHERE {' AND '.join(where)}" if where else ""
+    keys = f"e.app_name AS a, e.user_id AS u, e.session_id AS sid, {ev.day} AS d, {ev.size} AS b"
+    pre = "".join(f", {sql} AS {name}" for name, sql in ev.pre.items())
+    tokens = ", ".join(f"{ev.tokens[k]} AS t_{k}" for k in TOKENS)
+    kinds = ", ".join(f"COUNT(*) FILTER (WHERE k = {code})" for code in KIND_ORDER)
+    totals = ", ".join(j.total(f"t_{k}") for k in TOKENS)
+    if store.dialect == "postgresql":
+        # The planner would inline a subquery's expressions into every aggregate that names
+        # them (the kind's CASE six times over); a volatile function in a subquery's select
+        # list keeps it from being pulled up, so each level computes its columns once per event
+        # (clock_timestamp() is parallel safe: the scan stays parallel). Inner: what is read out
+        # of the JSONB; middle: the kind and tokens from it; outer: one hash aggregate.
+        inner = f"SELECT {keys}{pre}, clock_timestamp() AS fence FROM {source}"
+        middle = f"SELECT a, u, sid, d, b, {tokens}, {ev.kind} AS k, clock_timestamp() AS fence FROM ({inner}) x"
+        sql = (
+            f"SELECT a, u, sid, d, COUNT(*), {j.total('b')}, {totals}, {kinds} FROM ({middle}) y GROUP BY a, u, sid, d"
+        )
+        return sql, ev.unavailable
+    if store.dialect == "sqlite":
+        # LIMIT -1 (no limit) keeps sqlite from flattening the subquery into the GROUP BY: it
+        # would then sort every event with its whole event_data and compute the JSON after the
+        # sort; as a co-routine, each event's figures are computed once and only they are sorted.
+        if "um" in ev.pre:  # the tokens out of usage_metadata's text, which the inner query took out
+            inner = f"SELECT {keys}, {ev.kind} AS k{pre} FROM {source} LIMIT -1"
+            sums = ", ".join(f"SUM({ev.tokens[k]})" for k in TOKENS)
+        else:
+            inner = f"SELECT {keys}, {ev.kind} AS k, {tokens} FROM {source} LIMIT -1"
+            sums = ", ".join(f"SUM(t_{k})" for k in TOKENS)
+        kinds = ", ".join(f"SUM(k = {code})" for code in KIND_ORDER)
+        sql = f"SELECT a, u, sid, d, COUNT(*), SUM(b), {sums}, {kinds} FROM ({inner}) x GROUP BY a, u, sid, d"
+        return sql, ev.unavailable
+    inner = f"SELECT {keys}, {tokens}, {ev.kind} AS k FROM {source}"
+    sums = ", ".join(f"{j.total(f't_{k}')} AS t_{k}" for k in TOKENS)
     # Grouped by kind first: the kind's CASE is then evaluated once per event (the planners
     # inline a subquery's column into every aggregate naming it, so six SUM(CASE k ...) over
     # the events would cost it six times); the outer level folds the kinds into columns.
-    by_kind = f"SELECT a, u, sid, d, k, COUNT(*) AS n, SUM(b) AS b, {sums} FROM ({inner}) x GROUP BY a, u, sid, d, k"
-    kinds = ", ".join(f"SUM(CASE WHEN k = {code} THEN n ELSE 0 END)" for code in KIND_ORDER)
-    outer = ", ".join(f"SUM(t_{k})" for k in TOKENS)
-    sql = f"SELECT a, u, sid, d, SUM(n), SUM(b), {outer}, {kinds} FROM ({by_kind}) y GROUP BY a, u, sid, d"
-    return sql, unavailable
+    by_kind = (
+        f"SELECT a, u, sid, d, k, COUNT(*) AS n, {j.total('b')} AS b, {sums} FROM ({inner}) x GROUP BY a, u, sid, d, k"
+    )
+    kinds = ", ".join(j.total(f"CASE WHEN k = {code} THEN n ELSE 0 END") for code in KIND_ORDER)
+    sums = f"{j.total('n')}, {j.total('b')}, {totals}, {kinds}"
+    sql = f"SELECT a, u, sid, d, {sums} FROM ({by_kind}) y GROUP BY a, u, sid, d"
+    return sql, ev.unavailable
 
 
 def _sessions_sql(store: SessionStore, flt: SessionFilter, params: dict[str, Any]) -> str:
+    """The selected sessions' keys and times; on PostgreSQL the times come as epoch seconds already
+    (float8, the value `to_epoch` gives: naive times are UTC), so no datetime is built per session."""
     where = _key_terms(store, "s", flt, params) + _time_terms(store, flt, params)
     times = "s.create_time, s.update_time"
+    if store.dialect == "postgresql":
+        times = "EXTRACT(EPOCH FROM s.create_time)::float8, EXTRACT(EPOCH FROM s.update_time)::float8"
     return f"SELECT s.app_name, s.user_id, s.id, {times} FROM sessions s" + (
         f" WHERE {' AND '.join(where)}" if where else ""
     )
@@ -334,6 +438,8 @@ async def collect_stats(
     now: float | None = None,
 ) -> Stats:
     """Stats of the sessions `flt` selects (update time for --since/--until), computed in the database."""
+    import asyncio
+
     from sqlalchemy import text
 
     if by is not None and by not in GROUPINGS:
@@ -344,63 +450,109 @@ async def collect_stats(
     s_params: dict[str, Any] = {}
     events_sql, unavailable = _events_sql(store, flt, e_params)
     sessions_sql = _sessions_sql(store, flt, s_params)
-    try:
+
+    async def read_sessions() -> list[Any]:
         async with store.reader.connect() as conn:
-            session_rows = (await conn.execute(text(sessions_sql), s_params)).all()
+            return list((await conn.execute(text(sessions_sql), s_params)).all())
+
+    async def read_events() -> list[Any]:
         if store.dialect == "postgresql":
             async with store.engine.connect() as conn, conn.begin():
-                for setting in _pg_settings(flt):
-                    await conn.exec_driver_sql(setting)
-                event_rows = (await conn.execute(text(events_sql), e_params)).all()
-        else:
-            async with store.reader.connect() as conn:
-                event_rows = (await conn.execute(text(events_sql), e_params)).all()
-    except VmemError:
-        raise
-    except Exception as exc:
-        raise store._fail(exc) from None
+                await conn.exec_driver_sql(_pg_settings(flt))
+                return list((await conn.execute(text(events_sql), e_params)).all())
+        async with store.reader.connect() as conn:
+            return list((await conn.execute(text(events_sql), e_params)).all())
 
-    sessions: dict[tuple[str, str, str], SessionFigures] = {}
+    # Two connections: the sessions' rows arrive and decode while the database scans the events.
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            sessions_task = tasks.create_task(read_sessions())
+            events_task = tasks.create_task(read_events())
+    except BaseExceptionGroup as group:
+        exc = group.exceptions[0]
+        if isinstance(exc, VmemError) or not isinstance(exc, Exception):
+            raise exc from None
+        raise store._fail(exc) from None
+    return _figures(
+        store, sessions_task.result(), events_task.result(), unavailable=unavailable, by=by, top=top, now=now
+    )
+
+
+WIDTH = 2 + len(TOKENS) + len(KINDS)  # a flat accumulator: events, bytes, tokens..., kinds...
+
+
+def _figures(
+    store: SessionStore,
+    session_rows: list[Any],
+    event_rows: list[Any],
+    *,
+    unavailable: list[str],
+    by: str | None,
+    top: int,
+    now: float,
+) -> Stats:
+    """Add the database's rows (one per session, one per session and day) up into the answer.
+
+    Kept to flat integer lists per session (20,000 sessions are 20,000 lists, not 20,000 objects
+    with their dicts): Figures are built for what is shown, the largest sessions, days and groups.
+    """
+    epochs = store.dialect == "postgresql"  # _sessions_sql asked for epoch seconds there
+    times: dict[tuple[str, str, str], tuple[float, float]] = {}
     for app, user, sid, created, updated in session_rows:
-        sessions[(app, user, sid)] = SessionFigures(
-            sessions=1, app_name=app, user_id=user, id=sid, create_time=to_epoch(created), update_time=to_epoch(updated)
-        )
-    # rows are (session, day, kind): added up in flat lists, one Figures per session and day at the end
-    width = 2 + len(TOKENS) + len(KINDS)
+        times[(app, user, sid)] = (created or 0.0, updated or 0.0) if epochs else (to_epoch(created), to_epoch(updated))
     per_session: dict[tuple[str, str, str], list[int]] = {}
-    per_day: dict[Any, list[int]] = {}
-    for row in event_rows:
-        key = (row[0], row[1], row[2])
-        if key not in sessions:  # an event without its session row (cannot be: a foreign key)
+    day_rows: dict[Any, list[list[int]]] = {}
+    for app, user, sid, day, *values in event_rows:
+        key = (app, user, sid)
+        if key not in times:  # an event without its session row (cannot be: a foreign key)
             continue
-        values = [int(v or 0) for v in row[4:]]
-        for acc in (per_session.setdefault(key, [0] * width), per_day.setdefault(row[3], [0] * width)):
-            for i, v in enumerate(values):
-                acc[i] += v
-    for key, acc in per_session.items():
-        _fill(sessions[key], acc)
+        acc = per_session.get(key)  # a session spans one day, seldom two: added up as it comes
+        per_session[key] = values if acc is None else [x + y for x, y in zip(acc, values, strict=True)]
+        day_rows.setdefault(day, []).append(values)
+    per_day = {day: [sum(column) for column in zip(*rows, strict=True)] for day, rows in day_rows.items()}
+    zero = [0] * WIDTH
+    sessions = [(key, created, updated, per_session.get(key, zero)) for key, (created, updated) in times.items()]
+
+    totals = Figures(sessions=len(sessions))
+    if sessions:
+        _fill(totals, [sum(column) for column in zip(*(s[3] for s in sessions), strict=True)])
     days: dict[str, Figures] = {}
     for raw_day, acc in per_day.items():
         _fill(days.setdefault(_day_text(raw_day), Figures()), acc)
-    for s in sessions.values():  # sessions count in the day they were created
-        days.setdefault(_day(s.create_time), Figures()).sessions += 1
+    created_on: dict[str, int] = {}  # sessions count in the day they were created
+    names: dict[int, str] = {}  # UTC day number: its name, so that 20,000 sessions make a few hundred dates
+    for _, created, _, _ in sessions:
+        number = int(created // 86400)
+        if created - number * 86400 < 86399.999:
+            name = names.get(number) or names.setdefault(number, _day(number * 86400))
+        else:  # within a millisecond of midnight, where rounding to microseconds could tip the day
+            name = _day(created)
+        created_on[name] = created_on.get(name, 0) + 1
+    for name, count in created_on.items():
+        if name not in days:
+            days[name] = Figures()
+        days[name].sessions += count
 
-    totals = Figures()
-    for s in sessions.values():
-        totals.add(s)
-    ranked = sorted(sessions.values(), key=lambda s: (-s.bytes, -s.events, s.app_name, s.user_id, s.id))
+    ranked = heapq.nsmallest(max(top, 0), sessions, key=lambda s: (-s[3][1], -s[3][0], s[0]))
     return Stats(
         layout=store.layout.value,
-        apps=len({s.app_name for s in sessions.values()}),
-        users=len({(s.app_name, s.user_id) for s in sessions.values()}),
+        apps=len({key[0] for key in times}),
+        users=len({key[:2] for key in times}),
         totals=totals,
         unavailable=unavailable,
-        groups=_groups(sessions.values(), days, by, now),
+        groups=_groups(sessions, days, by, now),
         by=by,
-        top=ranked[:top] if top > 0 else [],
-        ages=age_histogram(sessions.values(), now),
+        top=[_session_figures(s) for s in ranked],
+        ages=age_histogram(sessions, now),
         days=[_group_record({"day": d}, f) for d, f in sorted(days.items(), reverse=True)],
     )
+
+
+def _session_figures(s: tuple[tuple[str, str, str], float, float, list[int]]) -> SessionFigures:
+    (app, user, sid), created, updated, acc = s
+    out = SessionFigures(sessions=1, app_name=app, user_id=user, id=sid, create_time=created, update_time=updated)
+    _fill(out, acc)
+    return out
 
 
 def _fill(f: Figures, acc: list[int]) -> None:
@@ -413,19 +565,23 @@ def _fill(f: Figures, acc: list[int]) -> None:
         f.kinds[k] += acc[2 + len(TOKENS) + i]
 
 
-def _pg_settings(flt: SessionFilter) -> list[str]:
-    """This transaction's planner settings (SET LOCAL: nothing outlives the statement).
+def _pg_settings(flt: SessionFilter) -> str:
+    """This transaction's planner settings, in one statement (set_config(..., true) is SET LOCAL:
+    nothing outlives the transaction).
 
     A hash aggregate needs room for a group per session, day and kind. Over every event, the
     planner likes to walk ADK's index for its presorted keys, serially, or to sort every event
     for a group aggregate; a parallel sequential scan into hash aggregates takes less than half
-    the time (measured on the 1,000,000 events of bench/session_stats.py).
+    the time (measured on the 1,000,000 events of bench/session_stats.py). JIT compilation is
+    off: the query's cost estimate sets it off with inlining and optimization, which each
+    parallel worker compiles again (2.3 s of a 3.8 s query on that database), to speed up
+    expressions that are mostly calls into the JSONB functions (which it does not make faster).
     """
-    settings = ["SET LOCAL work_mem = '64MB'"]
+    settings = {"work_mem": "64MB", "jit": "off"}
     if flt.app is None and flt.user is None:
-        off = ("indexscan", "bitmapscan", "sort")  # a sort of every event spilled to disk, 3x slower than hashing
-        settings += [f"SET LOCAL enable_{name} = off" for name in off]
-    return settings
+        # a sort of every event spilled to disk, 3x slower than hashing
+        settings.update({f"enable_{name}": "off" for name in ("indexscan", "bitmapscan", "sort")})
+    return "SELECT " + ", ".join(f"set_config('{name}', '{value}', true)" for name, value in settings.items())
 
 
 def _day(epoch: float) -> str:
@@ -438,7 +594,10 @@ def _week(day: str) -> str:
     return (d - timedelta(days=d.weekday())).isoformat()
 
 
-def _groups(sessions: Any, days: dict[str, Figures], by: str | None, now: float) -> list[dict[str, Any]]:
+Session = tuple[tuple[str, str, str], float, float, list[int]]  # key, create and update time, accumulator
+
+
+def _groups(sessions: list[Session], days: dict[str, Figures], by: str | None, now: float) -> list[dict[str, Any]]:
     if by is None:
         return []
     if by == "age":
@@ -450,30 +609,41 @@ def _groups(sessions: Any, days: dict[str, Figures], by: str | None, now: float)
         for d, f in days.items():
             weeks.setdefault(_week(d), Figures()).add(f)
         return [_group_record({"week": w}, f) for w, f in sorted(weeks.items(), reverse=True)]
-    groups: dict[tuple[str, ...], tuple[Figures, float]] = {}
-    for s in sessions:
-        key = (s.app_name,) if by == "app" else (s.app_name, s.user_id)
-        f, last = groups.get(key, (Figures(), 0.0))
-        f.add(s)
-        groups[key] = (f, max(last, s.update_time))
-    names = ("app_name",) if by == "app" else ("app_name", "user_id")
-    ranked = sorted(groups.items(), key=lambda kv: (-kv[1][0].bytes, -kv[1][0].events, kv[0]))
-    return [_group_record(dict(zip(names, k, strict=True)), f, last) for k, (f, last) in ranked]
+    width = 1 if by == "app" else 2
+    groups: dict[tuple[str, ...], tuple[int, list[int], float]] = {}
+    for key, _, updated, acc in sessions:
+        group = key[:width]
+        found = groups.get(group)
+        if found is None:
+            groups[group] = (1, acc, updated)
+        else:
+            count, sums, last = found
+            groups[group] = (count + 1, [x + y for x, y in zip(sums, acc, strict=True)], max(last, updated))
+    names = ("app_name", "user_id")[:width]
+    figures = []
+    for group, (count, sums, last) in groups.items():
+        f = Figures(sessions=count)
+        _fill(f, sums)
+        figures.append((group, f, last))
+    figures.sort(key=lambda g: (-g[1].bytes, -g[1].events, g[0]))
+    return [_group_record(dict(zip(names, group, strict=True)), f, last) for group, f, last in figures]
 
 
-def age_histogram(sessions: Any, now: float) -> list[dict[str, Any]]:
+def age_histogram(sessions: list[Session], now: float) -> list[dict[str, Any]]:
     """Sessions by time since last update, youngest first, each bucket with what is older than
     its lower edge (what `session delete --older-than <edge>d` would remove)."""
     edges = (0, *AGE_EDGES)
-    buckets = [Figures() for _ in edges]
-    for s in sessions:
-        age_days = (now - s.update_time) / 86400
-        i = sum(1 for e in edges[1:] if age_days >= e)
-        buckets[i].add(s)
+    counts = [[0, 0, 0] for _ in edges]  # sessions, events, bytes
+    for _, _, updated, acc in sessions:
+        age_days = (now - updated) / 86400
+        bucket = counts[bisect.bisect_right(AGE_EDGES, age_days)]  # the edges it is at or past
+        bucket[0] += 1
+        bucket[1] += acc[0]
+        bucket[2] += acc[1]
     out = []
-    older = Figures()
+    older = [0, 0, 0]
     for i in range(len(edges) - 1, -1, -1):
-        older.add(buckets[i])
+        older = [x + y for x, y in zip(older, counts[i], strict=True)]
         low, high = edges[i], edges[i + 1] if i + 1 < len(edges) else None
         label = f"{low}d-{high}d" if high is not None else f">{low}d"
         if low == 0:
@@ -483,12 +653,12 @@ def age_histogram(sessions: Any, now: float) -> list[dict[str, Any]]:
                 "age": label,
                 "min_days": low,
                 "max_days": high,
-                "sessions": buckets[i].sessions,
-                "events": buckets[i].events,
-                "bytes": buckets[i].bytes,
-                "older_sessions": older.sessions,
-                "older_events": older.events,
-                "older_bytes": older.bytes,
+                "sessions": counts[i][0],
+                "events": counts[i][1],
+                "bytes": counts[i][2],
+                "older_sessions": older[0],
+                "older_events": older[1],
+                "older_bytes": older[2],
             }
         )
     out.reverse()
