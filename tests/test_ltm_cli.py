@@ -374,7 +374,7 @@ def test_forget_one_app_only(runner: CliRunner, session_db: str) -> None:
     seed({"user-42": [("x", "a memory in another app")]}, app_name="other_app")
     code, out, err = invoke(runner, "forget", "user-42", "--app", "other_app", "--db-url", session_db, "--yes")
     assert code == 0, err
-    assert "long-term memory" in out and "other_app" in out
+    assert out == "" and "long-term memory" in err and "other_app" in err  # a summary: stderr
     _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-42", "-a", "ltm_demo")
     assert len(json.loads(out)) > 0
 

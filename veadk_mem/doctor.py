@@ -30,7 +30,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
         from pathlib import Path
 
         if not Path(path).exists():  # connecting would create an empty file: report instead
-            return Check(name, "fail", f"{path}: no such sqlite file (VeADK creates it on first use)")
+            return Check(name, "fail", f"{mask_url(shown)}: no such sqlite file (VeADK creates it on first use)")
         url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
     started = time.perf_counter()
     engine = create_async_engine(url)

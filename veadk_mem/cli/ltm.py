@@ -571,7 +571,14 @@ def delete(
     if render.json_mode:
         render.json({"dry_run": dry_run, "index": index, "user_id": user, "deleted": deleted, "memories": rows})
         return
-    render.table(rows, DELETE_COLUMNS, title="would delete" if dry_run else None, empty="no matching memories")
+    # a dry run's plan is its data (stdout); what a deletion did is a summary, on stderr like every command's
+    render.table(
+        rows,
+        DELETE_COLUMNS,
+        title="would delete" if dry_run else "deleted",
+        empty="no matching memories",
+        to_stderr=not dry_run,
+    )
     render.message(
         f"dry run: would delete {counted(len(records), 'memory')}"
         if dry_run
@@ -621,4 +628,5 @@ def forget(
         [Column.id("store", "store"), Column.free("where", "where"), Column("items", "items", justify="right")],
         title=f"dry run: forget {user}" if dry_run else f"forgot {user}",
         empty=f"nothing stored for user {user!r}",
+        to_stderr=not dry_run,  # the plan is a dry run's data; what was done is a summary (stderr)
     )

@@ -6,8 +6,8 @@ Tables for people are fitted to the terminal and never lose a character: a cell 
 itself, ids and keys never wrap, identifier-like cells (types, authors, env names, times)
 wrap only between words, and the main text keeps a readable width. When that cannot fit, the
 table becomes a record layout (one block per row, `field: value` lines) with a note on stderr;
-no column is ever left out. Off a terminal a table is plain text, a header line and one
-record per line, never wrapped, so grep, cut and awk work. Messages on a terminal wrap at its
+no column is ever left out. Off a terminal a table is tab-separated text, a header line and
+one record per line, never wrapped, times ISO 8601 UTC, so grep, cut and awk work. Messages on a terminal wrap at its
 width between words; off one every message, warning, error and hint is one line.
 """
 
@@ -284,8 +284,7 @@ class Renderer:
 
     def json(self, data: Any) -> None:
         """Print a JSON document on stdout."""
-        sys.stdout.write(to_json(data) + "\n")
-        sys.stdout.flush()
+        write_text(sys.stdout, to_json(data) + "\n")
 
     def jsonl(self, records: Iterable[Any], stream: IO[str] | None = None) -> int:
         """Write one compact JSON document per line; returns the number written."""
@@ -301,8 +300,7 @@ class Renderer:
     def text(self, text: str) -> None:
         """A line of data for people and scripts alike (a path, a profile), control characters made visible."""
         text = _UNSAFE.sub(_visible, text)
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
+        write_text(sys.stdout, text if text.endswith("\n") else text + "\n")
 
     async def stream(self, pieces: AsyncIterable[str], target: IO[str] | None = None) -> None:
         """Copy streamed text pieces (JSON, JSONL) to stdout or `target` in batches."""
@@ -313,10 +311,9 @@ class Renderer:
             buffer.append(piece)
             size += len(piece)
             if size > 1 << 16:
-                out.write("".join(buffer))
+                write_text(out, "".join(buffer))
                 buffer, size = [], 0
-        out.write("".join(buffer))
-        out.flush()
+        write_text(out, "".join(buffer))
 
     def table(
         self,
@@ -350,7 +347,10 @@ class Renderer:
         if not console.is_terminal or len(rows) > RICH_TABLE_MAX_ROWS:
             if title and not continued:  # a caption, not a record: stderr keeps stdout one record a line
                 self.message(title)
-            self._plain_table(rows, columns, header=not continued, stream=console.file)
+            if console.is_terminal or to_stderr:  # for people: aligned columns
+                self._plain_table(rows, columns, header=not continued, stream=console.file)
+            else:  # data in a pipe or a file: tab-separated, for cut -f and awk
+                self._piped_table(rows, columns, header=not continued)
         else:
             self._rich_table(console, rows, columns, title=title, continued=continued)
 
@@ -458,6 +458,22 @@ class Renderer:
         stream.flush()
         if stream is sys.stdout:
             self._blocks += 1
+
+    def _piped_table(self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, header: bool) -> None:
+        """A table in a pipe or a file: a header of one-word names, then one record a line, its
+        fields separated by one tab (as gh does off a terminal). A cell never holds a tab or a
+        newline, and a time is one word (ISO 8601 UTC), so `cut -f3` and `awk -F'\\t'` take any
+        column, and plain `awk '{print $3}'` every column up to the first holding free text."""
+        out = sys.stdout
+        lines = []
+        if header:
+            if self._blocks:
+                lines.append("")
+            lines.append("\t".join(plain_header(c) for c in columns))
+        for row in rows:
+            lines.append("\t".join(_piped_cell(row.get(col.key), col) for col in columns))
+        write_text(out, "\n".join(lines) + "\n")
+        self._blocks += 1
 
     def _machine_table(self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, header: bool) -> None:
         """JSONL (one object per row, keyed by column key), CSV or TSV (a header of column keys)."""
@@ -595,6 +611,21 @@ class Renderer:
         return bool(Confirm.ask(_UNSAFE.sub(_visible, question), console=self.err, default=False))
 
 
+WRITE_CHUNK = 1 << 16  # characters per write: a pipe takes 64 KiB at a time
+
+
+def write_text(out: IO[str], text: str) -> None:
+    """Write and flush in pieces of WRITE_CHUNK. One large write to a pipe whose reader went away
+    can end in a partial write that Python reports as success (unbuffered stdout, as under
+    PYTHONUNBUFFERED); a piece at a time, the next write raises BrokenPipeError, which the app
+    turns into exit 141 (`vmem ... --json | head`)."""
+    for start in range(0, len(text), WRITE_CHUNK):
+        out.write(text[start : start + WRITE_CHUNK])
+        out.flush()
+    if not text:
+        out.flush()
+
+
 def plain_header(col: Column) -> str:
     """A header off a terminal: one word ("session_id"), so awk's fields in the header line
     up with the data's."""
@@ -638,6 +669,26 @@ def _cell_text(value: Any, col: Column | None) -> str:
     if isinstance(value, (dict, list)):
         return to_json(value, indent=None)
     return str(value)
+
+
+def _piped_cell(value: Any, col: Column) -> str:
+    """A cell of a piped table: as people see it but on one line, and a time as one word,
+    ISO 8601 UTC to the second (2025-12-06T08:00:07Z)."""
+    if col.is_time:
+        return _safe_text(one_line(_iso_seconds(value))) or ""
+    return one_line(_person_cell(value, col))
+
+
+def _iso_seconds(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value  # a hosted backend's own time format, as it came
+    text = iso_utc(value) or ""
+    return re.sub(r"\.\d+Z$", "Z", text)
 
 
 def _machine_value(value: Any, col: Column) -> Any:
