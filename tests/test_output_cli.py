@@ -443,3 +443,51 @@ def test_errors_name_the_url_the_user_gave(runner: CliRunner, tmp_path: Path) ->
     for args in (["session", "list"], ["doctor"]):
         result = runner.invoke(app, [*args, "--db-url", "postgresql://nobody@127.0.0.1:1/x"])
         assert "+asyncpg" not in result.output and "postgresql://nobody@127.0.0.1:1/x" in result.output
+
+
+def test_a_wait_over_a_second_shows_a_spinner_on_a_terminal_only(db: str) -> None:
+    """While the database keeps vmem waiting (a writer holds its lock), a terminal shows a
+    spinner saying what vmem waits for; a pipe gets none of it."""
+    import pty
+    import select
+    import sqlite3
+    import time
+
+    vmem = str(Path(sys.executable).with_name("vmem"))
+    env = {**os.environ, "COLUMNS": "100", "VMEM_SQLITE_BUSY_TIMEOUT": "120"}
+    lock = sqlite3.connect(db, isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([vmem, "session", "list", "--db-url", db], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"listing sessions" not in seen:  # the spinner, while vmem waits for the lock
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            if select.select([master], [], [], 0.2)[0]:
+                seen += os.read(master, 4096)
+        lock.execute("ROLLBACK")
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal closed: vmem is done
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.wait(timeout=60) == 0, seen
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    assert b"ticket-101" in seen  # then the table
+    lock.execute("BEGIN EXCLUSIVE")
+    piped = subprocess.Popen(
+        [vmem, "session", "list", "--db-url", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    time.sleep(1.5)  # longer than a terminal waits before its spinner
+    lock.execute("ROLLBACK")
+    out, err = piped.communicate(timeout=60)
+    assert piped.returncode == 0 and b"ticket-101" in out
+    assert err == b"", err  # no spinner, no escape sequence

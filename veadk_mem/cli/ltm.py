@@ -167,6 +167,7 @@ def save(
     total: int | None = None
     if from_store:
         items = _store_items(state, sources or [], app_name, user, since, until)
+        total = 1 if sources else None  # the sessions matching --app ...: counted first, on the loop
     else:
         if app_name or user or since or until:
             raise BadInput(
@@ -181,26 +182,62 @@ def save(
     resolved = ltm.resolve_policy(policy, include_assistant=include_assistant)
     render = state.render
 
+    so_far = {"sessions": 0, "saved": 0}  # what a Ctrl-C reports
+
     async def go() -> Any:
-        with render.progress("saving sessions", total=total) as advance:
+        try:
+            count = total
+            if from_store and not sources:
+                count = await _count_matching(state, app_name, user, since, until)
+            with render.progress("saving sessions", total=count) as advance:
 
-            def done(report: Any) -> None:
-                if report.error is not None:
-                    where, message = report.source or report.session_id, str(report.error)
-                    render.warn(message if message.startswith(f"{where}:") else f"{where}: {message}")
-                advance(1)
+                def done(report: Any) -> None:
+                    if report.error is not None:
+                        where, message = report.source or report.session_id, str(report.error)
+                        render.warn(message if message.startswith(f"{where}:") else f"{where}: {message}")
+                    else:
+                        so_far["saved"] += report.saved
+                    so_far["sessions"] += 1
+                    advance(1)
 
-            try:
                 return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done)
-            finally:
-                await ltm.close()
+        finally:
+            await ltm.close()
 
-    summary = run(go())
+    try:
+        summary = run(go())
+    except KeyboardInterrupt:
+        saved = "nothing saved (dry run)" if dry_run else f"{counted(so_far['saved'], 'memory')} saved"
+        render.error(f"interrupted after {counted(so_far['sessions'], 'session')}: {saved}")
+        if not dry_run:
+            render.hint("run the same command again to resume: what is saved already is skipped")
+        raise typer.Exit(130) from None
     _render_summary(state, summary, dry_run)
     if summary.aborted:
         render.error(summary.aborted)
     if summary.failed:
         raise typer.Exit(summary.exit_code or 1)  # 2 for a model mismatch, 4 for a backend not available
+
+
+async def _count_matching(
+    state: AppState, app_name: str | None, user: str | None, since: str | None, until: str | None
+) -> int:
+    """The sessions `--from-store --app ...` will save (the progress bar's total); an app with no
+    session in the database is not found (exit 3), a window that matches none says so."""
+    from veadk_mem.errors import NotFound
+    from veadk_mem.ltm.store_source import count_store_sessions
+
+    settings = state.loaded.settings
+    matching, of_app = await count_store_sessions(settings, app_name=app_name, user_id=user, since=since, until=until)
+    if not of_app:
+        from veadk_mem.config import mask_url
+        from veadk_mem.sessions.url import given_db_url, session_db_url
+
+        where = mask_url(given_db_url(settings, session_db_url(settings)))
+        raise NotFound(f"no sessions matched: app {app_name!r} has no sessions in {where}")
+    if not matching:
+        state.render.message("no sessions matched --user/--since/--until: nothing to save")
+    return matching
 
 
 def _store_items(
@@ -388,7 +425,8 @@ def search(
         finally:
             await ltm.close()
 
-    entries = run(go())
+    with state.render.spinner("searching"):
+        entries = run(go())
     rows = _rows(entries)
     columns = SEARCH_COLUMNS
     if any(r["score_kind"] for r in rows):  # say which ranking made each score
@@ -450,7 +488,8 @@ def list_(
         finally:
             await ltm.close()
 
-    entries = run(go())
+    with state.render.spinner("listing memories"):
+        entries = run(go())
     state.render.records(_rows(entries), LIST_COLUMNS, json_rows=entries, empty="no memories")
 
 

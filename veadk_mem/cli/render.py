@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
 
+SPINNER_AFTER = 1.0  # seconds a wait lasts before a terminal shows a spinner
 RICH_TABLE_MAX_ROWS = 1000  # above this, even a terminal gets plain aligned text
 TABLE_FORMATS = ("jsonl", "csv", "tsv")  # the machine formats every table-shaped command takes
 MIN_WRAP_WIDTH = 10  # the narrowest a folding column is squeezed to
@@ -580,27 +581,72 @@ class Renderer:
 
     @contextmanager
     def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-        """A progress bar on stderr; yields an advance(n) callable. Hidden with --quiet or off a TTY."""
+        """A progress bar on stderr; yields an advance(n) callable. Hidden with --quiet or off a TTY.
+
+        With a total it shows done/total, the rate and the time left; without one, a count,
+        the rate and the time taken."""
         if self.quiet or not self.err.is_terminal:
             yield _no_progress
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         bar: Progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TimeElapsedColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn() if total is not None else TimeElapsedColumn(),
             console=self.err,
             transient=True,
         )
         with bar:
-            task = bar.add_task(description, total=total)
+            task = bar.add_task(description, total=total, rate="")
 
             def advance(n: int = 1) -> None:
                 bar.advance(task, n)
+                speed = bar.tasks[0].speed
+                bar.update(task, rate=f"{speed:,.1f}/s" if speed else "")
 
             yield advance
+
+    @contextmanager
+    def spinner(self, description: str) -> Iterator[None]:
+        """A spinner on stderr while a wait lasts over SPINNER_AFTER seconds (a search, a long
+        listing); only on a terminal, never in a pipe or with --quiet, and gone before output.
+        A real one: a console merely told it is a terminal (TTY_COMPATIBLE, in tests) gets none."""
+        if self.quiet or not self.err.is_terminal or not _isatty(sys.stderr):
+            yield
+            return
+        import threading
+
+        status = self.err.status(description, spinner="dots")
+        lock = threading.Lock()
+        state = {"done": False, "shown": False}
+
+        def show() -> None:
+            with lock:
+                if not state["done"]:
+                    status.start()
+                    state["shown"] = True
+
+        timer = threading.Timer(SPINNER_AFTER, show)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            with lock:
+                state["done"] = True
+                if state["shown"]:
+                    status.stop()
 
     def confirm(self, question: str) -> bool:
         """Ask y/N on stderr; a closed or non-interactive stdin answers no."""
@@ -721,6 +767,13 @@ def _iso_any(value: Any) -> str | None:
     if isinstance(value, (int, float, datetime)):
         return iso_utc(value)
     return str(value)  # already a time string, as a hosted backend gave it
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _no_progress(n: int = 1) -> None:

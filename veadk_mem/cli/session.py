@@ -140,7 +140,8 @@ def list_cmd(
         async with _store(state) as store:
             return await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=True), store
 
-    found, store = run(go())
+    with state.render.spinner("listing sessions"):
+        found, store = run(go())
     state.render.records(
         [_summary_row(s) for s in found],
         _list_columns(state, found),
