@@ -618,3 +618,19 @@ def test_ctrl_c_during_a_save_says_what_was_saved_and_a_rerun_resumes(tmp_path: 
     assert again.returncode == 0, again.stderr
     totals = json.loads(again.stdout)["totals"]
     assert totals["duplicates"] == stored and totals["saved"] == n - stored
+
+
+def test_an_empty_search_or_listing_names_the_users_indexes(runner: CliRunner) -> None:
+    seed(SEED)
+    seed({"user-42": [("x", "a memory in another app")]}, app_name="other_app")
+    for args in (
+        ["ltm", "list", "-u", "user-42", "-a", "NOSUCH"],
+        ["ltm", "search", "trains", "-u", "user-42", "-a", "NOSUCH"],
+    ):
+        code, out, err = invoke(runner, *args)
+        assert code == 0 and out == ""
+        assert "no memories of user 'user-42' in index 'NOSUCH'; the user's indexes: ltm_demo, other_app" in err, err
+    code, out, err = invoke(runner, "ltm", "list", "-u", "nobody", "-a", "ltm_demo", "--json")
+    assert json.loads(out) == [] and "user 'nobody' has no memories in any index" in err
+    code, out, err = invoke(runner, "ltm", "list", "-u", "user-42", "-a", "ltm_demo")
+    assert "indexes" not in err  # found some: nothing to add

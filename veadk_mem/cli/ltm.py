@@ -410,9 +410,9 @@ def search(
         raise BadInput("--user is required: whose memories to search")
     ltm = _ltm(state, app_name or "")
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> tuple[list[dict[str, Any]], str | None]:
         try:
-            return await ltm.search_memory(
+            found = await ltm.search_memory(
                 app_name=app_name,
                 user_id=user,
                 query=query,
@@ -422,11 +422,12 @@ def search(
                 until=before,
                 mode=mode_name,
             )
+            return found, None if found else await _elsewhere(ltm, app_name, user)
         finally:
             await ltm.close()
 
     with state.render.spinner("searching"):
-        entries = run(go())
+        entries, elsewhere = run(go())
     rows = _rows(entries)
     columns = SEARCH_COLUMNS
     if any(r["score_kind"] for r in rows):  # say which ranking made each score
@@ -435,6 +436,22 @@ def search(
     if any(r["type"] for r in rows):
         columns = [Column("type", "type"), *columns]
     state.render.records(rows, columns, json_rows=entries, empty="no memories found")
+    if elsewhere:
+        state.render.message(elsewhere)
+
+
+async def _elsewhere(ltm: LongTermMemory, app_name: str | None, user: str) -> str | None:
+    """Where the user's memories are, when a search or listing found none in the index it read
+    (an app name mistyped, memories saved under another app), or None when there is nothing to add."""
+    index = await ltm.user_index(app_name, user)
+    known = await ltm.indexes_of(user)
+    if known is None or known == [index]:
+        return None
+    if not known:
+        return f"user {user!r} has no memories in any index"
+    return (
+        f"no memories of user {user!r} in index {index!r}; the user's indexes: {', '.join(known)} (pick one with --app)"
+    )
 
 
 def _search_batch(
@@ -480,17 +497,20 @@ def list_(
     ltm = _ltm(state, app_name or "")
     after, before = _window(since, until)
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> tuple[list[dict[str, Any]], str | None]:
         try:
-            return await ltm.list_memories(
+            found = await ltm.list_memories(
                 app_name=app_name, user_id=user, limit=limit or None, since=after, until=before
             )
+            return found, None if found else await _elsewhere(ltm, app_name, user)
         finally:
             await ltm.close()
 
     with state.render.spinner("listing memories"):
-        entries = run(go())
+        entries, elsewhere = run(go())
     state.render.records(_rows(entries), LIST_COLUMNS, json_rows=entries, empty="no memories")
+    if elsewhere:
+        state.render.message(elsewhere)
 
 
 @app.command("profile")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotSupported
+from veadk_mem.errors import BadInput, NotSupported, VmemError
 from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import to_memory_entries
 from veadk_mem.ltm.ledger import Ledger, Scope
@@ -165,6 +165,14 @@ class LongTermMemory:
                 hint="or set long_term_memory.index",
             )
         return known[0]
+
+    async def indexes_of(self, user_id: str) -> list[str] | None:
+        """Every index holding the user's memories, when the store can tell (else None): what
+        an empty search or listing points to."""
+        try:
+            return await self.backend_for(None).known_indexes(user_id)
+        except VmemError:
+            return None
 
     def backend_for(self, app_name: str | None = None, *, index: str | None = None) -> LongTermMemoryBackend:
         """The backend bound to the index of this app (created and prechecked on first use)."""
