@@ -491,3 +491,41 @@ def test_a_wait_over_a_second_shows_a_spinner_on_a_terminal_only(db: str) -> Non
     out, err = piped.communicate(timeout=60)
     assert piped.returncode == 0 and b"ticket-101" in out
     assert err == b"", err  # no spinner, no escape sequence
+
+
+def test_completion_install_for_bash_says_when_bash_completion_is_missing(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veadk_mem.cli import completion
+
+    target = Path(os.environ["XDG_DATA_HOME"]) / "bash-completion" / "completions" / "vmem"
+    monkeypatch.setattr(completion, "BASH_COMPLETION_SCRIPTS", (str(tmp_path / "none" / "bash_completion"),))
+    result = runner.invoke(app, ["completion", "bash", "--install"])
+    assert result.exit_code == 0 and target.exists()  # written all the same: the package may come later
+    assert "vmem: warning: bash-completion is not installed" in result.stderr
+    assert "apt install bash-completion" in result.stderr and f"source {target}" in result.stderr
+    present = tmp_path / "bash_completion"
+    present.write_text("# the package's loader\n", encoding="utf-8")
+    monkeypatch.setattr(completion, "BASH_COMPLETION_SCRIPTS", (str(present),))
+    result = runner.invoke(app, ["completion", "bash", "--install"])
+    assert "warning" not in result.stderr and "start a new shell" in result.stderr
+
+
+def test_doctor_names_the_store_it_checked_and_gives_structured_fields(
+    runner: CliRunner, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    assert runner.invoke(app, ["ltm", "save", SUPPORT]).exit_code == 0
+    sessions, memories = json.loads(runner.invoke(app, ["doctor", "--db-url", db, "--json"]).stdout)
+    assert sessions["name"] == "short_term_memory (sqlite)" and sessions["store"] == db
+    assert sessions["layout"] == "v1" and sessions["counts"] == {"sessions": 2, "events": 7}
+    assert isinstance(sessions["latency_ms"], float)
+    assert memories["name"] == "long_term_memory (local)" and memories["store"].endswith("/vmem/ltm.db")
+    assert memories["index"] == "default_app" and memories["counts"] == {"memories": 3}
+    assert isinstance(memories["latency_ms"], float) and memories["problems"] == []
+    # --db-url naming another kind of database than the configured backend: labelled as what was checked
+    url = "postgresql://nobody@127.0.0.1:1/x"
+    other = json.loads(runner.invoke(app, ["doctor", "--db-url", url, "--json"]).stdout)[0]
+    assert other["name"] == "short_term_memory (postgresql)" and other["store"] == url and other["status"] == "fail"
+    table = runner.invoke(app, ["doctor", "--db-url", db]).stdout
+    assert f"{db}: ADK schema v1 (DatabaseSessionService, JSON events), 2 sessions, 7 events" in table
