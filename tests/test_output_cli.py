@@ -529,3 +529,20 @@ def test_doctor_names_the_store_it_checked_and_gives_structured_fields(
     assert other["name"] == "short_term_memory (postgresql)" and other["store"] == url and other["status"] == "fail"
     table = runner.invoke(app, ["doctor", "--db-url", db]).stdout
     assert f"{db}: ADK schema v1 (DatabaseSessionService, JSON events), 2 sessions, 7 events" in table
+
+
+def test_third_party_warnings_stay_out_of_the_terminal_unless_verbose(tmp_path: Path) -> None:
+    """vikingdb's models make pydantic warn ('Field name "schema" in "SearchResult" shadows an
+    attribute') when imported: a library's business, shown only under --verbose."""
+    vmem = str(Path(sys.executable).with_name("vmem"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    env |= {
+        "LONG_TERM_MEMORY_BACKEND": "viking",
+        "DATABASE_VIKINGMEM_API_KEY": "not-a-key",
+        "DATABASE_VIKINGMEM_BASE_URL": "http://127.0.0.1:1",
+    }
+    quiet = subprocess.run([vmem, "ltm", "list", "-u", "u"], capture_output=True, text=True, env=env)
+    assert quiet.returncode == 1 and quiet.stderr.startswith("vmem: error: cannot reach VikingDB"), quiet.stderr
+    assert "Warning" not in quiet.stderr
+    verbose = subprocess.run([vmem, "ltm", "list", "-u", "u", "-v"], capture_output=True, text=True, env=env)
+    assert 'UserWarning: Field name "schema" in "SearchResult" shadows an attribute' in verbose.stderr
