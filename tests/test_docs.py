@@ -1,4 +1,5 @@
-"""Docs that cannot drift: README reference, completions and examples.toml match the app."""
+"""Docs that cannot drift: the command reference (docs/commands.md), completions and
+examples.toml match the app; links resolve."""
 
 from __future__ import annotations
 
@@ -201,3 +202,15 @@ def _sh_quote(word: str) -> str:
     import shlex
 
     return shlex.quote(word)
+
+
+def test_the_command_reference_is_its_own_page_and_the_readme_links_it() -> None:
+    from veadk_mem.cli.completion import build_tree, walk
+
+    page = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    for node in walk(build_tree()):
+        title = "vmem" + (" " + node.key if node.path else "")
+        assert f"## `{title}`\n" in page, title
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "(docs/commands.md)" in readme
+    assert "Usage: vmem" not in readme  # the tour, not the reference

@@ -634,3 +634,38 @@ def test_an_empty_search_or_listing_names_the_users_indexes(runner: CliRunner) -
     assert json.loads(out) == [] and "user 'nobody' has no memories in any index" in err
     code, out, err = invoke(runner, "ltm", "list", "-u", "user-42", "-a", "ltm_demo")
     assert "indexes" not in err  # found some: nothing to add
+
+
+def test_select_narrows_by_when_memories_were_saved() -> None:
+    """The delete's window is the facade's (one spelling of since/until): the CLI filters nothing."""
+    ltm = LongTermMemory.from_settings(load_settings().settings)
+    records = [
+        MemoryRecord(
+            text=json.dumps({"role": "user", "parts": [{"text": f"fact {i}"}]}),
+            user_id="user-42",
+            app_name="ltm_demo",
+            session_id="s1",
+            event_id=f"e{i}",
+            author="user",
+            created_at=1_700_000_000.0 + 1000 * i,
+        )
+        for i in range(3)
+    ]
+    asyncio.run(ltm.backend_for("ltm_demo").save("user-42", records))
+    warned: list[str] = []
+    ltm.warn = warned.append
+
+    async def go() -> tuple[int, int, int, list[str]]:
+        try:
+            every = await ltm.select(app_name="ltm_demo", user_id="user-42", everything=True)
+            cut = sorted(r.created_at for r in every if r.created_at is not None)[1]
+            later = await ltm.select(app_name="ltm_demo", user_id="user-42", everything=True, since=cut)
+            earlier = await ltm.select(app_name="ltm_demo", user_id="user-42", everything=True, until=cut)
+            one = await ltm.select(app_name="ltm_demo", user_id="user-42", ids=[every[0].id, "nope"])
+            return len(every), len(later), len(earlier), [r.id for r in one]
+        finally:
+            await ltm.close()
+
+    every, later, earlier, one = asyncio.run(go())
+    assert (every, later, earlier) == (3, 2, 1)  # [since, until): the cut belongs to "later"
+    assert len(one) == 1 and warned == ["no memory nope for user 'user-42' in index 'ltm_demo'"]

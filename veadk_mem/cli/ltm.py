@@ -585,8 +585,6 @@ def delete(
     By id, by the session they came from, or all of them (narrowed by --since/--until);
     asks first unless --yes.
     """
-    from veadk_mem.errors import NotFound
-
     after, before = _window(since, until)
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
@@ -598,22 +596,15 @@ def delete(
         try:
             index = await ltm.user_index(app_name, user)
             found = await ltm.select(
-                app_name=app_name, user_id=user, ids=ids, session_id=session, everything=everything, index=index
+                app_name=app_name,
+                user_id=user,
+                ids=ids,
+                session_id=session,
+                everything=everything,
+                index=index,
+                since=after,
+                until=before,
             )
-            if ids:
-                missing = sorted(set(ids) - {r.id for r in found})
-                if missing and not found:
-                    raise NotFound(f"no memory of user {user!r} in index {index!r} has id {', '.join(missing)}")
-                for memory_id in missing:
-                    render.warn(f"no memory {memory_id} for user {user!r} in index {index!r}")
-            if after is not None or before is not None:
-                found = [
-                    r
-                    for r in found
-                    if r.created_at is not None
-                    and (after is None or r.created_at >= after)
-                    and (before is None or r.created_at < before)
-                ]
             if dry_run or not found:
                 return index, found, 0
             confirm_deletion(

@@ -310,29 +310,19 @@ def delete_cmd(
         flt = _filter(app_name, user, since, until)
         flt.older_than = parse_duration(older_than) if older_than else None
 
+    def confirm(plan: Any) -> None:
+        if not yes:
+            _show_plan(state, plan, to_stderr=True)  # not data: what the question is about
+            question = f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?"
+            confirm_deletion(state, question, yes=yes)
+
     async def go() -> Any:
+        from veadk_mem.sessions.delete_flow import delete_flow
+
         async with _store(state) as store:
-            if keys is not None:
-                chosen = await store.find_sessions(keys)
-            else:
-                assert flt is not None
-                chosen = await store.list_sessions(flt, oldest_first=True)
-            plan = await store.delete_sessions(chosen, purge_state=purge_state, dry_run=True)
-            if not chosen:
-                plan.dry_run = dry_run
-                return plan
-            if dry_run:
-                return plan
-            if not yes:
-                _show_plan(state, plan, to_stderr=True)  # not data: what the question is about
-                confirm_deletion(
-                    state,
-                    f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?",
-                    yes=yes,
-                )
-            # Re-checked in the deleting transaction: a session resumed while the prompt waited stays.
-            recheck = flt is not None and flt.older_than is not None
-            return await store.delete_sessions(chosen, purge_state=purge_state, recheck=recheck)
+            return await delete_flow(
+                store, keys=keys, flt=flt, purge_state=purge_state, dry_run=dry_run, confirm=confirm
+            )
 
     report = run(go())
     for key in report.skipped:
