@@ -405,6 +405,7 @@ def test_a_piped_table_works_with_cut_and_awk(runner: CliRunner, db: str) -> Non
     get = f"{vmem} session get support_app cust-001 ticket-100 --db-url {db}"
     timeline = _bash(f"{get} 2>/dev/null | awk -F'\\t' '$1 == \"1\" {{print $2, $6}}'")
     assert timeline == ["2025-12-05T08:00:07Z My order 5531 arrived with a cracked screen."]
+    assert _bash(f"{get} 2>/dev/null | awk '$1 == \"updated\" {{print $2, NF}}'") == ["2025-12-05T08:00:37Z 2"]
 
 
 def test_ltm_import_dry_run_leaves_an_existing_store_as_it_was(

@@ -516,6 +516,11 @@ class Renderer:
         else:
             self.table(rows, columns, title=title, empty=empty)
 
+    def when(self, value: datetime | float | None) -> str:
+        """A time in a field listing: local time on a terminal, one word (ISO 8601 UTC) off one,
+        as in tables."""
+        return local_time(value) if self.out.is_terminal else _iso_seconds(value)
+
     def fields(self, pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
         """A two-column key/value listing for people: keys never wrap, values wrap whole."""
         rows = [{"key": terminal_safe(str(k)), "value": v} for k, v in pairs]

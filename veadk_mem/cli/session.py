@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import KEY, Column, counted, local_time
+from veadk_mem.cli.render import KEY, Column, counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 
@@ -243,8 +243,8 @@ def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, sh
             ("app", _safe(summary.app_name)),
             ("user", _safe(summary.user_id)),
             ("session", _safe(summary.id)),
-            ("created", local_time(summary.create_time)),
-            ("updated", local_time(summary.update_time)),
+            ("created", state.render.when(summary.create_time)),
+            ("updated", state.render.when(summary.update_time)),
             ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
             ("store", f"{store.display_url} [{store.layout.label}]"),
         ]
