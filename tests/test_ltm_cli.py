@@ -567,6 +567,7 @@ def _vmem_in_a_terminal(args: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # vmem subprocesses over many sessions: out of the fast tier
 @pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) for a terminal")
 def test_save_from_store_shows_total_rate_and_time_left_on_a_terminal(tmp_path: Path) -> None:
     db = many_sessions(tmp_path, 40)
@@ -581,6 +582,7 @@ def test_save_from_store_shows_total_rate_and_time_left_on_a_terminal(tmp_path: 
     assert "saving sessions" not in piped.stderr and "\x1b" not in piped.stderr  # no bar in a pipe
 
 
+@pytest.mark.slow  # vmem subprocesses over many sessions: out of the fast tier
 def test_ctrl_c_during_a_save_says_what_was_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT to the process group) part-way: exit 130, the memories saved so far, and
     the same command again saves only the rest."""

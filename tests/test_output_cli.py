@@ -364,6 +364,7 @@ def test_a_command_writing_a_file_prints_its_report_under_json(
     assert report == {"output": str(out), "memories": 3}
 
 
+@pytest.mark.slow  # vmem subprocesses over 600 sessions: out of the fast tier
 def test_json_into_a_closed_pipe_ends_with_141(tmp_path: Path) -> None:
     """`vmem ... --json | head` stops with 141 as the other formats do, also unbuffered (one large
     write to a pipe whose reader left could end in a partial write reported as success)."""
@@ -532,6 +533,7 @@ def test_doctor_names_the_store_it_checked_and_gives_structured_fields(
     assert f"{db}: ADK schema v1 (DatabaseSessionService, JSON events), 2 sessions, 7 events" in table
 
 
+@pytest.mark.slow  # two vmem subprocesses through the viking client's retries: out of the fast tier
 def test_third_party_warnings_stay_out_of_the_terminal_unless_verbose(tmp_path: Path) -> None:
     """vikingdb's models make pydantic warn ('Field name "schema" in "SearchResult" shadows an
     attribute') when imported: a library's business, shown only under --verbose."""
