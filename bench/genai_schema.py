@@ -1,4 +1,4 @@
-"""Print the google-genai field table that veadk_mem/policy.py embeds as GENAI_SCHEMA.
+"""Print the google-genai field table that veadk_mem/policy/genai.py embeds as GENAI_SCHEMA.
 
 VeADK dumps `event.content` with google-genai's pydantic models, so the memory string
 depends on genai's field order, bytes fields, enums and float fields. vmem does not

@@ -6,8 +6,11 @@ reached; `.ci/run` starts the servers first, and under CI=true a skip that
 tests/skip-allowlist.txt does not list fails the run (tests/skip_policy.py).
 
 Markers by fixture use (so `bash .ci/test --fast` can leave them out): a test using
-pg_url / mysql_url / redis_prefix / redis_stack is marked postgres / mysql / redis.
-Hypothesis profiles: `fast` (few examples; `--hypothesis-profile=fast`) for the fast tier.
+pg_url / mysql_url / redis_prefix / redis_stack / plain_redis is marked postgres / mysql / redis,
+and so is one parametrised over a database by name ("postgres v1", "pg_url"); whole modules and
+single tests of many seconds are marked slow (_SLOW_MODULES, _SLOW_TESTS).
+Hypothesis profiles: `fast` (`--hypothesis-profile=fast`, the fast tier) caps every property test at
+its few examples, also those whose own @settings ask for more.
 """
 
 from __future__ import annotations
@@ -30,9 +33,22 @@ REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 
 settings.register_profile("fast", max_examples=10, deadline=None)
 
-_FIXTURE_MARKERS = {"pg_url": "postgres", "mysql_url": "mysql", "redis_prefix": "redis", "redis_stack": "redis"}
-# Parametrised over databases: a test whose parameter names a server needs that server.
-_PARAM_MARKERS = {"postgres": "postgres", "postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
+_FIXTURE_MARKERS = {
+    "pg_url": "postgres",
+    "mysql_url": "mysql",
+    "redis_prefix": "redis",
+    "redis_stack": "redis",
+    "plain_redis": "redis",  # a redis-server of the test's own (test_ltm_safety.py) or the machine's
+}
+# Parametrised over databases: a test whose parameter (or its first word: "postgres v0") names a server,
+# or the server fixture it fetches with request.getfixturevalue ("pg_url"), needs that server.
+_PARAM_MARKERS = {
+    "postgres": "postgres",
+    "postgresql": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    **_FIXTURE_MARKERS,
+}
 # Whole modules of many-second tests (old ADK releases in subprocesses, child processes, cross-database
 # round trips): left out of `bash .ci/test --fast` by the `slow` marker.
 _SLOW_MODULES = {
@@ -45,6 +61,7 @@ _SLOW_MODULES = {
     "test_table_widths.py",
     "test_ltm_transfer.py",
     "test_output_cli.py",
+    "test_sessions_watch.py",  # a `vmem session watch` child per test, seconds of polling
 }
 # Single many-second tests elsewhere (the offline model end to end, 700-event streams, two processes).
 _SLOW_TESTS = {
@@ -52,23 +69,42 @@ _SLOW_TESTS = {
     "test_save_then_search_as_two_processes",
     "test_a_long_session_streams_in_bounded_memory",
     "test_the_fast_walk_gives_what_the_models_give_or_declines",
+    "test_databases_of_old_adk_releases",  # an old ADK release's venv writes the database
+    "test_peak_memory_does_not_grow_with_the_largest_session",  # child processes, 100k-event sessions
+    "test_a_streamed_session_reads_back_through_adk_as_a_decoded_one",  # 5,000 events imported 3 times
+    "test_ltm_search_loads_numpy_with_one_blas_thread",  # child processes: the fast tier keeps the save's
+    "test_a_users_own_setting_wins",
 }
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by the servers it uses (fixtures, database parameters) and slow modules, so
-    marker selection needs no per-test marks."""
+    marker selection needs no per-test marks; under the `fast` hypothesis profile, cap examples."""
+    fast_profile = getattr(settings, "get_current_profile_name", lambda: None)() == "fast"  # an old hypothesis: no cap
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         marks = {_FIXTURE_MARKERS[n] for n in names if n in _FIXTURE_MARKERS}
         callspec = getattr(item, "callspec", None)
         for value in callspec.params.values() if callspec is not None else ():
-            if isinstance(value, str) and value in _PARAM_MARKERS:
-                marks.add(_PARAM_MARKERS[value])
+            if isinstance(value, str) and value.strip():
+                for word in {value, value.split()[0]} & _PARAM_MARKERS.keys():
+                    marks.add(_PARAM_MARKERS[word])
         if item.path.name in _SLOW_MODULES or getattr(item, "originalname", item.name) in _SLOW_TESTS:
             marks.add("slow")
         for mark in sorted(marks):
             item.add_marker(mark)
+        if fast_profile:
+            _cap_examples(item)
+
+
+def _cap_examples(item: pytest.Item) -> None:
+    """Under the `fast` profile, a property test whose own @settings ask for more examples runs the
+    profile's few (the full run keeps each test's own count)."""
+    test = getattr(item, "obj", None)
+    own = getattr(test, "_hypothesis_internal_use_settings", None)  # where @settings/@given keep them
+    cap = settings.default.max_examples
+    if isinstance(own, settings) and own.max_examples > cap:
+        test._hypothesis_internal_use_settings = settings(own, max_examples=cap)  # type: ignore[union-attr]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -187,8 +188,13 @@ def test_viking_mem_is_a_deprecated_alias() -> None:
 def test_unknown_and_unavailable_backends() -> None:
     with pytest.raises(BadInput, match="unknown long-term memory backend 'nope'"):
         load_backend("nope")
+    from veadk_mem.ltm import registry
+
     register_backend("fake-unavailable", lambda *a, **k: (_ for _ in ()).throw(NotSupported("no")))
-    assert callable(load_backend("fake-unavailable"))
+    try:
+        assert callable(load_backend("fake-unavailable"))
+    finally:
+        registry._registered.pop("fake-unavailable", None)  # the configuration accepts every registered name
 
 
 async def test_backends_that_cannot_list_or_profile_say_so() -> None:
@@ -202,7 +208,7 @@ async def test_backends_that_cannot_list_or_profile_say_so() -> None:
         def precheck_index_naming(self) -> None:
             pass
 
-        async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+        async def save(self, user_id: str, memories: list[MemoryRecord], progress: Any = None) -> list[str]:
             self.saved.extend(m.text for m in memories)
             return [str(i) for i, _ in enumerate(memories)]
 
@@ -310,3 +316,77 @@ def test_count_sessions_for_the_progress_bar(tmp_path: Path) -> None:
     jsonl.write_text('{"id": "a"}\n\n{"kind": "app_state", "appName": "x", "state": {}}\n{"id": "b"}\n')
     assert count_sessions([str(jsonl)]) == 2
     assert count_sessions(["-"]) is None
+
+
+def test_a_backend_from_an_entry_point_is_accepted_by_the_config_and_usable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package declaring `[project.entry-points."veadk_mem.backends"]` adds a backend, as vmem adds its own."""
+    from veadk_mem.config import load_settings
+    from veadk_mem.ltm import registry
+
+    site = tmp_path / "site"
+    (site / "thirdstore").mkdir(parents=True)
+    (site / "thirdstore" / "__init__.py").write_text(
+        "from veadk_mem.ltm.base import LongTermMemoryBackend\n"
+        "class ThirdBackend(LongTermMemoryBackend):\n"
+        "    name = 'thirdstore'\n"
+        "    def __init__(self, index, **_):\n"
+        "        self.index, self.held = index, []\n"
+        "    def precheck_index_naming(self):\n"
+        "        pass\n"
+        "    async def save(self, user_id, memories, progress=None):\n"
+        "        self.held.extend(memories)\n"
+        "        return [m.content_hash for m in memories]\n"
+        "    async def search(self, user_id, query, top_k):\n"
+        "        return [m for m in self.held if m.user_id == user_id][:top_k]\n"
+    )
+    dist = site / "thirdstore-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdstore\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[veadk_mem.backends]\nthirdstore = thirdstore:ThirdBackend\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(registry, "_plugins", None)  # what a new process finds
+
+    assert {"thirdstore", "local", "redis", "viking"} <= set(registry.backend_names())
+    settings = load_settings(environ={"LONG_TERM_MEMORY_BACKEND": "thirdstore"}).settings
+    ltm = LongTermMemory.from_settings(settings)
+    backend = ltm.backend_for("app")
+    assert type(backend).__name__ == "ThirdBackend"
+    with pytest.raises(BadInput, match=r"expected .*'thirdstore'.*got 'fourthstore'"):
+        load_settings(environ={"LONG_TERM_MEMORY_BACKEND": "fourthstore"})
+
+
+def test_a_registered_backend_is_accepted_by_the_config() -> None:
+    from veadk_mem.config import load_settings
+    from veadk_mem.ltm import registry
+
+    register_backend("runtime-store", LocalBackend)
+    try:
+        assert load_settings(
+            environ={"LONG_TERM_MEMORY_BACKEND": "runtime-store"}
+        ).settings.long_term_memory.backend == ("runtime-store")
+    finally:
+        registry._registered.pop("runtime-store", None)
+
+
+async def test_progress_is_told_for_every_saved_memory_whatever_the_backend_tells() -> None:
+    """`progress` is part of the save contract: a store saving in one piece tells nothing, the facade tells the rest."""
+
+    class OnePiece(LongTermMemoryBackend):
+        name = "onepiece"
+        index = "i"
+
+        def precheck_index_naming(self) -> None:
+            pass
+
+        async def save(self, user_id: str, memories: list[MemoryRecord], progress: Any = None) -> list[str]:
+            return [m.content_hash for m in memories]
+
+        async def search(self, user_id: str, query: str, top_k: int) -> list[Any]:
+            return []
+
+    told: list[int] = []
+    ltm = LongTermMemory(backend=OnePiece())
+    ids = await ltm.save_records("u1", [record("one"), record("two"), record("three")], "i", progress=told.append)
+    assert len(ids) == 3 and sum(told) == 3

@@ -28,7 +28,7 @@ class Scripted(LongTermMemoryBackend):
     def precheck_index_naming(self) -> None:
         pass
 
-    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+    async def save(self, user_id: str, memories: list[MemoryRecord], progress: Any = None) -> list[str]:
         return []
 
     async def search(self, user_id: str, query: str, top_k: int) -> list[Any]:
@@ -44,12 +44,12 @@ class Scripted(LongTermMemoryBackend):
 def _doctor(monkeypatch: pytest.MonkeyPatch, answer: Any) -> dict[str, Any]:
     from veadk_mem.cli.app import app
 
-    register_backend("redis", Scripted)  # a configurable name, served by the scripted backend
+    register_backend("scripted", Scripted)  # the configuration accepts any registered name
     Scripted.answer = answer
-    env = {"LONG_TERM_MEMORY_BACKEND": "redis", "SHORT_TERM_MEMORY_BACKEND": "local"}
+    env = {"LONG_TERM_MEMORY_BACKEND": "scripted", "SHORT_TERM_MEMORY_BACKEND": "local"}
     result = CliRunner().invoke(app, ["doctor", "--json"], env=env)
     checks = {c["name"]: c for c in json.loads(result.stdout)}
-    return {"exit": result.exit_code, **checks["long_term_memory (redis)"]}
+    return {"exit": result.exit_code, **checks["long_term_memory (scripted)"]}
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +57,7 @@ def _unregister() -> Any:
     from veadk_mem.ltm import registry
 
     yield
-    registry._registered.pop("redis", None)
+    registry._registered.pop("scripted", None)
 
 
 def test_every_field_of_the_health_is_rendered(monkeypatch: pytest.MonkeyPatch) -> None:

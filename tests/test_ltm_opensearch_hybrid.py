@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from test_ltm_opensearch import _backend, _records, index, server  # noqa: F401  (fixtures)
 
 from veadk_mem.ltm.base import MemoryRecord
 from veadk_mem.ltm.facade import LongTermMemory
+
+pytestmark = pytest.mark.contract
 
 TEXTS = [
     "My sister Lena lives in Porto and works as a dentist.",

@@ -482,3 +482,29 @@ def test_config_show_masks_the_redis_url_password() -> None:
     result = CliRunner().invoke(app, ["config", "show", "--json"], env=env)
     assert result.exit_code == 0 and "url-secret-pw" not in result.stdout
     assert "rediss://vmem:****@cache.example:6380/2" in result.stdout
+
+
+def test_the_pool_internals_are_those_redis_wire_was_written_for() -> None:
+    """redis_wire reaches into redis-py's pool and connection: a redis-py outside the versions it
+    was written for (or one that renamed what it calls) fails here, before it fails a save."""
+    import inspect
+    import re
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from redis.asyncio.connection import Connection, ConnectionPool
+
+    from veadk_mem.ltm.backends import redis_wire
+
+    low, high = redis_wire.WRITTEN_FOR
+    installed = tuple(int(n) for n in re.findall(r"\d+", version("redis"))[:3])
+    assert low <= installed < high, f"redis-py {version('redis')}: redis_wire was written for {low} to {high}"
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    [spec] = [d for d in pyproject["project"]["dependencies"] if d.startswith("redis>")]
+    assert spec == f"redis>={'.'.join(map(str, low))},<{high[0]}"  # the pin says what the module was written for
+    for name in redis_wire.POOL_CALLS:
+        assert callable(getattr(ConnectionPool, name))
+    for name in redis_wire.CONNECTION_CALLS:
+        assert callable(getattr(Connection, name))
+    assert "check_health" in inspect.signature(Connection.send_packed_command).parameters

@@ -286,7 +286,7 @@ def test_a_backend_that_cannot_list_exits_4_naming_it() -> None:
         def precheck_index_naming(self) -> None:
             pass
 
-        async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+        async def save(self, user_id: str, memories: list[MemoryRecord], progress: Any = None) -> list[str]:
             return []
 
         async def search(self, user_id: str, query: str, top_k: int) -> list[Any]:

@@ -1,4 +1,4 @@
-"""GENAI_SCHEMA in veadk_mem/policy.py matches the installed google-genai (a dev dependency)."""
+"""GENAI_SCHEMA in veadk_mem/policy/genai.py matches the installed google-genai (a dev dependency)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import time
@@ -19,10 +20,19 @@ from veadk_mem.cli.app import app
 SESSIONS = {("alice", "s1"): 12, ("alice", "s2"): 3, ("bob", "s3"): 7}
 
 
-@pytest.fixture
-def dbfile(tmp_path: Path) -> Path:
-    path = tmp_path / "veadk.db"
+@pytest.fixture(scope="module")
+def adk_written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SESSIONS written once a module by the real google-adk (a fifth of a second each time)."""
+    path = tmp_path_factory.mktemp("adk") / "veadk.db"
     build(sqlite_url(path), SESSIONS)
+    return path
+
+
+@pytest.fixture
+def dbfile(tmp_path: Path, adk_written: Path) -> Path:
+    """A copy of that database of this test's own: tests delete and import into it."""
+    path = tmp_path / "veadk.db"
+    shutil.copyfile(adk_written, path)
     return path
 
 
@@ -306,12 +316,14 @@ def test_locked_sqlite_waits_then_fails_cleanly(runner: CliRunner, dbfile: Path)
         holder.execute("ROLLBACK")
         holder.close()
     assert sqlite_rows(dbfile, "SELECT count(*) FROM events WHERE session_id='s1'")[0][0] == 12
-    # with a writer that finishes within the busy timeout, the delete waits and succeeds
+    # with a writer that finishes within the busy timeout, the delete waits and succeeds (a minute's
+    # timeout: the timer thread firing late on a loaded machine must not decide the outcome)
     holder = sqlite3.connect(dbfile, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
     timer = threading.Timer(0.3, lambda: (holder.execute("COMMIT"), holder.close()))
     timer.start()
-    result = vmem(runner, "session", "delete", APP, "alice", "s1", "--yes", "--db-url", str(dbfile))
+    wait = {"VMEM_SQLITE_BUSY_TIMEOUT": "60"}
+    result = vmem(runner, "session", "delete", APP, "alice", "s1", "--yes", "--db-url", str(dbfile), env=wait)
     timer.join()
     assert result.exit_code == 0, result.output
     assert sqlite_rows(dbfile, "SELECT count(*) FROM events WHERE session_id='s1'")[0][0] == 0

@@ -195,6 +195,23 @@ def test_a_missing_session_exits_3(tmp_path: Path) -> None:
     watch.end(3)
 
 
+def _wait_until_blocked(watch: Watch) -> None:
+    """Until the watcher sleeps in a write to its full pipe (the kernel's wait channel says so).
+    A fixed sleep let a slow start on a loaded machine test a watcher that was not blocked yet."""
+    tasks = Path(f"/proc/{watch.proc.pid}/task")
+    if not tasks.is_dir():  # no /proc (not Linux): give it a second, as before
+        time.sleep(1)
+        return
+    deadline = time.monotonic() + WAIT  # a hang guard, not a timing assertion
+    while True:
+        assert watch.proc.poll() is None, f"watch exited {watch.proc.returncode}"
+        with contextlib.suppress(OSError):
+            if any("pipe_write" in (task / "wchan").read_text() for task in tasks.iterdir()):
+                return
+        assert time.monotonic() < deadline, "the watcher never blocked on its full pipe"
+        time.sleep(0.05)
+
+
 def test_a_watcher_nobody_reads_never_blocks_adks_appends(tmp_path: Path) -> None:
     """`vmem session watch ... | less`, stopped: its pipe is full, ADK must still write (sqlite locks)."""
     url = sqlite_url(tmp_path / "adk.db")
@@ -205,8 +222,7 @@ def test_a_watcher_nobody_reads_never_blocks_adks_appends(tmp_path: Path) -> Non
             watch = Watch(url, "dave", "long", "--events", "400", stdout=out)
         try:
             watch.said("following session long")
-            time.sleep(1)  # let it fill the pipe and block
-            assert watch.proc.poll() is None
+            _wait_until_blocked(watch)
             ids = asyncio.run(_append(url + "?timeout=2", "dave", "long", 5, start=400))  # "database is locked"
             assert len(ids) == 5  # otherwise
         finally:

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from veadk_mem.errors import BadInput
+from veadk_mem.masking import mask_url as mask_url  # re-exported: callers import it from here
+from veadk_mem.masking import redact as redact
+from veadk_mem.masking import remember_secret, remember_url_secrets
 
 STM_BACKENDS = ("local", "sqlite", "mysql", "postgresql")
 LTM_BACKENDS = ("local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context")
@@ -50,8 +53,9 @@ class ShortTermMemorySettings(Section):
 
 
 class LongTermMemorySettings(Section):
-    backend: Literal["local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context"] = (
-        Field("local", description="Memory store, as VeADK's LongTermMemory (viking_mem is a deprecated alias)")
+    backend: str = Field(
+        "local",
+        description="Memory store, as VeADK's LongTermMemory (viking_mem is a deprecated alias)",
     )
     index: str = Field("", description="Index or collection; falls back to the app name, then default_app")
     top_k: int = Field(5, ge=1, description="Memories a search returns")
@@ -60,6 +64,18 @@ class LongTermMemorySettings(Section):
         description="ltm search ranking: auto is hybrid for local, vector (what the agent retrieves) elsewhere",
     )
     local_path: str = Field("", description="sqlite file of the local backend; empty means $XDG_DATA_HOME/vmem/ltm.db")
+
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, value: str) -> str:
+        """A backend the registry knows: the built-ins, entry points and `register_backend` names."""
+        from veadk_mem.ltm import registry
+
+        if not registry.is_known(value):
+            raise PydanticCustomError(
+                "literal_error", "Input should be {expected}", {"expected": registry.expected_names()}
+            )
+        return value
 
 
 class EmbeddingSettings(Section):
@@ -497,68 +513,15 @@ def load_settings(
 # --- presentation helpers (no Rich here: the CLI renders) ----------------------------
 
 
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z0-9+]+://[^:/@]*:)(?P<pw>[^@]*)(?P<at>@)", re.IGNORECASE)
-_URL_USER_INFO = re.compile(r"(?P<head>https?://)(?P<user>[^/@?#\s]+)(?P<at>@)", re.IGNORECASE)
-# Query parameters drivers take secrets from: ?password= (asyncpg, aiomysql, psycopg), tokens, keys.
-_QUERY_SECRET = re.compile(
-    r"(?P<head>[?&;](?:password|passwd|pwd|sslpassword|secret|client_secret|token|access_token|auth_token"
-    r"|api[_-]?key|access[_-]?key|secret[_-]?key|sk|ak)=)(?P<value>[^&#\s'\"]*)",
-    re.IGNORECASE,
-)
-_KNOWN_SECRETS: set[str] = set()
-
-
-def remember_secret(value: str) -> None:
-    """Register a secret value so `redact` masks it wherever it turns up (error text, tracebacks)."""
-    if len(value) >= 6:  # shorter ones would mask ordinary words; URL patterns still mask them
-        _KNOWN_SECRETS.add(value)
-        from urllib.parse import quote
-
-        _KNOWN_SECRETS.add(quote(value, safe=""))
-
-
-def mask_url(url: str) -> str:
-    """A URL (or text holding URLs) with the password in its user info and query replaced by ****.
-
-    An http(s) endpoint's whole user info is masked: it may be a token (MODEL_EMBEDDING_API_BASE).
-    """
-    url = _URL_USER_INFO.sub(lambda m: f"{m['head']}****{m['at']}", url)
-    url = _URL_PASSWORD.sub(lambda m: f"{m['head']}****{m['at']}", url)
-    return _QUERY_SECRET.sub(lambda m: f"{m['head']}****" if m["value"] else m[0], url)
-
-
-def redact(text: str) -> str:
-    """Text with URL passwords and every registered secret masked: the last line of defence."""
-    text = mask_url(text)
-    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, "****")
-    return text
-
-
 def _remember_secrets(settings: VmemSettings) -> None:
     for key in KEYS:
         value = get_value(settings, key)
         if isinstance(value, SecretStr) and value.get_secret_value():
             raw = value.get_secret_value()
             if key.dotted.endswith("url"):  # a URL's secret is its password, not its host and port
-                _remember_url_secrets(raw)
+                remember_url_secrets(raw)
             else:
                 remember_secret(raw)
-
-
-def _remember_url_secrets(url: str) -> None:
-    from urllib.parse import parse_qsl, unquote, urlsplit
-
-    try:
-        parts = urlsplit(url)
-        if parts.password:
-            remember_secret(unquote(parts.password))
-        for name, value in parse_qsl(parts.query):
-            if _QUERY_SECRET.match(f"?{name}={value}"):
-                remember_secret(value)
-    except ValueError:
-        return
 
 
 def get_value(settings: VmemSettings, key: Key) -> Any:

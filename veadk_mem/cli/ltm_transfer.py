@@ -41,7 +41,7 @@ def _facade(state: AppState, backend: str | None, option: str = "--backend") -> 
 
             raise BadInput(f"{option}: unknown backend {backend!r}: expected one of {', '.join(backend_names())}")
         settings = settings.model_copy(deep=True)
-        settings.long_term_memory.backend = name  # type: ignore[assignment]
+        settings.long_term_memory.backend = name
     return LongTermMemory.from_settings(settings, warn=state.render.warn, notice=state.render.warn)
 
 

@@ -118,8 +118,14 @@ class LongTermMemoryBackend(ABC):
         """Raise BadInput with a clear message when `index` is not a valid name for this store."""
 
     @abstractmethod
-    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
-        """Store memories for the user; returns the ids stored."""
+    async def save(
+        self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
+    ) -> list[str]:
+        """Store memories for the user; returns the ids stored.
+
+        `progress(n)` is told as memories are stored (n of them each time) where the store
+        saves piecemeal; the facade accounts for whatever a backend leaves untold.
+        """
 
     @abstractmethod
     async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:

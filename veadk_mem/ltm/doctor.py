@@ -54,7 +54,9 @@ async def check_ltm(settings: VmemSettings) -> Check:
     except VmemError as exc:
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
     except Exception as exc:  # a broken store is a failed check, never a crash
-        return Check(name, "fail", f"{type(exc).__name__}: {str(exc)[:200]}")
+        from veadk_mem.ltm.failure import one_line
+
+        return Check(name, "fail", f"{type(exc).__name__}: {one_line(exc)}")
     finally:
         await ltm.close()
     took = (time.perf_counter() - started) * 1000

@@ -329,8 +329,17 @@ class LongTermMemory:
         """Save new records into the index; a store that cannot say what it holds gets them
         entered in the replay ledger, so the next replay skips them."""
         backend = self.backend_for(index=index)
-        save: Any = backend.save
-        ids: list[str] = await (save(user_id, records, progress=progress) if progress else save(user_id, records))
+        told = 0
+
+        def tell(n: int) -> None:
+            nonlocal told
+            told += n
+            if progress is not None:
+                progress(n)
+
+        ids = await backend.save(user_id, records, progress=tell)
+        if progress is not None and told < len(records):
+            progress(len(records) - told)  # what a store saving in one piece did not tell
         if not backend.knows_what_it_holds():
             given = ids if len(ids) == len(records) else [""] * len(records)
             self.ledger.record(

@@ -1,14 +1,22 @@
 """Backends by name, imported only when chosen, so `vmem --help` never pays for an SDK.
 
 A backend class is constructed as `cls(index, settings=..., embedder_factory=...,
-**backend_config)`. Built-in backends are registered here as import paths; another
-package (or a test) can add its own with `register_backend`.
+**backend_config)`. Every backend, the built-in ones included, is declared in the
+`veadk_mem.backends` entry-point group (`[project.entry-points."veadk_mem.backends"]` in
+pyproject.toml), so a package adds one exactly as vmem adds its own:
+
+    [project.entry-points."veadk_mem.backends"]
+    mystore = "mypackage.backend:MyStoreBackend"
+
+Code (a test, an embedding application) can also add one at run time with
+`register_backend`. The configuration accepts every name this registry knows.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, NotSupported
@@ -18,23 +26,65 @@ if TYPE_CHECKING:
 
 BackendFactory = Callable[..., "LongTermMemoryBackend"]
 
-BUILTIN: dict[str, str] = {
-    "local": "veadk_mem.ltm.backends.local:LocalBackend",
-    "redis": "veadk_mem.ltm.backends.redis:RedisBackend",
-    "opensearch": "veadk_mem.ltm.backends.opensearch:OpensearchBackend",
-    "viking": "veadk_mem.ltm.backends.viking:VikingBackend",
-    "mem0": "veadk_mem.ltm.backends.mem0:Mem0Backend",
-    "openviking": "veadk_mem.ltm.backends.openviking:OpenvikingBackend",
-    "tos_context": "veadk_mem.ltm.backends.tos_context:TosContextBackend",
-}
+ENTRY_POINT_GROUP = "veadk_mem.backends"
 DEPRECATED_ALIASES = {"viking_mem": "viking"}
 VECTOR_BACKENDS = ("local", "redis", "opensearch")
+_OWN = "veadk_mem."
+DISTRIBUTION = "veadk-mem"
 
+
+def _source_tree_declarations() -> dict[str, str]:
+    """vmem's own entry points from pyproject.toml: a source checkout whose installed metadata predates them."""
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    try:
+        import tomllib
+
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        declared = project["entry-points"][ENTRY_POINT_GROUP]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {str(k): str(v) for k, v in declared.items()}
+
+
+def _own_declarations() -> dict[str, str]:
+    """vmem's own entry points in the group: one distribution's metadata, not a scan of every package."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        points = distribution(DISTRIBUTION).entry_points
+    except PackageNotFoundError:
+        points = ()  # type: ignore[assignment]
+    own = {p.name: p.value for p in points if p.group == ENTRY_POINT_GROUP and p.value.startswith(_OWN)}
+    return own or _source_tree_declarations()
+
+
+def _plugin_declarations() -> dict[str, str]:
+    """Other packages' entry points in the group (a scan of every installed package: done once, when needed)."""
+    global _plugins
+    if _plugins is None:
+        from importlib.metadata import entry_points
+
+        _plugins = {}
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            if not point.value.startswith(_OWN):
+                _plugins.setdefault(point.name, point.value)
+    return _plugins
+
+
+# name -> "module:attr" of vmem's own backends, from its entry points (tests may patch entries);
+# other packages' are read on first need, so a configured built-in costs no scan of every package.
+BUILTIN: dict[str, str] = _own_declarations()
+_plugins: dict[str, str] | None = None
 _registered: dict[str, BackendFactory] = {}
 
 
+def _declared(name: str) -> str | None:
+    """The `module:attr` of a declared backend: vmem's own names cannot be taken over by a package."""
+    return BUILTIN.get(name) or _plugin_declarations().get(name)
+
+
 def register_backend(name: str, factory: BackendFactory) -> None:
-    """Make a backend available under `name` (overrides a built-in of the same name)."""
+    """Make a backend available under `name` (overrides a declared one of the same name)."""
     _registered[name] = factory
 
 
@@ -49,17 +99,29 @@ def canonical_name(name: str, warn: Callable[[str], None] | None = None) -> str:
 
 
 def backend_names() -> list[str]:
-    """Every backend name that can be configured."""
-    return sorted({*BUILTIN, *_registered})
+    """Every backend name that can be configured (deprecated aliases aside)."""
+    return sorted({*BUILTIN, *_plugin_declarations(), *_registered})
+
+
+def is_known(name: str) -> bool:
+    """Whether `name` is a backend this registry knows, or a deprecated alias of one."""
+    return name in DEPRECATED_ALIASES or name in _registered or _declared(name) is not None
+
+
+def expected_names() -> str:
+    """`'local', 'mem0', ... or 'viking'`: the names a configuration may give, for messages."""
+    names = [repr(n) for n in backend_names()]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
 def load_backend(name: str) -> BackendFactory:
     """The backend class registered under `name`, imported now."""
     if name in _registered:
         return _registered[name]
-    if name not in BUILTIN:
+    target = _declared(name)
+    if target is None:
         raise BadInput(f"unknown long-term memory backend {name!r}: expected one of {', '.join(backend_names())}")
-    module_name, _, attr = BUILTIN[name].partition(":")
+    module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -20,6 +20,13 @@ from typing import Any
 
 _DRIVERS = {("aiosqlite", "qmark"), ("asyncpg", "numeric_dollar")}
 
+# The SQLAlchemy internals this module reads (and the only module that reads any): the
+# compiled statement's `positiontup`, `literal_execute_params`, `post_compile_params` and
+# `string`, and `TypeEngine._cached_bind_processor`. Written for these releases, [low, high):
+# pyproject's bound says the same, and tests/test_private_internals.py checks both.
+WRITTEN_FOR = ((2, 0, 50), (2, 2))
+COMPILED_ATTRS = ("positiontup", "literal_execute_params", "post_compile_params", "string")
+
 
 @dataclass(frozen=True)
 class DriverPlan:

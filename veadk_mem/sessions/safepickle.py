@@ -362,6 +362,11 @@ class _EventActionsValue:
         return (copyreg.__newobj__, (_EventActionsValue,), self.state)  # type: ignore[attr-defined]
 
 
+# The pure-Python pickler (`pickle._Pickler`, not part of pickle's documented API) and the
+# methods this subclass calls on it: tests/test_private_internals.py checks they exist.
+PICKLER_CALLS = ("save_global", "write", "memoize")
+
+
 class _ActionsPickler(pickle._Pickler):  # type: ignore[name-defined,misc,unused-ignore]
     """The pure-Python pickler, writing the marker class under ADK's module and name."""
 

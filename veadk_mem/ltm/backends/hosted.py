@@ -1,31 +1,26 @@
-"""What the hosted backends (viking, tos_context) share: credentials as VeADK reads them, retries.
+"""What the Volcengine backends (viking, tos_context) share: credentials as VeADK reads them.
 
 VeADK reads Volcengine AK/SK from `VOLCENGINE_*` (`BYTEPLUS_*` when `CLOUD_PROVIDER` or
 `AGENTKIT_CLOUD_PROVIDER` is `byteplus`), else from the VeFaaS IAM file a cloud function
-is given. Every SDK call runs in a worker thread (the SDKs are synchronous) through
-`call_with_retries`, which retries throttling (429), server errors (5xx) and unreachable
-endpoints with backoff and turns what is left into one `VmemError` line; secrets never
-enter a message.
+is given. Retries and failure messages are every hosted backend's: `veadk_mem.ltm.failure`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from veadk_mem.ltm.base import LongTermMemoryBackend
+from veadk_mem.ltm.failure import RETRY_DELAYS
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
 
-T = TypeVar("T")
-
 VEFAAS_IAM_CREDENTIAL_PATH = "/var/run/secrets/iam/credential"
-RETRY_DELAYS = (0.5, 1.0, 2.0)
 
 
 def cloud_provider(environ: Mapping[str, str]) -> str:
@@ -87,91 +82,30 @@ def region_fallback(configured: str, environ: Mapping[str, str]) -> str:
     return configured or environ.get("REGION", "").strip() or "cn-beijing"
 
 
-class Failure(Exception):
-    """One failed call to a hosted service, classified so the retry loop and the message agree.
-
-    kind: auth (401/403), throttled (429), server (5xx), unreachable (no connection),
-    malformed (a reply that is not the documented shape), missing (no such collection,
-    bucket or set), refused (any other error the service answered with).
-    """
-
-    RETRYABLE = frozenset({"throttled", "server", "unreachable"})
-
-    def __init__(self, kind: str, detail: str = "", *, status: int | None = None, code: object = None) -> None:
-        super().__init__(detail)
-        self.kind = kind
-        self.detail = one_line(detail)
-        self.status = status
-        self.code = code
-
-    @property
-    def retryable(self) -> bool:
-        return self.kind in self.RETRYABLE
-
-    def http(self) -> str:
-        """`HTTP 429` / `HTTP 401, code 1000001` / `code 1000005`, for messages."""
-        parts = []
-        if self.status is not None:
-            parts.append(f"HTTP {self.status}")
-        if self.code not in (None, "", 0):
-            parts.append(f"code {self.code}")
-        return ", ".join(parts)
-
-
-def one_line(text: str, limit: int = 200) -> str:
-    """A service's message as one short line (replies can hold HTML pages or stack traces)."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
-
-
-def connection_reason(text: str) -> str:
-    """`Connection refused` out of a requests/urllib3 error chain, else a short form of it."""
-    found = _ERRNO.search(text)
-    if found:
-        return found.group(1).strip()
-    for marker in (
-        "timed out",
-        "Name or service not known",
-        "Connection refused",
-        "Connection reset",
-        "Connection aborted",
-        "Remote end closed connection",
-    ):
-        if marker.lower() in text.lower():
-            return marker
-    return one_line(text, 120)
-
-
-async def call_with_retries(
-    fn: Callable[[], T],
-    *,
-    classify: Callable[[Exception], Failure | None],
-    report: Callable[[Failure, int], Exception],
-    delays: tuple[float, ...] = RETRY_DELAYS,
-) -> T:
-    """Run a blocking SDK call in a thread; retry what `classify` calls retryable, then `report` it.
-
-    `classify` returns None for exceptions that are not the service's (bugs): they propagate.
-    `report(failure, attempts)` builds the VmemError raised once retries are used up.
-    """
-    attempt = 0
-    while True:
-        try:
-            return await asyncio.to_thread(fn)
-        except Exception as exc:
-            failure = exc if isinstance(exc, Failure) else classify(exc)
-            if failure is None:
-                raise
-            if failure.retryable and attempt < len(delays):
-                await asyncio.sleep(delays[attempt])
-                attempt += 1
-                continue
-            raise report(failure, attempt + 1) from None
-
-
 def environ() -> Mapping[str, str]:
     """The process environment (a function so tests and callers can pass their own)."""
     return os.environ
+
+
+class VolcengineBackend(LongTermMemoryBackend):
+    """What a Volcengine backend is built from: the index, the settings, the environment it reads keys from."""
+
+    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
+
+    def __init__(
+        self,
+        index: str,
+        *,
+        settings: VmemSettings | None = None,
+        env: Mapping[str, str] | None = None,
+        **_: Any,
+    ) -> None:
+        from veadk_mem.config import VmemSettings
+
+        self.index = index
+        self.settings = settings or VmemSettings()
+        self.env = environ() if env is None else env
+        self.configure()
+
+    def configure(self) -> None:
+        """Read this backend's own settings (called once `index`, `settings` and `env` are set)."""

@@ -1,40 +1,15 @@
-"""What the HTTP-based hosted backends (mem0, openviking) share: an httpx transport that retries with backoff.
+"""What the HTTP-based hosted backends (mem0) share: an httpx transport that retries with backoff.
 
-A hosted service answers 429 when it is rate limiting and 5xx when it is briefly unwell;
-both are worth a few retries before reporting. The waits are `RETRY_DELAYS` (or the
-service's `Retry-After`, capped), so a run against a dead service gives up in seconds.
+mem0ai's client raises one generic error for any failed answer, so the retries of 429 and
+5xx happen below it, in the transport, with the waits and `Retry-After` rule of
+`veadk_mem.ltm.failure` (tenacity), before the SDK sees the answer.
 """
 
 from __future__ import annotations
 
-import time
-
 import httpx  # this module loads only with a hosted backend
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-RETRY_DELAYS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
-MAX_RETRY_AFTER = 30.0
-
-
-def retry_after(headers: httpx.Headers | dict[str, str], default: float) -> float:
-    """The wait a 429/503 asks for in `Retry-After` (seconds), else `default`; capped."""
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        wait = float(value) if value is not None else default
-    except ValueError:
-        wait = default
-    return max(0.0, min(wait, MAX_RETRY_AFTER))
-
-
-def status_reason(status: int) -> str:
-    """A short plain-words reason for an HTTP status a service answered."""
-    if status in (401, 403):
-        return "refused the credentials"
-    if status == 429:
-        return "is rate limiting"
-    if status >= 500:
-        return "failed on its side"
-    return "rejected the request"
+from veadk_mem.ltm.failure import RETRY_DELAYS, RETRY_STATUSES, backoff, retry_after
 
 
 class RetryTransport(httpx.BaseTransport):
@@ -52,19 +27,31 @@ class RetryTransport(httpx.BaseTransport):
         self.retries = 0
         self.last_status: int | None = None
 
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        response = self.inner.handle_request(request)
+        self.last_status = response.status_code
+        return response
+
+    def _before_sleep(self, state: object) -> None:
+        outcome = getattr(state, "outcome", None)
+        if outcome is not None and not outcome.failed:
+            outcome.result().close()
+        self.retries += 1
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        from tenacity import Retrying, retry_if_result, stop_after_attempt
+
         request.read()  # a body sent again must be whole
-        for delay in (*self.delays, None):
-            self.requests += 1
-            response = self.inner.handle_request(request)
-            self.last_status = response.status_code
-            if response.status_code not in RETRY_STATUSES or delay is None:
-                return response
-            wait = retry_after(response.headers, delay)
-            response.close()
-            self.retries += 1
-            time.sleep(wait)
-        raise AssertionError("unreachable")  # the loop always returns
+        retrying = Retrying(
+            stop=stop_after_attempt(len(self.delays) + 1),
+            wait=backoff(self.delays, asked=lambda response: retry_after(getattr(response, "headers", None))),
+            retry=retry_if_result(lambda response: response.status_code in RETRY_STATUSES),
+            before_sleep=self._before_sleep,
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+        )
+        response: httpx.Response = retrying(self._send, request)
+        return response
 
     def close(self) -> None:
         self.inner.close()

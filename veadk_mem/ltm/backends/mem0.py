@@ -25,7 +25,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError, missing_extra
+from veadk_mem.errors import BadInput, NotSupported, VmemError, missing_extra
+from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
 from veadk_mem.ltm.convert import epoch_of
 
@@ -85,6 +86,7 @@ class Mem0Backend(LongTermMemoryBackend):
     page_size: ClassVar[int] = 100
     batch_limit: ClassVar[int] = 1000  # memories per DELETE /v1/batch/
     concurrency: ClassVar[int] = 4  # adds in flight at once
+    retry_delays: ClassVar[tuple[float, ...]] = fail.RETRY_DELAYS
 
     def __init__(self, index: str, *, settings: VmemSettings | None = None, infer: bool | None = None, **_: Any):
         from veadk_mem.config import VmemSettings
@@ -128,7 +130,7 @@ class Mem0Backend(LongTermMemoryBackend):
             from veadk_mem.ltm.backends.hosted_http import RetryTransport
 
             memory_client = import_memory_client()
-            self._transport = RetryTransport()
+            self._transport = RetryTransport(self.retry_delays)
             http = httpx.Client(transport=self._transport, timeout=TIMEOUT)
             try:
                 self._client = memory_client(api_key=self._api_key, host=self.host, client=http)
@@ -147,43 +149,43 @@ class Mem0Backend(LongTermMemoryBackend):
         except Exception as exc:
             raise self._failure(what, exc) from None
 
-    def _scrub(self, text: str) -> str:
-        line = (text.strip().splitlines() or [""])[0][:200]
-        return line.replace(self._api_key, "****") if self._api_key else line
+    def service(self) -> fail.Service:
+        """How the platform's failures are told (`veadk_mem.ltm.failure.report`)."""
+        return fail.Service(
+            where=f"Mem0 at {self.host}",
+            credentials="the API key",
+            auth_hint=f"check {KEY_ENV}",
+            url_hint=f"check {URL_ENV}",
+            throttle_hint="wait and run again: a replay skips what was already saved",
+        )
 
-    def _failure(self, what: str, exc: Exception) -> VmemError:
-        """The error to report for a failed call: names the variable to check, never the key."""
+    def _classify(self, exc: Exception) -> fail.Failure:
+        """What a MemoryClient call's exception says: the status the transport saw decides the kind."""
         import httpx
 
-        from veadk_mem.ltm.backends.hosted_http import RETRY_DELAYS
-
-        where = f"Mem0 at {self.host}"
+        secrets = (self._api_key,)
         if isinstance(exc, json.JSONDecodeError):
-            return StoreError(f"{where} sent a malformed reply while {what} (not JSON)", hint=f"check {URL_ENV}")
+            return fail.Failure(fail.MALFORMED, "the reply is not JSON")
         debug = getattr(exc, "debug_info", None)
         status = debug.get("status_code") if isinstance(debug, dict) else None
         if status is None and isinstance(exc, ValueError) and self._transport is not None:
             status = self._transport.last_status  # the constructor's ping only says "Error: <detail>"
         if status is None or (isinstance(debug, dict) and debug.get("error_type")):
             if isinstance(exc, httpx.HTTPError) or type(exc).__name__ == "NetworkError":
-                reason = self._scrub(getattr(exc, "message", None) or str(exc))
-                return StoreError(f"cannot reach {where} while {what}: {reason}", hint=f"check {URL_ENV}")
-            return StoreError(f"{where} failed while {what}: {type(exc).__name__}: {self._scrub(str(exc))}")
-        detail = self._scrub(str(getattr(exc, "message", None) or exc).removeprefix("Error: "))
-        retries = len(RETRY_DELAYS)
-        if status in (401, 403):
-            return StoreError(f"{where} refused the API key (HTTP {status}) while {what}", hint=f"check {KEY_ENV}")
-        if status == 429:
-            return StoreError(
-                f"{where} is still rate limiting (HTTP 429) after {retries} retries while {what}",
-                hint="wait and run again: a replay skips what was already saved",
-            )
-        if status >= 500:
-            return StoreError(f"{where} failed (HTTP {status}, {retries} retries) while {what}: {detail}")
-        return StoreError(f"{where} rejected the request (HTTP {status}) while {what}: {detail}")
+                reason = fail.one_line(getattr(exc, "message", None) or exc, secrets=secrets)
+                return fail.Failure(fail.UNREACHABLE, reason)
+            return fail.Failure(fail.SERVER, f"{type(exc).__name__}: {fail.one_line(exc, secrets=secrets)}")
+        detail = fail.one_line(str(getattr(exc, "message", None) or exc).removeprefix("Error: "), secrets=secrets)
+        return fail.Failure(fail.kind_of_status(status), detail, status=status)
 
-    def _malformed(self, what: str, got: Any) -> StoreError:
-        return StoreError(f"Mem0 at {self.host} sent a malformed reply while {what}: unexpected {type(got).__name__}")
+    def _failure(self, what: str, exc: Exception) -> VmemError:
+        """The error to report for a failed call (the transport has retried 429 and 5xx already)."""
+        failure = self._classify(exc)
+        retried = failure.status in fail.RETRY_STATUSES
+        return fail.report(self.service(), failure, what, len(self.retry_delays) if retried else 0)
+
+    def _malformed(self, what: str, got: Any) -> VmemError:
+        return fail.report(self.service(), fail.Failure(fail.MALFORMED, f"unexpected {type(got).__name__}"), what)
 
     def _say_index_is_ignored(self) -> None:
         global _index_warned

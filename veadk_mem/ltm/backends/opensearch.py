@@ -524,17 +524,18 @@ def _mapping_dim(info: dict[str, Any]) -> int | None:
 
 def _reason(value: Any) -> str:
     """The reason of an opensearch-py error (or error object), one line, short."""
+    from veadk_mem.ltm.failure import one_line
+
     info = getattr(value, "info", None)
     if isinstance(value, dict):
         info = {"error": value}
     if isinstance(info, dict):
         error = info.get("error")
         if isinstance(error, dict):
-            return str(error.get("reason") or error.get("type") or error)[:200]
+            return one_line(error.get("reason") or error.get("type") or error)
         if error:
-            return str(error)[:200]
+            return one_line(error)
     error = getattr(value, "error", None)
     if error and not isinstance(error, Exception):
-        return str(error)[:200]
-    text = str(value).strip().splitlines()
-    return text[0][:200] if text else type(value).__name__
+        return one_line(error)
+    return one_line(value) or type(value).__name__

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError, missing_extra
+from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
 
@@ -115,6 +116,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
     name: ClassVar[str] = "openviking"
     poll_interval: ClassVar[float] = 1.0
     poll_timeout: ClassVar[float] = 120.0  # seconds to wait for one extraction task
+    retry_delays: ClassVar[tuple[float, ...]] = fail.RETRY_DELAYS
 
     def __init__(self, index: str, *, settings: VmemSettings | None = None, **_: Any) -> None:
         from veadk_mem.config import VmemSettings
@@ -178,61 +180,61 @@ class OpenvikingBackend(LongTermMemoryBackend):
 
     async def _call(self, what: str, actor_peer: str | None, method: str, *args: Any, **kwargs: Any) -> Any:
         """One SDK call, retried while the server answers 429 or 5xx, its failure in one line."""
-        from veadk_mem.ltm.backends.hosted_http import RETRY_DELAYS, RETRY_STATUSES, retry_after
-
         client = await self._client(actor_peer)
-        delays = RETRY_DELAYS
-        for attempt, delay in enumerate((*delays, None)):
+        service = self.service()
+
+        async def send() -> Any:
             self._last_status = None
-            try:
-                return await getattr(client, method)(*args, **kwargs)
-            except Exception as exc:
-                if delay is not None and self._last_status in RETRY_STATUSES:
-                    await asyncio.sleep(retry_after(self._last_headers, delay))
-                    continue
-                raise self._failure(what, exc, retries=attempt) from None
-        raise AssertionError("unreachable")
+            return await getattr(client, method)(*args, **kwargs)
 
-    def _scrub(self, text: str) -> str:
-        line = (str(text).strip().splitlines() or [""])[0][:200]
-        return line.replace(self._api_key, "****") if self._api_key else line
+        return await fail.call_with_retries(
+            send,
+            classify=self._classify,
+            report=lambda failure, retries: fail.report(service, failure, what, retries),
+            delays=self.retry_delays,
+            retry_kinds=(fail.THROTTLED, fail.SERVER),
+        )
 
-    def _failure(self, what: str, exc: Exception, *, retries: int) -> VmemError:
-        """The error to report: names the variable to check, never the key."""
+    def service(self) -> fail.Service:
+        """How this server's failures are told (`veadk_mem.ltm.failure.report`)."""
+        return fail.Service(
+            where=f"OpenViking at {self.url}",
+            credentials="the API key",
+            auth_hint=self._auth_hint,
+            url_hint=f"check {URL_ENV}",
+            throttle_hint="wait and run again: a replay sends only what the server does not hold",
+        )
+
+    def _auth_hint(self, failure: fail.Failure, what: str) -> str:
+        """A 401 is the key; a 403 ("access denied") is the OpenViking user the key belongs to."""
+        if failure.status == 401 or failure.code == "UNAUTHENTICATED":
+            return f"check {KEY_ENV}"
+        return (
+            f"check {USER_ENV}: it must name the OpenViking user the API key belongs to (now {self.openviking_user!r})"
+        )
+
+    def _classify(self, exc: Exception) -> fail.Failure:
+        """What an SDK call's exception says, with the status of the last answer (the SDK's errors carry none)."""
         import httpx
 
-        where = f"OpenViking at {self.url}"
-        if isinstance(exc, VmemError):
-            return exc
-        if isinstance(exc, httpx.HTTPError) and self._last_status is None:
-            return StoreError(
-                f"cannot reach {where} while {what}: {self._scrub(str(exc)) or type(exc).__name__}",
-                hint=f"check {URL_ENV}",
-            )
-        code = str(getattr(exc, "code", ""))
         status = self._last_status
-        detail = self._scrub(str(exc))
+        detail = fail.one_line(exc, secrets=(self._api_key,))
+        if isinstance(exc, httpx.HTTPError) and status is None:
+            return fail.Failure(fail.UNREACHABLE, detail or type(exc).__name__)
+        code = str(getattr(exc, "code", ""))
+        retry = fail.retry_after(self._last_headers)
         if "access denied" in detail.lower() or code == "PERMISSION_DENIED" or status == 403:
-            return StoreError(
-                f"{where} denied access while {what}: {detail}",
-                hint=f"check {USER_ENV}: it must name the OpenViking user the API key belongs to "
-                f"(now {self.openviking_user!r})",
-            )
+            return fail.Failure(fail.AUTH, detail, status=status)
         if code == "UNAUTHENTICATED" or status == 401:
-            return StoreError(f"{where} refused the API key (HTTP 401) while {what}", hint=f"check {KEY_ENV}")
+            return fail.Failure(fail.AUTH, "", status=401, code=None)
         if code == "NOT_FOUND" or status == 404:
-            return NotFound(f"{where}: not found while {what}: {detail}")
-        if status == 429:
-            return StoreError(
-                f"{where} is still rate limiting (HTTP 429) after {retries} retries while {what}",
-                hint="wait and run again: a replay sends only what the server does not hold",
-            )
-        if status is not None and status >= 500:
-            return StoreError(f"{where} failed (HTTP {status}, {retries} retries) while {what}: {detail}")
-        return StoreError(f"{where} failed while {what}: {detail}")
+            return fail.Failure(fail.MISSING, detail, status=status)
+        if status is None:
+            return fail.Failure(fail.REFUSED, detail)
+        return fail.Failure(fail.kind_of_status(status), detail, status=status, retry_after=retry)
 
-    def _malformed(self, what: str, got: Any) -> StoreError:
-        return StoreError(f"OpenViking at {self.url} sent a malformed reply while {what}: unexpected {got!r:.80}")
+    def _malformed(self, what: str, got: Any) -> VmemError:
+        return fail.report(self.service(), fail.Failure(fail.MALFORMED, f"unexpected {got!r:.80}"), what)
 
     def _say_default_user(self) -> None:
         global _user_warned
@@ -309,7 +311,9 @@ class OpenvikingBackend(LongTermMemoryBackend):
                 task = task or {"status": "completed"}  # None: expired, so it ended
                 status = task["status"]
                 if status in ("failed", "cancelled"):
-                    failures.append(f"session {session_id}: {self._scrub(str(task.get('error') or status))}")
+                    failures.append(
+                        f"session {session_id}: {fail.one_line(task.get('error') or status, secrets=(self._api_key,))}"
+                    )
                 if status in ("completed", "failed", "cancelled"):
                     del pending[task_id]
             if not pending:

@@ -27,6 +27,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreError, StoreUnreachable, VmemError
+from veadk_mem.ltm.backends.redis_wire import send_hsets
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
@@ -326,7 +327,7 @@ class RedisBackend(LongTermMemoryBackend):
             acked = [0]  # HSET replies read: what the server acknowledged
             try:
                 async with self._guard(f"saving into {name}"):
-                    await self._send_hsets(mappings, acked)
+                    await send_hsets(self.client, mappings, acked)
             except StoreError as exc:
                 # a memory is stored when the replies to all its chunks' HSETs came back
                 whole = [m.id for m, n, _, _ in pieces[: acked[0]] if n == 0]
@@ -382,33 +383,6 @@ class RedisBackend(LongTermMemoryBackend):
             if name.startswith(PREFIX + "/") and sep and index and user:
                 found.add((index, user))
         return sorted(found)
-
-    async def _send_hsets(self, mappings: list[tuple[str, dict[str, Any]]], acked: list[int]) -> None:
-        """Every HSET of a batch in one write, then their replies: one round trip; acked[0]
-        counts the replies read, so a failure part-way knows what the server stored.
-
-        The same as a redis-py pipeline, framed here (RESP is a length-prefixed list of
-        byte strings) because redis-py's pure-Python packing of 8 fields per hash cost more
-        than the round trip it saves; a connection whose replies were not all read is
-        dropped, never returned to the pool.
-        """
-        pool = self.client.connection_pool
-        try:
-            conn = await pool.get_connection()
-        except TypeError:  # redis-py before 5.3 wants a command name
-            conn = await pool.get_connection("HSET")
-        pending = len(mappings)
-        try:
-            payload = b"".join(_resp(b"HSET", key, *[x for kv in m.items() for x in kv]) for key, m in mappings)
-            await conn.send_packed_command(payload, check_health=True)
-            while pending:
-                await conn.read_response()
-                pending -= 1
-                acked[0] += 1
-        finally:
-            if pending:
-                await conn.disconnect()
-            await pool.release(conn)
 
     def _mappings(
         self, user_id: str, pieces: list[tuple[MemoryRecord, int, int, str]], vectors: npt.NDArray[np.float32]
@@ -664,21 +638,12 @@ class RedisBackend(LongTermMemoryBackend):
                 await client.aclose()
 
 
-def _resp(*args: bytes | str) -> bytes:
-    """One command in RESP: `*N`, then `$len` and the bytes of each argument."""
-    out = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        data = arg.encode("utf-8") if isinstance(arg, str) else arg
-        out += (b"$%d\r\n" % len(data), data, b"\r\n")
-    return b"".join(out)
-
-
 def _first_line(exc: BaseException) -> str:
-    """The first line of an error, short, with any URL's password masked."""
+    """An error as one short line, with any URL's password masked."""
     from veadk_mem.config import mask_url
+    from veadk_mem.ltm.failure import one_line
 
-    text = str(exc).strip().splitlines()
-    return mask_url(text[0][:200]) if text else type(exc).__name__
+    return one_line(mask_url(str(exc))) or type(exc).__name__
 
 
 def _text(value: Any) -> str | None:

@@ -14,28 +14,24 @@ detected and named. The SDK's own retries are off (`max_retry_count=0`): vmem re
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError, VmemError
+from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError
+from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.backends.hosted import (
-    RETRY_DELAYS,
-    Failure,
-    call_with_retries,
+    VolcengineBackend,
     cloud_provider,
-    connection_reason,
-    environ,
     key_names,
     region_fallback,
     volcengine_credentials,
 )
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
-
-if TYPE_CHECKING:
-    from veadk_mem.config import VmemSettings
+from veadk_mem.ltm.failure import Failure, connection_reason
 
 REQUIRED_METHODS = ("create_context_bucket_memory", "search_context_bucket_memory")
 INSTALL_HINT = "install it with: pip install --pre 'veadk-mem[tos]' (or pip install --pre 'tos>=2.9.4b1')"
@@ -61,27 +57,15 @@ def _role(text: str) -> str:
     return "user" if not isinstance(payload, dict) or payload.get("role") in (None, "user") else "assistant"
 
 
-class TosContextBackend(LongTermMemoryBackend):
+class TosContextBackend(VolcengineBackend):
     """Memories of one ContextBucket; each user is a context set enabled for memory."""
 
     name: ClassVar[str] = "tos_context"
-    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
 
-    def __init__(
-        self,
-        index: str,
-        *,
-        settings: VmemSettings | None = None,
-        env: Mapping[str, str] | None = None,
-        **_: Any,
-    ) -> None:
-        from veadk_mem.config import VmemSettings
-
-        self.index = index
-        self.settings = settings or VmemSettings()
-        self.env = environ() if env is None else env
+    def configure(self) -> None:
+        """The service's settings, credentials and endpoint, read once."""
         config = self.settings.database.tos_context
-        self.bucket = config.bucket_name or index
+        self.bucket = config.bucket_name or self.index
         if not config.account_id:
             raise BadInput("DATABASE_TOS_CONTEXT_ACCOUNT_ID is not set: the tos_context backend needs the account id")
         if not config.control_endpoint:
@@ -151,52 +135,31 @@ class TosContextBackend(LongTermMemoryBackend):
 
         if isinstance(exc, TosServerError):
             status, detail = exc.status_code, str(exc.message or exc.code or "")
-            kind = "refused"
-            if status in (401, 403):
-                kind = "auth"
-            elif status == 429:
-                kind = "throttled"
-            elif status == 404:
-                kind = "missing"
-            elif status >= 500:
-                kind = "server"
-            return Failure(kind, detail, status=status, code=exc.code or None)
+            return Failure(fail.kind_of_status(status), detail, status=status, code=exc.code or None)
         if isinstance(exc, TosClientError):
             if exc.message == "unable to do serialization":
-                return Failure("malformed", "the reply is not JSON")
+                return Failure(fail.MALFORMED, "the reply is not JSON")
             if exc.cause is not None and "request" in type(exc.cause).__module__:
-                return Failure("unreachable", connection_reason(str(exc.cause)))
-            return Failure("refused", str(exc.message))
+                return Failure(fail.UNREACHABLE, connection_reason(str(exc.cause)))
+            return Failure(fail.REFUSED, str(exc.message))
         return None
 
-    def _report(self, what: str, failure: Failure, attempts: int) -> VmemError:
-        where = f"TOS ContextBucket at {self.control_endpoint}"
-        tried = f" after {attempts} attempts" if attempts > 1 else ""
-        http = f" ({failure.http()})" if failure.http() else ""
-        detail = f": {failure.detail}" if failure.detail else ""
-        if failure.kind == "auth":
-            return StoreError(
-                f"{where} refused the credentials{http}: check VOLCENGINE_ACCESS_KEY, VOLCENGINE_SECRET_KEY "
-                f"(and VOLCENGINE_SESSION_TOKEN for temporary keys) and DATABASE_TOS_CONTEXT_ACCOUNT_ID"
-            )
-        if failure.kind == "throttled":
-            return StoreError(f"{where} is rate limiting {what}{http}, still{tried}: try again later")
-        if failure.kind == "unreachable":
-            return StoreError(
-                f"cannot reach {where} ({failure.detail}){tried}",
-                hint="check DATABASE_TOS_CONTEXT_CONTROL_ENDPOINT and the network",
-            )
-        if failure.kind == "malformed":
-            return StoreError(f"{where} sent a malformed reply to {what}: {failure.detail}")
-        if failure.kind == "missing":
-            return NotFound(f"{where} answered {what} with {failure.http() or 'not found'}{detail}")
-        if failure.kind == "server":
-            return StoreError(f"{where} failed on {what}{http}{tried}{detail}")
-        return StoreError(f"{where} refused {what}{http}{detail}")
+    def service(self) -> fail.Service:
+        """How this bucket's failures are told (`veadk_mem.ltm.failure.report`)."""
+        return fail.Service(
+            where=f"TOS ContextBucket at {self.control_endpoint}",
+            auth_hint="check VOLCENGINE_ACCESS_KEY, VOLCENGINE_SECRET_KEY (and VOLCENGINE_SESSION_TOKEN for "
+            "temporary keys) and DATABASE_TOS_CONTEXT_ACCOUNT_ID",
+            url_hint="check DATABASE_TOS_CONTEXT_CONTROL_ENDPOINT and the network",
+        )
 
     async def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        return await call_with_retries(
-            fn, classify=self._classify, report=partial(self._report, what), delays=self.retry_delays
+        service = self.service()
+        return await fail.call_with_retries(
+            lambda: asyncio.to_thread(fn),
+            classify=self._classify,
+            report=lambda failure, retries: fail.report(service, failure, f"calling {what}", retries),
+            delays=self.retry_delays,
         )
 
     # --- bucket and context sets --------------------------------------------------------
@@ -272,7 +235,9 @@ class TosContextBackend(LongTermMemoryBackend):
 
     # --- the contract -------------------------------------------------------------------
 
-    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+    async def save(
+        self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
+    ) -> list[str]:
         """All these memories in one create_context_bucket_memory call (messages, infer as configured)."""
         if not memories:
             return []

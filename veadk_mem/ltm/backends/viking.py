@@ -15,32 +15,27 @@ connections.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError, missing_extra
+from veadk_mem.errors import BadInput, NotFound, StoreError, missing_extra
+from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.backends.hosted import (
-    RETRY_DELAYS,
     Credentials,
-    Failure,
-    call_with_retries,
+    VolcengineBackend,
     cloud_provider,
-    connection_reason,
-    environ,
     key_names,
-    one_line,
     region_fallback,
     volcengine_credentials,
 )
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
-
-if TYPE_CHECKING:
-    from veadk_mem.config import VmemSettings
+from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
+from veadk_mem.ltm.failure import Failure, connection_reason, one_line
 
 DEFAULT_MEMORY_TYPES = ["sys_event_v1", "sys_profile_v1"]
 BYTEPLUS_REGION = "cn-hongkong"
@@ -52,6 +47,12 @@ API_KEY_ENV = "DATABASE_VIKINGMEM_API_KEY"
 BASE_URL_ENV = "DATABASE_VIKINGMEM_BASE_URL"
 # The service's error codes (vikingdb.memory.exceptions.EXCEPTION_MAP).
 UNAUTHORIZED, COLLECTION_EXISTS, NO_COLLECTION, INTERNAL, THROTTLED = 1000001, 1000004, 1000005, 1000028, 1000029
+CODE_KINDS: dict[object, str] = {
+    UNAUTHORIZED: fail.AUTH,
+    THROTTLED: fail.THROTTLED,
+    NO_COLLECTION: fail.MISSING,
+    INTERNAL: fail.SERVER,
+}
 TEXT_FIELDS = ("summary", "content", "user_profile", "text", "memory", "event", "description")
 
 
@@ -104,25 +105,13 @@ def _message(record: MemoryRecord) -> dict[str, str]:
     return {"role": role, "content": text}
 
 
-class VikingBackend(LongTermMemoryBackend):
+class VikingBackend(VolcengineBackend):
     """Memories of one VikingDB memory collection, scoped to a user by the service's filters."""
 
     name: ClassVar[str] = "viking"
-    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
 
-    def __init__(
-        self,
-        index: str,
-        *,
-        settings: VmemSettings | None = None,
-        env: Mapping[str, str] | None = None,
-        **_: Any,
-    ) -> None:
-        from veadk_mem.config import VmemSettings
-
-        self.index = index
-        self.settings = settings or VmemSettings()
-        self.env = environ() if env is None else env
+    def configure(self) -> None:
+        """The service's settings, credentials and endpoint, read once."""
         config = self.settings.database.viking
         self.provider = cloud_provider(self.env)
         self.project = config.project or "default"
@@ -228,41 +217,25 @@ class VikingBackend(LongTermMemoryBackend):
         if not isinstance(exc, VikingException):
             return None
         status, code, message = exc.status_code, exc.code, str(exc.message)
-        if status in (401, 403) or code == UNAUTHORIZED:
-            return Failure("auth", message, status=status, code=code)
-        if status == 429 or code == THROTTLED:
-            return Failure("throttled", message, status=status, code=code)
         if status is None and message.startswith("failed to run"):
-            return Failure("unreachable", connection_reason(message))
+            return Failure(fail.UNREACHABLE, connection_reason(message))
         if status == 200:  # a 200 whose body is not JSON
-            return Failure("malformed", "the reply is not JSON", status=status)
-        if code == NO_COLLECTION or status == 404:
-            return Failure("missing", message, status=status, code=code)
-        if status is not None and status >= 500:
-            return Failure("server", message, status=status, code=code)
-        return Failure("refused", message, status=status, code=code)
+            return Failure(fail.MALFORMED, "the reply is not JSON", status=status)
+        kind = fail.kind_of_status(status)
+        if kind not in (fail.AUTH, fail.THROTTLED):
+            kind = CODE_KINDS.get(code, kind)
+        return Failure(kind, message, status=status, code=code)
 
-    def _report(self, what: str, failure: Failure, attempts: int) -> VmemError:
-        where = f"VikingDB memory at {self.endpoint}"
-        tried = f" after {attempts} attempts" if attempts > 1 else ""
-        http = f" ({failure.http()})" if failure.http() else ""
-        if failure.kind == "auth":
-            hint = self._auth_hint(management=what.startswith("collection/"))
-            return StoreError(f"{where} refused the credentials{http}: {hint}")
-        if failure.kind == "throttled":
-            return StoreError(f"{where} is rate limiting {what}{http}, still{tried}: try again later")
-        if failure.kind == "unreachable":
-            return StoreError(
-                f"cannot reach {where} ({failure.detail}){tried}", hint=f"check {BASE_URL_ENV} and the network"
-            )
-        if failure.kind == "malformed":
-            return StoreError(f"{where} sent a malformed reply to {what}: {failure.detail}")
-        if failure.kind == "missing":
-            return NotFound(f"VikingDB memory collection {self.index!r} does not exist in project {self.project!r}")
-        detail = f": {failure.detail}" if failure.detail else ""
-        if failure.kind == "server":
-            return StoreError(f"{where} failed on {what}{http}{tried}{detail}")
-        return StoreError(f"{where} refused {what}{http}{detail}")
+    def service(self) -> fail.Service:
+        """How this collection's failures are told (`veadk_mem.ltm.failure.report`)."""
+        return fail.Service(
+            where=f"VikingDB memory at {self.endpoint}",
+            auth_hint=lambda _failure, what: self._auth_hint(management="collection/" in what),
+            url_hint=f"check {BASE_URL_ENV} and the network",
+            missing=lambda _failure, _what: NotFound(
+                f"VikingDB memory collection {self.index!r} does not exist in project {self.project!r}"
+            ),
+        )
 
     def _reply(self, what: str, res: Any) -> dict[str, Any]:
         """The `data` of a `{"code": 0, "data": ...}` reply; any other code is that error."""
@@ -270,14 +243,7 @@ class VikingBackend(LongTermMemoryBackend):
             raise Failure("malformed", f"expected a JSON object with 'code', got {one_line(repr(res), 80)}")
         code = res.get("code")
         if code != 0:
-            message = str(res.get("message") or "")
-            kinds: dict[Any, str] = {
-                UNAUTHORIZED: "auth",
-                THROTTLED: "throttled",
-                NO_COLLECTION: "missing",
-                INTERNAL: "server",
-            }
-            raise Failure(kinds.get(code, "refused"), message, code=code)
+            raise Failure(CODE_KINDS.get(code, fail.REFUSED), str(res.get("message") or ""), code=code)
         data = res.get("data")
         if data is None:
             return {}
@@ -287,10 +253,11 @@ class VikingBackend(LongTermMemoryBackend):
 
     async def _call(self, what: str, fn: Callable[[], Any]) -> dict[str, Any]:
         """One SDK call, checked and retried; returns the reply's data."""
-        return await call_with_retries(
-            lambda: self._reply(what, fn()),
+        service = self.service()
+        return await fail.call_with_retries(
+            lambda: asyncio.to_thread(lambda: self._reply(what, fn())),
             classify=self._classify,
-            report=partial(self._report, what),
+            report=lambda failure, retries: fail.report(service, failure, f"calling {what}", retries),
             delays=self.retry_delays,
         )
 
@@ -337,7 +304,9 @@ class VikingBackend(LongTermMemoryBackend):
 
     # --- the contract ------------------------------------------------------------------
 
-    async def save(self, user_id: str, memories: list[MemoryRecord]) -> list[str]:
+    async def save(
+        self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
+    ) -> list[str]:
         """One add_session per session of these memories; ids are `<session id>/<position>`."""
         if not memories:
             return []
@@ -363,14 +332,14 @@ class VikingBackend(LongTermMemoryBackend):
             )
             await self._call("session/add", call)
             ids.extend(f"{session_id}/{n}" for n in range(len(records)))
+            if progress is not None:
+                progress(len(records))
         return ids
 
     def _records(self, user_id: str, data: dict[str, Any]) -> list[MemoryRecord]:
         results = data.get("result_list") or []
         if not isinstance(results, list):
-            raise StoreError(
-                f"VikingDB memory at {self.endpoint} sent a malformed reply to search: 'result_list' is not a list"
-            )
+            raise fail.report(self.service(), Failure(fail.MALFORMED, "'result_list' is not a list"), "calling search")
         records: list[MemoryRecord] = []
         for item in results:
             if not isinstance(item, dict):
@@ -423,14 +392,16 @@ class VikingBackend(LongTermMemoryBackend):
         return records[:limit] if limit else records
 
     async def delete_memories(self, user_id: str, ids: list[str]) -> int:
-        """Delete events with event/delete and profiles with profile/delete, by id."""
-        if any(i not in self._kinds for i in ids):
-            await self.list_memories(user_id)
+        """Delete events with event/delete and profiles with profile/delete, by id; only the user's own.
+
+        The delete calls take an id alone: an id is deleted only when this user's listing holds it.
+        """
+        mine = {r.id for r in await self.list_memories(user_id)}
         collection = self._collection()
         deleted = 0
-        for memory_id in ids:
+        for memory_id in dict.fromkeys(ids):
             kind = self._kinds.get(memory_id)
-            if kind is None:
+            if kind is None or memory_id not in mine:
                 continue
             if kind == "profile":
                 await self._call("profile/delete", partial(collection.delete_profile, profile_id=memory_id))

@@ -1,0 +1,226 @@
+"""One failure path for the remote backends: classify, retry, report.
+
+Each hosted backend (viking, tos_context, mem0, openviking) turns what its SDK raised into a
+`Failure` (a kind, one line of detail, the HTTP status and service code), waits and retries
+the kinds worth retrying through tenacity, and builds the error for what is left with
+`report`, so a rate limit, a refused key or a dead endpoint reads the same whatever the
+service, with the exit class DESIGN.md gives it (missing: NotFound, exit 3; every other
+kind: StoreError, exit 1). Secrets never enter a message: `one_line` masks them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from veadk_mem.errors import NotFound, StoreError, VmemError
+
+T = TypeVar("T")
+
+# The waits between attempts: a run against a dead service gives up in seconds.
+RETRY_DELAYS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
+MAX_RETRY_AFTER = 30.0  # the longest `Retry-After` honoured, in seconds
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+AUTH, THROTTLED, SERVER, UNREACHABLE = "auth", "throttled", "server", "unreachable"
+MALFORMED, MISSING, REFUSED = "malformed", "missing", "refused"
+RETRYABLE = frozenset({THROTTLED, SERVER, UNREACHABLE})
+
+
+def kind_of_status(status: int | None) -> str:
+    """The failure kind an HTTP status says: 401/403 auth, 429 throttled, 404 missing, 5xx server."""
+    if status in (401, 403):
+        return AUTH
+    if status == 429:
+        return THROTTLED
+    if status == 404:
+        return MISSING
+    if status is not None and status >= 500:
+        return SERVER
+    return REFUSED
+
+
+class Failure(Exception):
+    """One failed call to a hosted service, classified so the retry and the message agree.
+
+    kind: auth (401/403), throttled (429), server (5xx), unreachable (no connection),
+    malformed (a reply that is not the documented shape), missing (no such collection,
+    bucket, set or session), refused (any other error the service answered with).
+    `retry_after` is the wait the service asked for (seconds), when it asked.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        detail: str = "",
+        *,
+        status: int | None = None,
+        code: object = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = one_line(detail)
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in RETRYABLE
+
+    def http(self) -> str:
+        """`HTTP 429` / `HTTP 401, code 1000001` / `code 1000005`, for messages."""
+        parts = []
+        if self.status is not None:
+            parts.append(f"HTTP {self.status}")
+        if self.code not in (None, "", 0):
+            parts.append(f"code {self.code}")
+        return ", ".join(parts)
+
+
+def one_line(text: object, limit: int = 200, *, secrets: Iterable[str] = ()) -> str:
+    """A service's message as one short line, secrets masked (replies can hold HTML pages or stack traces)."""
+    flat = str(text)
+    for secret in secrets:
+        if secret:
+            flat = flat.replace(secret, "****")  # before cutting: a cut must never leave part of a key
+    flat = " ".join(flat.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+
+
+def connection_reason(text: str) -> str:
+    """`Connection refused` out of a requests/urllib3/httpx error chain, else a short form of it."""
+    found = _ERRNO.search(text)
+    if found:
+        return found.group(1).strip()
+    for marker in (
+        "timed out",
+        "Name or service not known",
+        "Connection refused",
+        "Connection reset",
+        "Connection aborted",
+        "Remote end closed connection",
+    ):
+        if marker.lower() in text.lower():
+            return marker
+    return one_line(text, 120)
+
+
+def retry_after(headers: object) -> float | None:
+    """The wait a 429/503 asks for in its `Retry-After` header (seconds), None when it asks for none."""
+    get = getattr(headers, "get", None)
+    value = (get("Retry-After") or get("retry-after")) if get is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Service:
+    """How one service's failures are told: where it is, what to check for each kind.
+
+    `auth_hint` may depend on the failure and the call (VikingDB's collection calls always
+    use AK/SK; OpenViking's "access denied" means the user id, not the key).
+    """
+
+    where: str  # "Mem0 at https://api.mem0.ai"
+    credentials: str = "the credentials"  # what a 401/403 refused: "the API key"
+    auth_hint: str | Callable[[Failure, str], str] = ""
+    url_hint: str = ""  # "check DATABASE_MEM0_BASE_URL"
+    throttle_hint: str = "wait and run again: a replay skips what the store already holds"
+    missing: Callable[[Failure, str], VmemError] | None = None
+
+
+def report(service: Service, failure: Failure, what: str, retries: int = 0) -> VmemError:
+    """The one-line error for a failure left after `retries` retries, while doing `what`."""
+    where = service.where
+    http = failure.http()
+    paren = f" ({http})" if http else ""
+    detail = f": {failure.detail}" if failure.detail else ""
+    tried = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
+    url_hint = service.url_hint or None
+    if failure.kind == AUTH:
+        # The hint goes in the message: a save reports each session's message alone.
+        hint = service.auth_hint(failure, what) if callable(service.auth_hint) else service.auth_hint
+        check = f"; {hint}" if hint else ""
+        return StoreError(f"{where} refused {service.credentials}{paren} while {what}{detail}{check}")
+    if failure.kind == THROTTLED:
+        return StoreError(f"{where} is still rate limiting{paren}{tried} while {what}", hint=service.throttle_hint)
+    if failure.kind == UNREACHABLE:
+        return StoreError(f"cannot reach {where} while {what}{tried}{detail}", hint=url_hint)
+    if failure.kind == MALFORMED:
+        return StoreError(f"{where} sent a malformed reply while {what}{detail}", hint=url_hint)
+    if failure.kind == MISSING:
+        if service.missing is not None:
+            return service.missing(failure, what)
+        return NotFound(f"{where}: not found{paren} while {what}{detail}")
+    if failure.kind == SERVER:
+        return StoreError(f"{where} failed{paren}{tried} while {what}{detail}")
+    return StoreError(f"{where} rejected the request{paren} while {what}{detail}")
+
+
+def backoff(delays: tuple[float, ...], asked: Callable[[object], float | None] | None = None) -> Callable[..., float]:
+    """A tenacity `wait`: the next of `delays`, or what the service asked for (`asked(outcome)`), capped."""
+
+    def wait(state: object) -> float:
+        attempt: int = getattr(state, "attempt_number", 1)
+        delay = delays[min(attempt, len(delays)) - 1] if delays else 0.0
+        outcome = getattr(state, "outcome", None)
+        wanted: float | None = None
+        if outcome is not None:
+            if outcome.failed:
+                wanted = getattr(outcome.exception(), "retry_after", None)
+            elif asked is not None:
+                wanted = asked(outcome.result())
+        return delay if wanted is None else max(0.0, min(wanted, MAX_RETRY_AFTER))
+
+    return wait
+
+
+async def call_with_retries(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    classify: Callable[[Exception], Failure | None],
+    report: Callable[[Failure, int], Exception],
+    delays: tuple[float, ...] = RETRY_DELAYS,
+    retry_kinds: Collection[str] = RETRYABLE,
+) -> T:
+    """Await `fn`; retry what `classify` calls retryable (`retry_kinds`), then raise `report(failure, retries)`.
+
+    `classify` returns None for exceptions that are not the service's (bugs): they propagate,
+    as do VmemErrors the call raised itself.
+    """
+    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+    attempts = 0
+
+    async def attempt() -> T:
+        nonlocal attempts
+        attempts += 1
+        try:
+            return await fn()
+        except (Failure, VmemError):
+            raise
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(len(delays) + 1),
+        wait=backoff(delays),
+        retry=retry_if_exception(lambda exc: isinstance(exc, Failure) and exc.kind in retry_kinds),
+        reraise=True,
+    )
+    try:
+        return await retrying(attempt)
+    except Failure as failure:
+        raise report(failure, attempts - 1) from None
