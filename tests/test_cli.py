@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -146,3 +148,31 @@ def test_startup_imports_nothing_heavy() -> None:
     code = f"import sys, veadk_mem.cli.app\nprint(','.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"imported at startup: {out.stdout.strip()}"
+
+
+def test_config_init_shows_defaults_as_comments_and_pins_none(runner: CliRunner, tmp_path: Path) -> None:
+    """Every key is in the file, its default commented out: a later default change, or an
+    environment variable, still applies; uncommenting a line sets that one key."""
+    import tomllib
+
+    from veadk_mem.config import KEYS
+
+    target = tmp_path / "vmem.toml"
+    assert runner.invoke(app, ["config", "init", str(target)]).exit_code == 0
+    text = target.read_text(encoding="utf-8")
+    assert _leaves(tomllib.loads(text)) == []  # tables only, no value set
+    for key in KEYS:
+        assert re.search(rf"^# {re.escape(key.path[-1])} = ", text, re.M), key.path
+    rows = json.loads(runner.invoke(app, ["config", "show", "-c", str(target), "--json"]).stdout)
+    assert {row["source"] for row in rows.values()} == {"default"}
+    target.write_text(text.replace("# top_k = 5", "top_k = 9"), encoding="utf-8")
+    rows = json.loads(runner.invoke(app, ["config", "show", "-c", str(target), "--json"]).stdout)
+    assert rows["long_term_memory.top_k"] == {"value": 9, "source": f"file {target}", "env": "LONG_TERM_MEMORY_TOP_K"}
+
+
+def _leaves(table: dict[str, object]) -> list[object]:
+    """The non-table values of a parsed TOML document, at any depth."""
+    found: list[object] = []
+    for value in table.values():
+        found.extend(_leaves(value) if isinstance(value, dict) else [value])
+    return found

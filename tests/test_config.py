@@ -156,7 +156,7 @@ def test_config_init_writes_a_file_that_loads(runner: CliRunner, isolated_env: P
     assert result.exit_code == 0, result.output
     assert f"wrote {target}" in result.stderr
     loaded = load_settings(target, environ={})
-    assert {r["source"] for r in effective_rows(loaded)} == {f"file {target}"}
+    assert {r["source"] for r in effective_rows(loaded)} == {"default"}  # defaults as comments, none pinned
     again = runner.invoke(app, ["config", "init", str(target)])
     assert again.exit_code == 2
     assert "already exists" in again.stderr

@@ -1,4 +1,5 @@
-"""Docs that cannot drift: README reference, completions and examples.toml match the app."""
+"""Docs that cannot drift: the command reference (docs/commands.md), completions and
+examples.toml match the app; links resolve."""
 
 from __future__ import annotations
 
@@ -139,3 +140,77 @@ def test_metavars_are_one_word_per_thing() -> None:
         for param in getattr(cmd, "params", []):
             metavar = getattr(param, "metavar", None)
             assert metavar not in {"U", "A", "I", "I1", "I2", "B", "B1", "B2", "K"}, f"vmem {path}: {param.opts}"
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def _links(text: str) -> list[str]:
+    """Every link target of a Markdown text outside code fences: inline and reference-style."""
+    text = FENCE.sub("", text)
+    inline = re.findall(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", text)
+    reference = re.findall(r"^\s*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\"[^\"]*\")?\s*$", text, re.M)
+    return inline + reference
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    """A link to a file or folder of the checkout names one that exists (a renamed bench
+    script or a moved doc breaks the link, not silently the reader's trust)."""
+    broken = []
+    for doc in DOCS:
+        for target in _links(doc.read_text(encoding="utf-8")):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # a URL, a mail address, an anchor in the same page
+            path = target.split("#", 1)[0]
+            if not (doc.parent / path).exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {target}")
+    assert broken == []
+    assert _links("[a](docs/x.md) [b](https://e.org) `[c](no)`\n```\n[d](no)\n```\n[e]: ./y.py\n") == [
+        "docs/x.md",
+        "https://e.org",
+        "no",  # inline code is text a reader sees as a link: checked too
+        "./y.py",
+    ]
+
+
+def test_sessions_doc_lists_each_command_once() -> None:
+    """docs/sessions.md's synopsis names every `vmem session` command, each once."""
+    text = (ROOT / "docs" / "sessions.md").read_text(encoding="utf-8")
+    block = text.split("## Commands", 1)[1].split("```", 2)[1]
+    named = re.findall(r"^vmem session (\w+)", block, re.M)
+    group = typer.main.get_command(app).commands["session"]  # type: ignore[attr-defined]
+    assert sorted(named) == sorted(group.commands), named
+
+
+def test_the_demo_echoes_each_command_so_that_it_can_be_pasted() -> None:
+    """Each command .ci/demo echoes, pasted into a shell, runs the same words (a query with
+    spaces and quotes keeps them)."""
+    (step,) = [
+        line for line in (ROOT / ".ci" / "demo").read_text(encoding="utf-8").splitlines() if line.startswith("step()")
+    ]
+    words = ["printf", "<%s>", "recommend a dish", "it's", "$HOME", "*"]
+    script = f"{step}\nstep {' '.join(_sh_quote(w) for w in words)}"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+    echoed = next(line for line in out.splitlines() if line.startswith("$ "))
+    ran = out.split(echoed + "\n", 1)[1]
+    pasted = subprocess.run(["bash", "-c", echoed[2:]], capture_output=True, text=True, check=True).stdout
+    assert pasted == ran == "<recommend a dish><it's><$HOME><*>"
+
+
+def _sh_quote(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)
+
+
+def test_the_command_reference_is_its_own_page_and_the_readme_links_it() -> None:
+    from veadk_mem.cli.completion import build_tree, walk
+
+    page = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    for node in walk(build_tree()):
+        title = "vmem" + (" " + node.key if node.path else "")
+        assert f"## `{title}`\n" in page, title
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "(docs/commands.md)" in readme
+    assert "Usage: vmem" not in readme  # the tour, not the reference

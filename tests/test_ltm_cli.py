@@ -374,7 +374,7 @@ def test_forget_one_app_only(runner: CliRunner, session_db: str) -> None:
     seed({"user-42": [("x", "a memory in another app")]}, app_name="other_app")
     code, out, err = invoke(runner, "forget", "user-42", "--app", "other_app", "--db-url", session_db, "--yes")
     assert code == 0, err
-    assert "long-term memory" in out and "other_app" in out
+    assert out == "" and "long-term memory" in err and "other_app" in err  # a summary: stderr
     _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-42", "-a", "ltm_demo")
     assert len(json.loads(out)) > 0
 
@@ -525,3 +525,149 @@ def test_search_narrowed_by_since_and_until(runner: CliRunner) -> None:
     assert code == 0 and json.loads(out) == []
     code, _, err = invoke(runner, *base, "--since", "yesterday-ish")
     assert code == 2 and "--since" in err
+
+
+# --- feedback on long work and fewer dead ends (#23 items 4 and 5) ------------------------
+
+
+def many_sessions(tmp_path: Path, n: int, app_name: str = "bigapp") -> str:
+    """A sqlite session database of n one-event sessions (one memory each); its path."""
+    source = tmp_path / "many.jsonl"
+    with source.open("w", encoding="utf-8") as f:
+        for i in range(n):
+            event = {"id": f"e{i}", "author": "user", "timestamp": 1_700_000_000 + i}
+            event["content"] = {"role": "user", "parts": [{"text": f"remember fact number {i}"}]}
+            f.write(json.dumps({"id": f"s{i:05d}", "appName": app_name, "userId": f"u{i % 7}", "events": [event]}))
+            f.write("\n")
+    db = str(tmp_path / "many.db")
+    result = CliRunner().invoke(app, ["session", "import", str(source), "--db-url", db, "-q"])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def test_save_from_store_says_when_no_session_matched(runner: CliRunner, session_db: str) -> None:
+    code, out, err = invoke(runner, "ltm", "save", "--from-store", "--app", "NOSUCH", "--db-url", session_db)
+    assert code == 3 and out == ""
+    assert err.startswith(f"vmem: error: no sessions matched: app 'NOSUCH' has no sessions in {session_db}")
+    code, _, err = invoke(
+        runner, "ltm", "save", "--from-store", "--app", "ltm_demo", "-u", "nobody", "--db-url", session_db
+    )
+    assert code == 0 and "no sessions matched --user/--since/--until: nothing to save" in err
+
+
+def _vmem_in_a_terminal(args: list[str], env: dict[str, str]) -> str:
+    """vmem run under script(1): stdout and stderr a terminal; what the terminal received."""
+    import shlex
+
+    command = shlex.join([str(Path(sys.executable).with_name("vmem")), *args])
+    done = subprocess.run(
+        ["script", "-qec", command, "/dev/null"], capture_output=True, text=True, env={**os.environ, **env}, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.slow  # vmem subprocesses over many sessions: out of the fast tier
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) for a terminal")
+def test_save_from_store_shows_total_rate_and_time_left_on_a_terminal(tmp_path: Path) -> None:
+    db = many_sessions(tmp_path, 40)
+    shown = _vmem_in_a_terminal(["ltm", "save", "--from-store", "--app", "bigapp", "--db-url", db], {"COLUMNS": "100"})
+    assert "saving sessions" in shown and "0/40" in shown and "40/40" in shown  # the total, known from the start
+    assert re.search(r"40/40\S* [\d,.]+/s \S*\d:\d\d:\d\d", shown), shown  # the rate, then the time left
+    piped = subprocess.run(
+        [str(Path(sys.executable).with_name("vmem")), "ltm", "save", "--from-store", "--app", "bigapp", "--db-url", db],
+        capture_output=True,
+        text=True,
+    )
+    assert "saving sessions" not in piped.stderr and "\x1b" not in piped.stderr  # no bar in a pipe
+
+
+@pytest.mark.slow  # vmem subprocesses over many sessions: out of the fast tier
+def test_ctrl_c_during_a_save_says_what_was_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group) part-way: exit 130, the memories saved so far, and
+    the same command again saves only the rest."""
+    import sqlite3
+
+    from sessions_helpers import interrupt_when
+
+    n = 3000
+    db = many_sessions(tmp_path, n)
+    store = Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "ltm.db"
+
+    def some_saved() -> bool:
+        if not store.exists():
+            return False
+        try:
+            with sqlite3.connect(store, timeout=0.1) as conn:
+                return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0]) > 0
+        except sqlite3.Error:
+            return False
+
+    args = [str(Path(sys.executable).with_name("vmem")), "ltm", "save", "--from-store", "--app", "bigapp"]
+    proc = subprocess.Popen(
+        [*args, "--db-url", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    err = interrupt_when(proc, some_saved)
+    assert proc.returncode == 130, err
+    said = re.search(r"vmem: error: interrupted after ([\d,]+) sessions?: ([\d,]+) memor(?:y|ies) saved", err)
+    assert said, err
+    assert "run the same command again to resume" in err
+    saved = int(said[2].replace(",", ""))
+    with sqlite3.connect(store) as conn:
+        stored = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+    assert 0 < saved <= stored < n  # what was reported is there (a session in flight may have landed too)
+    again = subprocess.run([*args, "--db-url", db, "--json"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    totals = json.loads(again.stdout)["totals"]
+    assert totals["duplicates"] == stored and totals["saved"] == n - stored
+
+
+def test_an_empty_search_or_listing_names_the_users_indexes(runner: CliRunner) -> None:
+    seed(SEED)
+    seed({"user-42": [("x", "a memory in another app")]}, app_name="other_app")
+    for args in (
+        ["ltm", "list", "-u", "user-42", "-a", "NOSUCH"],
+        ["ltm", "search", "trains", "-u", "user-42", "-a", "NOSUCH"],
+    ):
+        code, out, err = invoke(runner, *args)
+        assert code == 0 and out == ""
+        assert "no memories of user 'user-42' in index 'NOSUCH'; the user's indexes: ltm_demo, other_app" in err, err
+    code, out, err = invoke(runner, "ltm", "list", "-u", "nobody", "-a", "ltm_demo", "--json")
+    assert json.loads(out) == [] and "user 'nobody' has no memories in any index" in err
+    code, out, err = invoke(runner, "ltm", "list", "-u", "user-42", "-a", "ltm_demo")
+    assert "indexes" not in err  # found some: nothing to add
+
+
+def test_select_narrows_by_when_memories_were_saved() -> None:
+    """The delete's window is the facade's (one spelling of since/until): the CLI filters nothing."""
+    ltm = LongTermMemory.from_settings(load_settings().settings)
+    records = [
+        MemoryRecord(
+            text=json.dumps({"role": "user", "parts": [{"text": f"fact {i}"}]}),
+            user_id="user-42",
+            app_name="ltm_demo",
+            session_id="s1",
+            event_id=f"e{i}",
+            author="user",
+            created_at=1_700_000_000.0 + 1000 * i,
+        )
+        for i in range(3)
+    ]
+    asyncio.run(ltm.backend_for("ltm_demo").save("user-42", records))
+    warned: list[str] = []
+    ltm.warn = warned.append
+
+    async def go() -> tuple[int, int, int, list[str]]:
+        try:
+            every = await ltm.select(app_name="ltm_demo", user_id="user-42", everything=True)
+            cut = sorted(r.created_at for r in every if r.created_at is not None)[1]
+            later = await ltm.select(app_name="ltm_demo", user_id="user-42", everything=True, since=cut)
+            earlier = await ltm.select(app_name="ltm_demo", user_id="user-42", everything=True, until=cut)
+            one = await ltm.select(app_name="ltm_demo", user_id="user-42", ids=[every[0].id, "nope"])
+            return len(every), len(later), len(earlier), [r.id for r in one]
+        finally:
+            await ltm.close()
+
+    every, later, earlier, one = asyncio.run(go())
+    assert (every, later, earlier) == (3, 2, 1)  # [since, until): the cut belongs to "later"
+    assert len(one) == 1 and warned == ["no memory nope for user 'user-42' in index 'ltm_demo'"]

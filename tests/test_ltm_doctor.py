@@ -78,7 +78,10 @@ def test_problems_fail_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     check = _doctor(monkeypatch, health)
     assert check["status"] == "fail" and check["exit"] == 1
-    assert "index not created yet" in check["detail"] and "problem: index vectors are 2048-d" in check["detail"]
+    assert (
+        "index default_app not created yet" in check["detail"]
+        and "problem: index vectors are 2048-d" in check["detail"]
+    )
 
 
 def test_a_raised_error_fails_and_not_supported_skips(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,7 @@ a wheel without development generators, compaction events, import's dry run."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -283,3 +284,268 @@ def test_session_list_counts_the_compactions_adk_wrote(
     # a list with none draws no column of zeros for people; TSV keeps its field
     none = runner.invoke(app, ["session", "list", "--db-url", url, "--app", "app", "-u", "u", "-n", "1"]).stdout
     assert "compactions" not in none.splitlines()[0]
+
+
+# --- one contract for scripts (#23 item 3) ------------------------------------------------
+
+SUPPORT = str(EXAMPLES / "support_app-sessions.json")
+
+
+def _camel_keys(data: object) -> set[str]:
+    """Every camelCase key anywhere in a JSON document."""
+    if isinstance(data, dict):
+        return {k for k in data if re.search("[a-z][A-Z]", k)} | {k for v in data.values() for k in _camel_keys(v)}
+    if isinstance(data, list):
+        return {k for v in data for k in _camel_keys(v)}
+    return set()
+
+
+def test_vmem_reports_are_snake_case_everywhere(
+    runner: CliRunner, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vmem's own reports (not ADK's objects) in snake_case, in every command that writes one."""
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    export = str(tmp_path / "ltm.jsonl")
+    commands = [
+        ["session", "import", SUPPORT, "--dry-run", "--db-url", db],
+        ["session", "delete", "--app", "support_app", "--dry-run", "--db-url", db],
+        ["session", "export", "-o", str(tmp_path / "s.jsonl"), "--db-url", db],
+        ["session", "stats", "--db-url", db],
+        ["session", "upgrade", "--dry-run", "--db-url", db],
+        ["ltm", "save", SUPPORT],
+        ["ltm", "export", "--all-users", "-o", export],
+        ["ltm", "import", export, "--dry-run"],
+        ["ltm", "delete", "-u", "cust-001", "--all", "--dry-run"],
+        ["forget", "cust-001", "--dry-run", "--db-url", db],
+        ["policy", "test", SUPPORT],
+        ["doctor", "--db-url", db],
+        ["config", "path"],
+    ]
+    for args in commands:
+        result = runner.invoke(app, [*args, "--json"])
+        assert result.exit_code == 0, (args, result.output)
+        assert _camel_keys(json.loads(result.stdout)) == set(), args
+
+
+def test_summaries_go_to_stderr_in_every_command(
+    runner: CliRunner, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a command did is a summary on stderr; --json prints it on stdout as the report."""
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    export = str(tmp_path / "ltm.jsonl")
+    commands = [
+        ["session", "import", SUPPORT, "--db-url", str(tmp_path / "other.db")],
+        ["session", "export", "-o", str(tmp_path / "s.jsonl"), "--db-url", db],
+        ["ltm", "save", SUPPORT],
+        ["ltm", "export", "--all-users", "-o", export],
+        ["ltm", "import", export, "--index", "copy"],
+        ["ltm", "delete", "-u", "cust-002", "-a", "support_app", "--all", "--yes"],
+        ["ltm", "delete", "-u", "cust-001", "-a", "copy", "--all", "--yes"],
+        ["forget", "cust-001", "--yes", "--db-url", db],
+    ]
+    for args in commands:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert result.stdout == "" and result.stderr.strip(), (args, result.stdout)
+        if args[:2] == ["ltm", "delete"]:  # the table of what went, then the count
+            assert result.stderr.startswith("deleted\nindex") and "\ndeleted " in result.stderr
+
+
+def test_a_command_writing_a_file_prints_its_report_under_json(
+    runner: CliRunner, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    assert runner.invoke(app, ["ltm", "save", SUPPORT]).exit_code == 0
+    out = tmp_path / "s.jsonl"
+    report = json.loads(runner.invoke(app, ["session", "export", "-o", str(out), "--db-url", db, "--json"]).stdout)
+    assert report == {"output": str(out), "sessions": 2, "not_exported": []}
+    out = tmp_path / "m.jsonl"
+    report = json.loads(runner.invoke(app, ["ltm", "export", "--all-users", "-o", str(out), "--json"]).stdout)
+    assert report == {"output": str(out), "memories": 3}
+
+
+@pytest.mark.slow  # vmem subprocesses over 600 sessions: out of the fast tier
+def test_json_into_a_closed_pipe_ends_with_141(tmp_path: Path) -> None:
+    """`vmem ... --json | head` stops with 141 as the other formats do, also unbuffered (one large
+    write to a pipe whose reader left could end in a partial write reported as success)."""
+    source = tmp_path / "many.jsonl"
+    with source.open("w", encoding="utf-8") as f:
+        for i in range(600):  # about 100 kB in every format: more than a pipe holds
+            session = {
+                "id": f"s-{i:04d}-" + "x" * 120,
+                "appName": "a",
+                "userId": f"u{i % 9}",
+                "state": {},
+                "events": [],
+            }
+            f.write(json.dumps({**session, "lastUpdateTime": 1_700_000_000 + i}) + "\n")
+    db = str(tmp_path / "many.db")
+    vmem = Path(sys.executable).with_name("vmem")
+    subprocess.run([str(vmem), "session", "import", str(source), "--db-url", db, "-q"], check=True)
+    for fmt in ("--json", "--jsonl", "--tsv", None):
+        proc = subprocess.Popen(
+            [str(vmem), "session", "list", "--db-url", db, "-n", "0", *([fmt] if fmt else [])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.read(10)  # as `head -c 10` does, then goes away
+        proc.stdout.close()
+        assert proc.wait() == 141, fmt
+        assert proc.stderr.read() == b""
+
+
+def test_a_piped_table_works_with_cut_and_awk(runner: CliRunner, db: str) -> None:
+    """Tab-separated fields, one-word headers, a time as one word: cut -f and awk take any column."""
+    vmem = Path(sys.executable).with_name("vmem")
+    base = f"{vmem} session list --db-url {db}"
+    assert _bash(f"{base} | cut -f3") == ["session_id", "ticket-101", "ticket-100"]
+    assert _bash(f"{base} | awk '{{print $7}}'") == ["updated", "2025-12-06T08:00:15Z", "2025-12-05T08:00:37Z"]
+    assert _bash(f"{base} | awk '{{print $3, $4}}'")[1] == "ticket-101 2"
+    get = f"{vmem} session get support_app cust-001 ticket-100 --db-url {db}"
+    timeline = _bash(f"{get} 2>/dev/null | awk -F'\\t' '$1 == \"1\" {{print $2, $6}}'")
+    assert timeline == ["2025-12-05T08:00:07Z My order 5531 arrived with a cracked screen."]
+    assert _bash(f"{get} 2>/dev/null | awk '$1 == \"updated\" {{print $2, NF}}'") == ["2025-12-05T08:00:37Z 2"]
+
+
+def test_ltm_import_dry_run_leaves_an_existing_store_as_it_was(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    assert runner.invoke(app, ["ltm", "save", SUPPORT]).exit_code == 0
+    export = tmp_path / "m.jsonl"
+    assert runner.invoke(app, ["ltm", "export", "--all-users", "-o", str(export)]).exit_code == 0
+    data = Path(os.environ["XDG_DATA_HOME"])
+
+    def snapshot() -> dict[str, bytes]:
+        return {str(p): p.read_bytes() for p in sorted(data.rglob("*")) if p.is_file()}
+
+    before = snapshot()
+    for extra in ([], ["--index", "fresh"]):
+        result = runner.invoke(app, ["ltm", "import", str(export), "--dry-run", *extra])
+        assert result.exit_code == 0 and "nothing was saved" in result.stderr, result.output
+    assert snapshot() == before  # no file, no directory, no index row, no vector cache
+    empty = tmp_path / "new" / "ltm.db"
+    result = runner.invoke(
+        app, ["ltm", "import", str(export), "--dry-run"], env={"LONG_TERM_MEMORY_LOCAL_PATH": str(empty)}
+    )
+    assert result.exit_code == 0 and not empty.parent.exists()
+
+
+def test_errors_name_the_url_the_user_gave(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/no/such.db"
+    for args in (["session", "list"], ["session", "get", "a", "u", "s"], ["session", "stats"]):
+        result = runner.invoke(app, [*args, "--db-url", url])
+        assert result.exit_code == 1 and result.stderr.startswith(f"vmem: error: {url}: no such sqlite file"), args
+    doctor = json.loads(runner.invoke(app, ["doctor", "--db-url", url, "--json"]).stdout)
+    assert doctor[0]["detail"].startswith(f"{url}: no such sqlite file")
+    plan = json.loads(runner.invoke(app, ["forget", "u", "--db-url", url, "--dry-run", "--json"]).stdout)
+    assert plan["sessions"]["database"] == f"none: {url} does not exist"
+    for args in (["session", "list"], ["doctor"]):
+        result = runner.invoke(app, [*args, "--db-url", "postgresql://nobody@127.0.0.1:1/x"])
+        assert "+asyncpg" not in result.output and "postgresql://nobody@127.0.0.1:1/x" in result.output
+
+
+def test_a_wait_over_a_second_shows_a_spinner_on_a_terminal_only(db: str) -> None:
+    """While the database keeps vmem waiting (a writer holds its lock), a terminal shows a
+    spinner saying what vmem waits for; a pipe gets none of it."""
+    import pty
+    import select
+    import sqlite3
+    import time
+
+    vmem = str(Path(sys.executable).with_name("vmem"))
+    env = {**os.environ, "COLUMNS": "100", "VMEM_SQLITE_BUSY_TIMEOUT": "120"}
+    lock = sqlite3.connect(db, isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([vmem, "session", "list", "--db-url", db], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"listing sessions" not in seen:  # the spinner, while vmem waits for the lock
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            if select.select([master], [], [], 0.2)[0]:
+                seen += os.read(master, 4096)
+        lock.execute("ROLLBACK")
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal closed: vmem is done
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.wait(timeout=60) == 0, seen
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    assert b"ticket-101" in seen  # then the table
+    lock.execute("BEGIN EXCLUSIVE")
+    piped = subprocess.Popen(
+        [vmem, "session", "list", "--db-url", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    time.sleep(1.5)  # longer than a terminal waits before its spinner
+    lock.execute("ROLLBACK")
+    out, err = piped.communicate(timeout=60)
+    assert piped.returncode == 0 and b"ticket-101" in out
+    assert err == b"", err  # no spinner, no escape sequence
+
+
+def test_completion_install_for_bash_says_when_bash_completion_is_missing(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veadk_mem.cli import completion
+
+    target = Path(os.environ["XDG_DATA_HOME"]) / "bash-completion" / "completions" / "vmem"
+    monkeypatch.setattr(completion, "BASH_COMPLETION_SCRIPTS", (str(tmp_path / "none" / "bash_completion"),))
+    result = runner.invoke(app, ["completion", "bash", "--install"])
+    assert result.exit_code == 0 and target.exists()  # written all the same: the package may come later
+    assert "vmem: warning: bash-completion is not installed" in result.stderr
+    assert "apt install bash-completion" in result.stderr and f"source {target}" in result.stderr
+    present = tmp_path / "bash_completion"
+    present.write_text("# the package's loader\n", encoding="utf-8")
+    monkeypatch.setattr(completion, "BASH_COMPLETION_SCRIPTS", (str(present),))
+    result = runner.invoke(app, ["completion", "bash", "--install"])
+    assert "warning" not in result.stderr and "start a new shell" in result.stderr
+
+
+def test_doctor_names_the_store_it_checked_and_gives_structured_fields(
+    runner: CliRunner, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    assert runner.invoke(app, ["ltm", "save", SUPPORT]).exit_code == 0
+    sessions, memories = json.loads(runner.invoke(app, ["doctor", "--db-url", db, "--json"]).stdout)
+    assert sessions["name"] == "short_term_memory (sqlite)" and sessions["store"] == db
+    assert sessions["layout"] == "v1" and sessions["counts"] == {"sessions": 2, "events": 7}
+    assert isinstance(sessions["latency_ms"], float)
+    assert memories["name"] == "long_term_memory (local)" and memories["store"].endswith("/vmem/ltm.db")
+    assert memories["index"] == "default_app" and memories["counts"] == {"memories": 3}
+    assert isinstance(memories["latency_ms"], float) and memories["problems"] == []
+    # --db-url naming another kind of database than the configured backend: labelled as what was checked
+    url = "postgresql://nobody@127.0.0.1:1/x"
+    other = json.loads(runner.invoke(app, ["doctor", "--db-url", url, "--json"]).stdout)[0]
+    assert other["name"] == "short_term_memory (postgresql)" and other["store"] == url and other["status"] == "fail"
+    table = runner.invoke(app, ["doctor", "--db-url", db]).stdout
+    assert f"{db}: ADK schema v1 (DatabaseSessionService, JSON events), 2 sessions, 7 events" in table
+
+
+@pytest.mark.slow  # two vmem subprocesses through the viking client's retries: out of the fast tier
+def test_third_party_warnings_stay_out_of_the_terminal_unless_verbose(tmp_path: Path) -> None:
+    """vikingdb's models make pydantic warn ('Field name "schema" in "SearchResult" shadows an
+    attribute') when imported: a library's business, shown only under --verbose."""
+    vmem = str(Path(sys.executable).with_name("vmem"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    env |= {
+        "LONG_TERM_MEMORY_BACKEND": "viking",
+        "DATABASE_VIKINGMEM_API_KEY": "not-a-key",
+        "DATABASE_VIKINGMEM_BASE_URL": "http://127.0.0.1:1",
+    }
+    quiet = subprocess.run([vmem, "ltm", "list", "-u", "u"], capture_output=True, text=True, env=env)
+    assert quiet.returncode == 1 and quiet.stderr.startswith("vmem: error: cannot reach VikingDB"), quiet.stderr
+    assert "Warning" not in quiet.stderr
+    verbose = subprocess.run([vmem, "ltm", "list", "-u", "u", "-v"], capture_output=True, text=True, env=env)
+    assert 'UserWarning: Field name "schema" in "SearchResult" shadows an attribute' in verbose.stderr

@@ -50,7 +50,17 @@ def test_off_a_terminal_a_table_is_plain_text_one_record_a_line(capsys: pytest.C
     Renderer().table([{"n": 1, "text": long_id, "data": None}], COLUMNS)
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0].split() == ["#", "text", "data"] and lines[1] == f"1  {long_id}"  # no box, no wrapping
+    assert lines[0] == "#\ttext\tdata" and lines[1] == f"1\t{long_id}\t"  # no box, no wrapping, a tab apart
+
+
+def test_a_piped_table_is_tab_separated_with_times_as_one_word(capsys: pytest.CaptureFixture[str]) -> None:
+    """cut -f and awk take any column: tabs between fields, a time is ISO 8601 UTC without a space."""
+    columns = [Column.id("session id", "id"), Column.time("updated", "t"), Column("types", "types", ", ".join)]
+    rows = [{"id": "s1", "t": 1764921637.25, "types": ["text", "function_call"]}]
+    Renderer().table(rows, columns)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["session_id\tupdated\ttypes", "s1\t2025-12-05T08:00:37Z\ttext, function_call"]
+    assert lines[1].split()[1] == "2025-12-05T08:00:37Z"  # awk '{print $2}'
 
 
 @pytest.mark.parametrize(

@@ -435,3 +435,34 @@ def test_errors_name_the_database_as_the_user_gave_it(runner: CliRunner, dbfile:
     assert "asyncpg" not in result.stderr and "secret" not in result.stderr
     result = vmem(runner, "doctor", "--db-url", str(dbfile), "--json")
     assert f"{dbfile}: ADK schema" in result.stdout and "aiosqlite" not in result.stdout
+
+
+def test_the_delete_flow_is_the_sessions_layers(dbfile: Path) -> None:
+    """Find, plan, confirm, delete: `delete_flow` does what `vmem session delete` does, and a
+    confirm that raises leaves every session (the CLI only asks and renders)."""
+    import asyncio
+
+    from veadk_mem.sessions.delete_flow import delete_flow
+    from veadk_mem.sessions.store import SessionFilter, SessionKey, SessionStore
+
+    asked: list[int] = []
+
+    def refuse(plan: Any) -> None:
+        asked.append(len(plan.sessions))
+        raise RuntimeError("no")
+
+    async def go() -> tuple[Any, Any, Any, int]:
+        async with SessionStore(str(dbfile)) as store:
+            dry = await delete_flow(store, flt=SessionFilter(app=APP, user="alice"), dry_run=True, confirm=refuse)
+            with pytest.raises(RuntimeError):
+                await delete_flow(store, flt=SessionFilter(app=APP, user="alice"), confirm=refuse)
+            none = await delete_flow(store, flt=SessionFilter(app=APP, user="nobody"))
+            done = await delete_flow(store, keys=[SessionKey(APP, "bob", "s3")])
+            return dry, none, done, await store.count_sessions(SessionFilter(app=APP))
+
+    dry, none, done, left = asyncio.run(go())
+    assert dry.dry_run and sorted(s.id for s in dry.sessions) == ["s1", "s2"]
+    assert dry.events == 15 and asked == [2]  # the dry run asked nothing; the refused delete asked once
+    assert none.sessions == [] and not none.dry_run
+    assert [s.id for s in done.sessions] == ["s3"] and not done.dry_run and done.events == 7
+    assert left == 2  # alice's two stay: the refusal deleted nothing

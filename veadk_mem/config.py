@@ -551,7 +551,8 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
 
 
 def starter_toml() -> str:
-    """A commented config file holding every key at its default, for `config init` and examples.toml."""
+    """A commented config file naming every key with its default as a comment (uncomment to
+    change one), for `config init` and examples.toml: a default stays a default, not pinned."""
     import tomli_w
 
     lines = [
@@ -569,7 +570,7 @@ def starter_toml() -> str:
         if isinstance(default, SecretStr):
             default = default.get_secret_value()
         lines.append(f"# {key.info.description} (env {key.env})")
-        lines.append(tomli_w.dumps({key.path[-1]: default}).strip())
+        lines.append("# " + tomli_w.dumps({key.path[-1]: default}).strip())  # the default, shown, not pinned
     lines += [
         "",
         "# Named policies, used as --policy NAME or [policy] default = NAME:",

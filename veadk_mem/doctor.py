@@ -16,45 +16,62 @@ async def check_session_db(settings: VmemSettings) -> Check:
     """Connect to the session database and run one trivial query."""
     from veadk_mem.sessions.url import given_db_url, session_db_url, sqlite_file
 
-    name = f"short_term_memory ({settings.short_term_memory.backend})"
     try:
         url = session_db_url(settings)
     except VmemError as exc:
+        name = f"short_term_memory ({settings.short_term_memory.backend})"
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    shown = given_db_url(settings, url)  # as the user named it, not the driver URL
+    # the kind of database actually checked (--db-url may name another than the configured backend)
+    name = f"short_term_memory ({url.split(':', 1)[0].split('+', 1)[0]})"
+    shown = mask_url(given_db_url(settings, url))  # as the user named it, not the driver URL
     path = sqlite_file(url)
     if path is not None:
         from pathlib import Path
 
         if not Path(path).exists():  # connecting would create an empty file: report instead
-            return Check(name, "fail", f"{path}: no such sqlite file (VeADK creates it on first use)")
+            return Check(name, "fail", f"{shown}: no such sqlite file (VeADK creates it on first use)", store=shown)
         url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
     started = time.perf_counter()
     engine = create_async_engine(url)
     try:
         async with engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
-            layout = await conn.run_sync(_layout)
+            facts = await conn.run_sync(_layout)
     except Exception as exc:  # any driver error is a failed check
-        return Check(name, "fail", f"{mask_url(shown)}: {type(exc).__name__}: {_first_line(exc)}")
+        took = (time.perf_counter() - started) * 1000
+        detail = f"{shown}: {type(exc).__name__}: {_first_line(exc)}"
+        return Check(name, "fail", detail, store=shown, latency_ms=took)
     finally:
         await engine.dispose()
     took = (time.perf_counter() - started) * 1000
-    return Check(name, "ok", f"{mask_url(shown)}: {layout} ({took:.0f} ms)")
+    counts = facts["counts"]
+    held = f", {counts['sessions']:,} sessions, {counts['events']:,} events" if counts else ""
+    detail = f"{shown}: {facts['layout_description']}{held} ({took:.0f} ms)"
+    return Check(name, "ok", detail, store=shown, latency_ms=took, facts=facts)
 
 
-def _layout(sync_conn: Any) -> str:
-    """The database's session layout, with the ADK releases it corresponds to (v0 column sets)."""
-    from veadk_mem.sessions.layout import build_tables, inspect_layout
+def _layout(sync_conn: Any) -> dict[str, Any]:
+    """The database's session layout (with the ADK releases a v0 column set corresponds to)
+    and how many sessions and events it holds."""
+    from sqlalchemy import func, select
+
+    from veadk_mem.sessions.layout import Layout, build_tables, inspect_layout
 
     try:
         layout, columns = inspect_layout(sync_conn)
     except ValueError as exc:
-        return str(exc)
-    return build_tables(layout, columns).describe()
+        return {"layout": None, "layout_description": str(exc), "counts": None}
+    tables = build_tables(layout, columns)
+    counts = None
+    if layout is not Layout.EMPTY:
+        counts = {
+            "sessions": int(sync_conn.execute(select(func.count()).select_from(tables.sessions)).scalar_one()),
+            "events": int(sync_conn.execute(select(func.count()).select_from(tables.events)).scalar_one()),
+        }
+    return {"layout": layout.value, "layout_description": tables.describe(), "counts": counts}
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,7 +16,7 @@ from veadk_mem.cli import ltm as ltm_cmd
 from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import session as session_cmd
-from veadk_mem.cli.state import AppState, get_state
+from veadk_mem.cli.state import AppState, get_state, library_warnings
 from veadk_mem.cli.wiring import usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
@@ -144,6 +144,7 @@ def root(
     state.json_mode = json_mode
     state.quiet = quiet
     state.verbose = verbose
+    library_warnings(verbose)  # again, after the subcommand's own flags (wiring.apply_flags)
 
 
 app.add_typer(session_cmd.app, name="session")

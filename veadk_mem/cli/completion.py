@@ -261,6 +261,28 @@ INSTALL = {
 }
 
 
+# Where the bash-completion package keeps the script that loads per-user completion files
+# (Debian/Ubuntu, Fedora, Arch, Alpine, macOS with Homebrew, FreeBSD)
+BASH_COMPLETION_SCRIPTS = (
+    "/usr/share/bash-completion/bash_completion",
+    "/etc/bash_completion",
+    "/usr/local/share/bash-completion/bash_completion",
+    "/opt/homebrew/share/bash-completion/bash_completion",
+    "/opt/homebrew/etc/profile.d/bash_completion.sh",
+    "/usr/local/etc/profile.d/bash_completion.sh",
+)
+BASH_COMPLETION_INSTALL = (
+    "apt install bash-completion, dnf install bash-completion, apk add bash-completion or "
+    "brew install bash-completion@2"
+)
+
+
+def bash_completion_present() -> bool:
+    """True when the bash-completion package is installed: only it loads
+    ~/.local/share/bash-completion/completions/, where `--install` writes."""
+    return any(Path(p).is_file() for p in BASH_COMPLETION_SCRIPTS)
+
+
 def install_path(shell: str) -> Path:
     """Where each shell looks for a user's completion file (zsh: a folder that must be on fpath)."""
     home = Path.home()
@@ -313,5 +335,10 @@ def completion(
     state.render.message(f"wrote {target}")
     if shell == "zsh":
         state.render.message("zsh: have fpath=(~/.zfunc $fpath) before compinit in ~/.zshrc, then start a new shell")
+    elif shell == "bash" and not bash_completion_present():
+        state.render.warn(
+            f"bash-completion is not installed, and without it bash does not load {target}: "
+            f"install it ({BASH_COMPLETION_INSTALL}), or add `source {target}` to ~/.bashrc"
+        )
     else:
         state.render.message("start a new shell to use it")

@@ -50,7 +50,11 @@ def init(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
-    """Write a commented starter config holding every key at its default."""
+    """Write a commented starter config: every key with its default as a comment.
+
+    Nothing is pinned: a key keeps following its default and its environment variable until
+    you uncomment its line.
+    """
     from veadk_mem.config import config_candidates, starter_toml
     from veadk_mem.errors import BadInput
 

@@ -24,7 +24,8 @@ def doctor(
 
     state = get_state(ctx, json_flag=json_flag)
     state.use_db_url(db_url)
-    results = run(run_checks(state.loaded.settings))
+    with state.render.spinner("checking the stores"):
+        results = run(run_checks(state.loaded.settings))
     rows = [r.as_dict() for r in results]
     state.render.records(
         rows, [Column.id("check", "name"), Column("status", "status"), Column.text("detail", "detail")]

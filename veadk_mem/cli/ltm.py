@@ -167,6 +167,7 @@ def save(
     total: int | None = None
     if from_store:
         items = _store_items(state, sources or [], app_name, user, since, until)
+        total = 1 if sources else None  # the sessions matching --app ...: counted first, on the loop
     else:
         if app_name or user or since or until:
             raise BadInput(
@@ -181,26 +182,62 @@ def save(
     resolved = ltm.resolve_policy(policy, include_assistant=include_assistant)
     render = state.render
 
+    so_far = {"sessions": 0, "saved": 0}  # what a Ctrl-C reports
+
     async def go() -> Any:
-        with render.progress("saving sessions", total=total) as advance:
+        try:
+            count = total
+            if from_store and not sources:
+                count = await _count_matching(state, app_name, user, since, until)
+            with render.progress("saving sessions", total=count) as advance:
 
-            def done(report: Any) -> None:
-                if report.error is not None:
-                    where, message = report.source or report.session_id, str(report.error)
-                    render.warn(message if message.startswith(f"{where}:") else f"{where}: {message}")
-                advance(1)
+                def done(report: Any) -> None:
+                    if report.error is not None:
+                        where, message = report.source or report.session_id, str(report.error)
+                        render.warn(message if message.startswith(f"{where}:") else f"{where}: {message}")
+                    else:
+                        so_far["saved"] += report.saved
+                    so_far["sessions"] += 1
+                    advance(1)
 
-            try:
                 return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done)
-            finally:
-                await ltm.close()
+        finally:
+            await ltm.close()
 
-    summary = run(go())
+    try:
+        summary = run(go())
+    except KeyboardInterrupt:
+        saved = "nothing saved (dry run)" if dry_run else f"{counted(so_far['saved'], 'memory')} saved"
+        render.error(f"interrupted after {counted(so_far['sessions'], 'session')}: {saved}")
+        if not dry_run:
+            render.hint("run the same command again to resume: what is saved already is skipped")
+        raise typer.Exit(130) from None
     _render_summary(state, summary, dry_run)
     if summary.aborted:
         render.error(summary.aborted)
     if summary.failed:
         raise typer.Exit(summary.exit_code or 1)  # 2 for a model mismatch, 4 for a backend not available
+
+
+async def _count_matching(
+    state: AppState, app_name: str | None, user: str | None, since: str | None, until: str | None
+) -> int:
+    """The sessions `--from-store --app ...` will save (the progress bar's total); an app with no
+    session in the database is not found (exit 3), a window that matches none says so."""
+    from veadk_mem.errors import NotFound
+    from veadk_mem.ltm.store_source import count_store_sessions
+
+    settings = state.loaded.settings
+    matching, of_app = await count_store_sessions(settings, app_name=app_name, user_id=user, since=since, until=until)
+    if not of_app:
+        from veadk_mem.config import mask_url
+        from veadk_mem.sessions.url import given_db_url, session_db_url
+
+        where = mask_url(given_db_url(settings, session_db_url(settings)))
+        raise NotFound(f"no sessions matched: app {app_name!r} has no sessions in {where}")
+    if not matching:
+        state.render.message("no sessions matched --user/--since/--until: nothing to save")
+    return matching
 
 
 def _store_items(
@@ -373,9 +410,9 @@ def search(
         raise BadInput("--user is required: whose memories to search")
     ltm = _ltm(state, app_name or "")
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> tuple[list[dict[str, Any]], str | None]:
         try:
-            return await ltm.search_memory(
+            found = await ltm.search_memory(
                 app_name=app_name,
                 user_id=user,
                 query=query,
@@ -385,10 +422,12 @@ def search(
                 until=before,
                 mode=mode_name,
             )
+            return found, None if found else await _elsewhere(ltm, app_name, user)
         finally:
             await ltm.close()
 
-    entries = run(go())
+    with state.render.spinner("searching"):
+        entries, elsewhere = run(go())
     rows = _rows(entries)
     columns = SEARCH_COLUMNS
     if any(r["score_kind"] for r in rows):  # say which ranking made each score
@@ -397,6 +436,22 @@ def search(
     if any(r["type"] for r in rows):
         columns = [Column("type", "type"), *columns]
     state.render.records(rows, columns, json_rows=entries, empty="no memories found")
+    if elsewhere:
+        state.render.message(elsewhere)
+
+
+async def _elsewhere(ltm: LongTermMemory, app_name: str | None, user: str) -> str | None:
+    """Where the user's memories are, when a search or listing found none in the index it read
+    (an app name mistyped, memories saved under another app), or None when there is nothing to add."""
+    index = await ltm.user_index(app_name, user)
+    known = await ltm.indexes_of(user)
+    if known is None or known == [index]:
+        return None
+    if not known:
+        return f"user {user!r} has no memories in any index"
+    return (
+        f"no memories of user {user!r} in index {index!r}; the user's indexes: {', '.join(known)} (pick one with --app)"
+    )
 
 
 def _search_batch(
@@ -442,16 +497,20 @@ def list_(
     ltm = _ltm(state, app_name or "")
     after, before = _window(since, until)
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> tuple[list[dict[str, Any]], str | None]:
         try:
-            return await ltm.list_memories(
+            found = await ltm.list_memories(
                 app_name=app_name, user_id=user, limit=limit or None, since=after, until=before
             )
+            return found, None if found else await _elsewhere(ltm, app_name, user)
         finally:
             await ltm.close()
 
-    entries = run(go())
+    with state.render.spinner("listing memories"):
+        entries, elsewhere = run(go())
     state.render.records(_rows(entries), LIST_COLUMNS, json_rows=entries, empty="no memories")
+    if elsewhere:
+        state.render.message(elsewhere)
 
 
 @app.command("profile")
@@ -526,8 +585,6 @@ def delete(
     By id, by the session they came from, or all of them (narrowed by --since/--until);
     asks first unless --yes.
     """
-    from veadk_mem.errors import NotFound
-
     after, before = _window(since, until)
     state = get_state(ctx, json_flag=json_flag)
     ltm = _ltm(state, app_name or "")
@@ -539,22 +596,15 @@ def delete(
         try:
             index = await ltm.user_index(app_name, user)
             found = await ltm.select(
-                app_name=app_name, user_id=user, ids=ids, session_id=session, everything=everything, index=index
+                app_name=app_name,
+                user_id=user,
+                ids=ids,
+                session_id=session,
+                everything=everything,
+                index=index,
+                since=after,
+                until=before,
             )
-            if ids:
-                missing = sorted(set(ids) - {r.id for r in found})
-                if missing and not found:
-                    raise NotFound(f"no memory of user {user!r} in index {index!r} has id {', '.join(missing)}")
-                for memory_id in missing:
-                    render.warn(f"no memory {memory_id} for user {user!r} in index {index!r}")
-            if after is not None or before is not None:
-                found = [
-                    r
-                    for r in found
-                    if r.created_at is not None
-                    and (after is None or r.created_at >= after)
-                    and (before is None or r.created_at < before)
-                ]
             if dry_run or not found:
                 return index, found, 0
             confirm_deletion(
@@ -571,7 +621,14 @@ def delete(
     if render.json_mode:
         render.json({"dry_run": dry_run, "index": index, "user_id": user, "deleted": deleted, "memories": rows})
         return
-    render.table(rows, DELETE_COLUMNS, title="would delete" if dry_run else None, empty="no matching memories")
+    # a dry run's plan is its data (stdout); what a deletion did is a summary, on stderr like every command's
+    render.table(
+        rows,
+        DELETE_COLUMNS,
+        title="would delete" if dry_run else "deleted",
+        empty="no matching memories",
+        to_stderr=not dry_run,
+    )
     render.message(
         f"dry run: would delete {counted(len(records), 'memory')}"
         if dry_run
@@ -621,4 +678,5 @@ def forget(
         [Column.id("store", "store"), Column.free("where", "where"), Column("items", "items", justify="right")],
         title=f"dry run: forget {user}" if dry_run else f"forgot {user}",
         empty=f"nothing stored for user {user!r}",
+        to_stderr=not dry_run,  # the plan is a dry run's data; what was done is a summary (stderr)
     )

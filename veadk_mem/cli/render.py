@@ -6,8 +6,8 @@ Tables for people are fitted to the terminal and never lose a character: a cell 
 itself, ids and keys never wrap, identifier-like cells (types, authors, env names, times)
 wrap only between words, and the main text keeps a readable width. When that cannot fit, the
 table becomes a record layout (one block per row, `field: value` lines) with a note on stderr;
-no column is ever left out. Off a terminal a table is plain text, a header line and one
-record per line, never wrapped, so grep, cut and awk work. Messages on a terminal wrap at its
+no column is ever left out. Off a terminal a table is tab-separated text, a header line and
+one record per line, never wrapped, times ISO 8601 UTC, so grep, cut and awk work. Messages on a terminal wrap at its
 width between words; off one every message, warning, error and hint is one line.
 """
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
 
+SPINNER_AFTER = 1.0  # seconds a wait lasts before a terminal shows a spinner
 RICH_TABLE_MAX_ROWS = 1000  # above this, even a terminal gets plain aligned text
 TABLE_FORMATS = ("jsonl", "csv", "tsv")  # the machine formats every table-shaped command takes
 MIN_WRAP_WIDTH = 10  # the narrowest a folding column is squeezed to
@@ -284,8 +285,7 @@ class Renderer:
 
     def json(self, data: Any) -> None:
         """Print a JSON document on stdout."""
-        sys.stdout.write(to_json(data) + "\n")
-        sys.stdout.flush()
+        write_text(sys.stdout, to_json(data) + "\n")
 
     def jsonl(self, records: Iterable[Any], stream: IO[str] | None = None) -> int:
         """Write one compact JSON document per line; returns the number written."""
@@ -301,8 +301,7 @@ class Renderer:
     def text(self, text: str) -> None:
         """A line of data for people and scripts alike (a path, a profile), control characters made visible."""
         text = _UNSAFE.sub(_visible, text)
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
+        write_text(sys.stdout, text if text.endswith("\n") else text + "\n")
 
     async def stream(self, pieces: AsyncIterable[str], target: IO[str] | None = None) -> None:
         """Copy streamed text pieces (JSON, JSONL) to stdout or `target` in batches."""
@@ -313,10 +312,9 @@ class Renderer:
             buffer.append(piece)
             size += len(piece)
             if size > 1 << 16:
-                out.write("".join(buffer))
+                write_text(out, "".join(buffer))
                 buffer, size = [], 0
-        out.write("".join(buffer))
-        out.flush()
+        write_text(out, "".join(buffer))
 
     def table(
         self,
@@ -350,7 +348,10 @@ class Renderer:
         if not console.is_terminal or len(rows) > RICH_TABLE_MAX_ROWS:
             if title and not continued:  # a caption, not a record: stderr keeps stdout one record a line
                 self.message(title)
-            self._plain_table(rows, columns, header=not continued, stream=console.file)
+            if console.is_terminal or to_stderr:  # for people: aligned columns
+                self._plain_table(rows, columns, header=not continued, stream=console.file)
+            else:  # data in a pipe or a file: tab-separated, for cut -f and awk
+                self._piped_table(rows, columns, header=not continued)
         else:
             self._rich_table(console, rows, columns, title=title, continued=continued)
 
@@ -459,6 +460,22 @@ class Renderer:
         if stream is sys.stdout:
             self._blocks += 1
 
+    def _piped_table(self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, header: bool) -> None:
+        """A table in a pipe or a file: a header of one-word names, then one record a line, its
+        fields separated by one tab (as gh does off a terminal). A cell never holds a tab or a
+        newline, and a time is one word (ISO 8601 UTC), so `cut -f3` and `awk -F'\\t'` take any
+        column, and plain `awk '{print $3}'` every column up to the first holding free text."""
+        out = sys.stdout
+        lines = []
+        if header:
+            if self._blocks:
+                lines.append("")
+            lines.append("\t".join(plain_header(c) for c in columns))
+        for row in rows:
+            lines.append("\t".join(_piped_cell(row.get(col.key), col) for col in columns))
+        write_text(out, "\n".join(lines) + "\n")
+        self._blocks += 1
+
     def _machine_table(self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, header: bool) -> None:
         """JSONL (one object per row, keyed by column key), CSV or TSV (a header of column keys)."""
         out = sys.stdout
@@ -498,6 +515,11 @@ class Renderer:
             self.jsonl(data)
         else:
             self.table(rows, columns, title=title, empty=empty)
+
+    def when(self, value: datetime | float | None) -> str:
+        """A time in a field listing: local time on a terminal, one word (ISO 8601 UTC) off one,
+        as in tables."""
+        return local_time(value) if self.out.is_terminal else _iso_seconds(value)
 
     def fields(self, pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
         """A two-column key/value listing for people: keys never wrap, values wrap whole."""
@@ -564,27 +586,72 @@ class Renderer:
 
     @contextmanager
     def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-        """A progress bar on stderr; yields an advance(n) callable. Hidden with --quiet or off a TTY."""
+        """A progress bar on stderr; yields an advance(n) callable. Hidden with --quiet or off a TTY.
+
+        With a total it shows done/total, the rate and the time left; without one, a count,
+        the rate and the time taken."""
         if self.quiet or not self.err.is_terminal:
             yield _no_progress
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         bar: Progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TimeElapsedColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn() if total is not None else TimeElapsedColumn(),
             console=self.err,
             transient=True,
         )
         with bar:
-            task = bar.add_task(description, total=total)
+            task = bar.add_task(description, total=total, rate="")
 
             def advance(n: int = 1) -> None:
                 bar.advance(task, n)
+                speed = bar.tasks[0].speed
+                bar.update(task, rate=f"{speed:,.1f}/s" if speed else "")
 
             yield advance
+
+    @contextmanager
+    def spinner(self, description: str) -> Iterator[None]:
+        """A spinner on stderr while a wait lasts over SPINNER_AFTER seconds (a search, a long
+        listing); only on a terminal, never in a pipe or with --quiet, and gone before output.
+        A real one: a console merely told it is a terminal (TTY_COMPATIBLE, in tests) gets none."""
+        if self.quiet or not self.err.is_terminal or not _isatty(sys.stderr):
+            yield
+            return
+        import threading
+
+        status = self.err.status(description, spinner="dots")
+        lock = threading.Lock()
+        state = {"done": False, "shown": False}
+
+        def show() -> None:
+            with lock:
+                if not state["done"]:
+                    status.start()
+                    state["shown"] = True
+
+        timer = threading.Timer(SPINNER_AFTER, show)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            with lock:
+                state["done"] = True
+                if state["shown"]:
+                    status.stop()
 
     def confirm(self, question: str) -> bool:
         """Ask y/N on stderr; a closed or non-interactive stdin answers no."""
@@ -593,6 +660,21 @@ class Renderer:
         from rich.prompt import Confirm
 
         return bool(Confirm.ask(_UNSAFE.sub(_visible, question), console=self.err, default=False))
+
+
+WRITE_CHUNK = 1 << 16  # characters per write: a pipe takes 64 KiB at a time
+
+
+def write_text(out: IO[str], text: str) -> None:
+    """Write and flush in pieces of WRITE_CHUNK. One large write to a pipe whose reader went away
+    can end in a partial write that Python reports as success (unbuffered stdout, as under
+    PYTHONUNBUFFERED); a piece at a time, the next write raises BrokenPipeError, which the app
+    turns into exit 141 (`vmem ... --json | head`)."""
+    for start in range(0, len(text), WRITE_CHUNK):
+        out.write(text[start : start + WRITE_CHUNK])
+        out.flush()
+    if not text:
+        out.flush()
 
 
 def plain_header(col: Column) -> str:
@@ -640,6 +722,26 @@ def _cell_text(value: Any, col: Column | None) -> str:
     return str(value)
 
 
+def _piped_cell(value: Any, col: Column) -> str:
+    """A cell of a piped table: as people see it but on one line, and a time as one word,
+    ISO 8601 UTC to the second (2025-12-06T08:00:07Z)."""
+    if col.is_time:
+        return _safe_text(one_line(_iso_seconds(value))) or ""
+    return one_line(_person_cell(value, col))
+
+
+def _iso_seconds(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value  # a hosted backend's own time format, as it came
+    text = iso_utc(value) or ""
+    return re.sub(r"\.\d+Z$", "Z", text)
+
+
 def _machine_value(value: Any, col: Column) -> Any:
     """A JSONL value: times as ISO-8601 UTC, everything else as it is."""
     if col.is_time:
@@ -670,6 +772,13 @@ def _iso_any(value: Any) -> str | None:
     if isinstance(value, (int, float, datetime)):
         return iso_utc(value)
     return str(value)  # already a time string, as a hosted backend gave it
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _no_progress(n: int = 1) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import KEY, Column, counted, local_time
+from veadk_mem.cli.render import KEY, Column, counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 
@@ -140,7 +140,8 @@ def list_cmd(
         async with _store(state) as store:
             return await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=True), store
 
-    found, store = run(go())
+    with state.render.spinner("listing sessions"):
+        found, store = run(go())
     state.render.records(
         [_summary_row(s) for s in found],
         _list_columns(state, found),
@@ -242,8 +243,8 @@ def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, sh
             ("app", _safe(summary.app_name)),
             ("user", _safe(summary.user_id)),
             ("session", _safe(summary.id)),
-            ("created", local_time(summary.create_time)),
-            ("updated", local_time(summary.update_time)),
+            ("created", state.render.when(summary.create_time)),
+            ("updated", state.render.when(summary.update_time)),
             ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
             ("store", f"{store.display_url} [{store.layout.label}]"),
         ]
@@ -309,29 +310,19 @@ def delete_cmd(
         flt = _filter(app_name, user, since, until)
         flt.older_than = parse_duration(older_than) if older_than else None
 
+    def confirm(plan: Any) -> None:
+        if not yes:
+            _show_plan(state, plan, to_stderr=True)  # not data: what the question is about
+            question = f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?"
+            confirm_deletion(state, question, yes=yes)
+
     async def go() -> Any:
+        from veadk_mem.sessions.delete_flow import delete_flow
+
         async with _store(state) as store:
-            if keys is not None:
-                chosen = await store.find_sessions(keys)
-            else:
-                assert flt is not None
-                chosen = await store.list_sessions(flt, oldest_first=True)
-            plan = await store.delete_sessions(chosen, purge_state=purge_state, dry_run=True)
-            if not chosen:
-                plan.dry_run = dry_run
-                return plan
-            if dry_run:
-                return plan
-            if not yes:
-                _show_plan(state, plan, to_stderr=True)  # not data: what the question is about
-                confirm_deletion(
-                    state,
-                    f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?",
-                    yes=yes,
-                )
-            # Re-checked in the deleting transaction: a session resumed while the prompt waited stays.
-            recheck = flt is not None and flt.older_than is not None
-            return await store.delete_sessions(chosen, purge_state=purge_state, recheck=recheck)
+            return await delete_flow(
+                store, keys=keys, flt=flt, purge_state=purge_state, dry_run=dry_run, confirm=confirm
+            )
 
     report = run(go())
     for key in report.skipped:

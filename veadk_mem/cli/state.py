@@ -80,6 +80,23 @@ def get_state(ctx: typer.Context, *, json_flag: bool = False) -> AppState:
     return state
 
 
+def library_warnings(verbose: bool) -> None:
+    """Keep third-party warnings (Python warnings, and log records that would reach stderr
+    through logging's last resort) out of the user's terminal unless --verbose; vmem's own
+    warnings go through the renderer and are not affected. -W or PYTHONWARNINGS still win."""
+    import logging
+    import sys
+    import warnings
+
+    if not sys.warnoptions:
+        warnings.simplefilter("default" if verbose else "ignore")
+    root = logging.getLogger()
+    if verbose:
+        root.handlers = [h for h in root.handlers if not isinstance(h, logging.NullHandler)]
+    elif not root.handlers:
+        root.addHandler(logging.NullHandler())  # no last-resort "WARNING ..." lines from libraries
+
+
 def run(coro: Any) -> Any:
     """Run a core coroutine to completion from a synchronous Typer command."""
     import asyncio

@@ -129,6 +129,9 @@ def apply_flags(
     state.json_mode = state.json_mode or g_json
     state.quiet = state.quiet or g_quiet
     state.verbose = state.verbose or g_verbose
+    from veadk_mem.cli.state import library_warnings
+
+    library_warnings(state.verbose)
     formats = [name for name, on in (("jsonl", g_jsonl), ("csv", g_csv), ("tsv", g_tsv)) if on]
     if len(formats) > 1 or (formats and state.json_mode):
         chosen = ["--json"] * state.json_mode + [f"--{f}" for f in formats]

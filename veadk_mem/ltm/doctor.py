@@ -19,13 +19,13 @@ if TYPE_CHECKING:
     from veadk_mem.ltm.base import BackendHealth
 
 
-def describe(health: BackendHealth, took_ms: float) -> str:
+def describe(health: BackendHealth, took_ms: float, index: str = "") -> str:
     """One line for a person: target, then what the backend could tell, then its problems."""
     parts: list[str] = []
     if health.version:
         parts.append(health.version)
     if not health.exists:
-        parts.append("index not created yet")
+        parts.append(f"index {index} not created yet" if index else "index not created yet")
     if health.memories is not None:
         parts.append(f"{health.memories} memories")
     if health.dimension is not None:
@@ -44,8 +44,11 @@ async def check_ltm(settings: VmemSettings) -> Check:
     name = f"long_term_memory ({settings.long_term_memory.backend})"
     started = time.perf_counter()
     ltm = LongTermMemory.from_settings(settings)
+    index = ""
     try:
-        health = await ltm.backend_for(None).health(user_id=None)
+        backend = ltm.backend_for(None)
+        index = backend.index
+        health = await backend.health(user_id=None)
     except MissingSdk as exc:  # the configured store cannot be used at all: fail, exit 4, with the install line
         return Check(name, "fail", f"{exc.message}; {exc.hint}" if exc.hint else exc.message, exit_code=4)
     except VmemError as exc:
@@ -57,4 +60,15 @@ async def check_ltm(settings: VmemSettings) -> Check:
     finally:
         await ltm.close()
     took = (time.perf_counter() - started) * 1000
-    return Check(name, "fail" if health.problems else "ok", describe(health, took))
+    facts = {
+        "index": index,
+        "index_exists": health.exists,
+        "version": health.version or None,
+        "counts": {"memories": health.memories},
+        "dimension": health.dimension,
+        "model": health.model or None,
+        "notes": list(health.notes),
+        "problems": list(health.problems),
+    }
+    status = "fail" if health.problems else "ok"
+    return Check(name, status, describe(health, took, index), store=health.target, latency_ms=took, facts=facts)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotSupported
+from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
 from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import to_memory_entries
 from veadk_mem.ltm.ledger import Ledger, Scope
@@ -165,6 +165,14 @@ class LongTermMemory:
                 hint="or set long_term_memory.index",
             )
         return known[0]
+
+    async def indexes_of(self, user_id: str) -> list[str] | None:
+        """Every index holding the user's memories, when the store can tell (else None): what
+        an empty search or listing points to."""
+        try:
+            return await self.backend_for(None).known_indexes(user_id)
+        except VmemError:
+            return None
 
     def backend_for(self, app_name: str | None = None, *, index: str | None = None) -> LongTermMemoryBackend:
         """The backend bound to the index of this app (created and prechecked on first use)."""
@@ -481,18 +489,30 @@ class LongTermMemory:
         session_id: str | None = None,
         everything: bool = False,
         index: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[MemoryRecord]:
-        """The user's memories a delete would remove: by id, by session, or all."""
+        """The user's memories a delete would remove: by id, by session, or all, narrowed to
+        those saved in [since, until) (epoch seconds). Ids the index does not hold are warned
+        about; when none of them is there, NotFound."""
         chosen = [bool(ids), session_id is not None, everything]
         if sum(chosen) != 1:
             raise BadInput("say what to delete: --id ID..., --session S or --all (exactly one)")
-        backend = self.backend_for(index=index or await self.user_index(app_name, user_id))
-        records = await backend.list_memories(user_id)
+        index = index or await self.user_index(app_name, user_id)
+        records = await self.backend_for(index=index).list_memories(user_id)
         if ids:
             wanted = set(ids)
-            return [r for r in records if r.id in wanted]
-        if session_id is not None:
-            return [r for r in records if r.session_id == session_id]
+            records = [r for r in records if r.id in wanted]
+            missing = sorted(wanted - {r.id for r in records})
+            if missing and not records:
+                raise NotFound(f"no memory of user {user_id!r} in index {index!r} has id {', '.join(missing)}")
+            for memory_id in missing:
+                if self.warn is not None:
+                    self.warn(f"no memory {memory_id} for user {user_id!r} in index {index!r}")
+        elif session_id is not None:
+            records = [r for r in records if r.session_id == session_id]
+        if since is not None or until is not None:
+            records = [r for r in records if _in_window(r.created_at, since, until)]
         return records
 
     async def delete(

@@ -108,7 +108,7 @@ def _session_store(settings: VmemSettings, plan: ForgetPlan) -> Any:
     plan.session_db = store.display_url
     path = sqlite_file(store.url)
     if path is not None and not Path(path).exists():
-        plan.session_db = f"none: {path} does not exist"
+        plan.session_db = f"none: {store.display_url} does not exist"
         return None
     return store
 

@@ -38,3 +38,28 @@ async def store_sessions(
         )
         async for session in store.iter_sessions(flt):
             yield f"{session.app_name}/{session.user_id}/{session.id}", session
+
+
+async def count_store_sessions(
+    settings: VmemSettings,
+    *,
+    app_name: str | None = None,
+    user_id: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> tuple[int, int]:
+    """(sessions matching, sessions of the app at all): the total a progress bar shows, and
+    whether the app is in the database (an unknown app is not found, not an empty window)."""
+    from veadk_mem.sessions.store import SessionFilter, SessionStore
+    from veadk_mem.sessions.timespec import parse_time
+
+    flt = SessionFilter(
+        app=app_name,
+        user=user_id,
+        since=parse_time(since, "--since") if since else None,
+        until=parse_time(until, "--until") if until else None,
+    )
+    async with SessionStore.from_settings(settings) as store:
+        matching = await store.count_sessions(flt)
+        of_app = matching or await store.count_sessions(SessionFilter(app=app_name))
+    return matching, of_app

@@ -122,11 +122,11 @@ class StoreBase:
         path = self._sqlite_path()
         if self.dialect == "sqlite":
             if path is not None and Path(path).is_dir():
-                raise BadInput(f"{path}: is a directory, expected a sqlite file", hint="check --db-url")
+                raise BadInput(f"{self.display_url}: is a directory, expected a sqlite file", hint="check --db-url")
             if path is not None and not Path(path).exists():
                 if not self.create:
                     raise StoreError(
-                        f"{path}: no such sqlite file",
+                        f"{self.display_url}: no such sqlite file",  # as the user named it
                         hint="check short_term_memory.local_database_path or --db-url; VeADK creates it on first use",
                     )
                 from veadk_mem.sessions.files import create_private
