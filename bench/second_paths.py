@@ -253,19 +253,29 @@ def read_pass(path: Path, n_events: int) -> None:
         print(f"| {name} | {n_events / wall:,.0f} events/s | | {ratio} | CPU here {cpu:.2f} s |")
 
 
-def whole_import(path: Path, n_events: int, workdir: Path) -> None:
+def _fresh_postgres(name: str) -> str:
+    """A new empty PostgreSQL database on the local server (dropped first if it exists)."""
+    import subprocess
+
+    for sql in (f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"):
+        subprocess.run(["psql", "-qh", "127.0.0.1", "-U", "postgres", "-d", "test", "-c", sql], check=True)
+    return f"postgresql://postgres@127.0.0.1:5432/{name}"
+
+
+def whole_import(path: Path, n_events: int, workdir: Path, target: str) -> None:
     from veadk_mem.sessions import reader
     from veadk_mem.sessions.importer import import_file
     from veadk_mem.sessions.store import SessionStore
 
     def run(with_child: bool, name: str) -> tuple[float, float]:
         db = workdir / f"{name}.db"
+        url = f"sqlite:///{db}" if target == "sqlite" else _fresh_postgres(f"vmem_bench_paths_{name}")
         original = reader.worthwhile
         # the child whatever the file's size and the cores (as on a machine with one to spare), or never
         reader.worthwhile = lambda source: with_child  # type: ignore[assignment]
         try:
             c0, t0 = time.process_time(), time.perf_counter()
-            report = asyncio.run(import_file(SessionStore(f"sqlite:///{db}", create=True), path))
+            report = asyncio.run(import_file(SessionStore(url, create=True), path))
             result = time.perf_counter() - t0, time.process_time() - c0
         finally:
             reader.worthwhile = original  # type: ignore[assignment]
@@ -276,7 +286,7 @@ def whole_import(path: Path, n_events: int, workdir: Path) -> None:
     child_on = run(True, "child")
     child_off = run(False, "plain")
     print(
-        f"| whole `session import` into sqlite, child vs none | {n_events / child_on[0]:,.0f} events/s | "
+        f"| whole `session import` into {target}, child vs none | {n_events / child_on[0]:,.0f} events/s | "
         f"{n_events / child_off[0]:,.0f} events/s | {child_off[0] / child_on[0]:.2f}x | "
         f"CPU here {child_on[1]:.1f} s vs {child_off[1]:.1f} s |"
     )
@@ -285,6 +295,7 @@ def whole_import(path: Path, n_events: int, workdir: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sessions", type=int, default=3000, help="sessions of 40 events in the import file")
+    parser.add_argument("--targets", default="sqlite,postgresql", help="databases the whole import runs into")
     args = parser.parse_args()
     from veadk_mem.jsonio import loads
     from veadk_mem.sessions.rawsession import raw_session
@@ -305,7 +316,8 @@ def main() -> None:
         camel(stored)
         times(200_000)
         read_pass(path, n_events)
-        whole_import(path, n_events, workdir)
+        for target in args.targets.split(","):
+            whole_import(path, n_events, workdir, target)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
