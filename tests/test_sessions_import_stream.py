@@ -1,6 +1,6 @@
 """`session import` of a session too large to decode whole (issue #22 item 3): a JSONL line of
-`VMEM_BIG_LINE` bytes and more is read with ijson, checked and written a chunk of events at a time,
-so the import's peak memory does not grow with the largest session."""
+`VMEM_BIG_LINE` bytes and more is read a value at a time, checked and written a chunk of events at a
+time, so the import's peak memory does not grow with the largest session."""
 
 from __future__ import annotations
 
@@ -146,6 +146,50 @@ def test_a_bad_event_deep_in_a_streamed_line_is_the_same_exit_2(
     assert f"{source}: line 2: {path}" in streamed.stderr
     assert streamed.stderr == whole.stderr
     assert not (tmp_path / "b.db").exists()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        ('"author": "user"', '"author" "user"'),  # a missing colon, deep in the events
+        ('"role": "model"', '"role": "model",,'),  # a stray comma inside an event
+        ('"timestamp": 1790000002.0', '"timestamp": 1790000002.0 1'),  # a number followed by another
+        ('"text": "message 2 of big"', '"text": "message 2 of big}'),  # a string that runs on
+        (', "lastUpdateTime"', '] "lastUpdateTime"'),  # an array closed twice
+    ],
+    ids=["colon", "comma", "number", "string", "bracket"],
+)
+def test_invalid_json_in_a_streamed_line_is_the_decoded_paths_message(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: tuple[str, str]
+) -> None:
+    """A syntax error in a long line reads as in a short one: file, line, column and json's reason, exit 2."""
+    text = json.dumps(big_session("big", 3000))
+    old, new = damage
+    assert old in text
+    bad = text.replace(old, new, 1)
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "s", "appName": APP, "userId": "u", "events": []}) + "\n" + bad + "\n")
+    whole = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "a.db")])
+    monkeypatch.setenv("VMEM_BIG_LINE", "4096")
+    streamed = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "b.db")])
+    assert whole.exit_code == streamed.exit_code == 2, streamed.output
+    assert f"{source}: line 2, column " in streamed.stderr
+    assert streamed.stderr == whole.stderr
+
+
+def test_nan_in_a_streamed_line_is_refused_as_in_a_short_one(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NaN decodes (as on the decoded path) and is then refused by the target's check naming its path."""
+    text = json.dumps(big_session("big", 3000)).replace('"step": 3}', '"step": NaN}', 1)
+    source = tmp_path / "in.jsonl"
+    source.write_text(text + "\n")
+    whole = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "a.db")])
+    monkeypatch.setenv("VMEM_BIG_LINE", "4096")
+    streamed = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "b.db")])
+    assert whole.exit_code == streamed.exit_code == 2, streamed.output
+    assert "$.events[3].actions.stateDelta.step" in streamed.stderr
+    assert streamed.stderr == whole.stderr
 
 
 def peak_rss_kb(source: Path, db: Path) -> int:
