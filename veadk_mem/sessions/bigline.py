@@ -70,6 +70,7 @@ class BigSession:
     first: float = 0.0  # earliest event timestamp (count > 0)
     last: float = 0.0  # latest
     spool: str | None = None  # the checked events in stored form (marshal, a chunk a record), for the write pass
+    columns: bool = False  # the spool holds each chunk's event columns (`column_chunks`), not RawEvents
 
     def remove_spool(self) -> None:
         """Delete the spool file, once the session is written (or the import ended)."""
@@ -309,15 +310,18 @@ def read_head(line: BigLine) -> dict[str, Any]:
     return head
 
 
-def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False) -> BigSession:
+def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, columns: bool = False) -> BigSession:
     """Check the long line's session as `importer.iter_checked` checks any: BadInput naming the first fault.
 
     The line is read once (`_scan`): its events, decoded, wait in a private temporary file
     (marshal, mode 0600, in the stdin spools' directory) until the line's end has given
     the session's own fields (lastUpdateTime comes after the events in ADK's order), then
     are checked a chunk at a time. With `spool`, the checked events are kept in stored
-    form in such a file for the write pass, which then neither parses nor checks them again.
+    form in such a file for the write pass, which then neither parses nor checks them again;
+    with `columns` too, as the columns of their rows (`column_chunks`: the event data
+    encoded already), for a write pass through `driver.InsertPlan`.
     """
+    from veadk_mem.sessions.codec import dumps
     from veadk_mem.sessions.importer import remove_stale, spool_dir
 
     directory = spool_dir()
@@ -351,7 +355,17 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False) -> B
                     big.first = low if not big.count else min(big.first, low)
                     big.last = high if not big.count else max(big.last, high)
                     big.count += len(events)
-                    if out is not None:
+                    if out is not None and columns:  # encoded here, not in the write pass: half the spool
+                        _dump(
+                            [
+                                [e.id for e in events],
+                                [e.invocation_id for e in events],
+                                stamps,
+                                [dumps(e.data) for e in events],
+                            ],
+                            out,
+                        )
+                    elif out is not None:
                         _dump(
                             [
                                 (e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, e.data)
@@ -364,7 +378,7 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False) -> B
                     out.close()
         assert big is not None
         if spool:
-            big.spool = names.pop()
+            big.spool, big.columns = names.pop(), columns
         return big
     finally:
         for name in names:  # the raw events, and a spool left by a failure part-way
@@ -388,13 +402,33 @@ def _raw_chunks(handle: IO[bytes]) -> Iterator[list[Any]]:
         yield marshal.loads(handle.read(_FRAME.unpack(head)[0]))
 
 
+def column_chunks(big: BigSession) -> Iterator[dict[str, list[Any]]]:
+    """The session's event columns, as `rows.build_columns` gives them, a chunk at a time (a `columns` spool)."""
+    from itertools import repeat
+
+    assert big.spool is not None and big.columns
+    with open(big.spool, "rb") as handle:
+        for ids, invocations, stamps, texts in _raw_chunks(handle):
+            n = len(ids)
+            yield {
+                "id": ids,
+                "app_name": list(repeat(big.app_name, n)),
+                "user_id": list(repeat(big.user_id, n)),
+                "session_id": list(repeat(big.id, n)),
+                "invocation_id": invocations,
+                "timestamp": stamps,
+                "event_data": texts,
+            }
+
+
 def event_chunks(big: BigSession) -> Iterator[list[RawEvent]]:
     """The session's events in stored form, a chunk at a time: from its spool (the line checked again without one)."""
     from veadk_mem.sessions.rawsession import RawEvent
 
-    if big.spool is None:
+    if big.spool is None or big.columns:
         again = check_big(big.line, None, spool=True)
-        big.spool = again.spool
+        big.remove_spool()
+        big.spool, big.columns = again.spool, False
     assert big.spool is not None
     with open(big.spool, "rb") as handle:
         for chunk in _raw_chunks(handle):

@@ -492,7 +492,7 @@ class Writes(Reads):
         """
         from sqlalchemy import insert
 
-        from veadk_mem.sessions.bigline import event_chunks
+        from veadk_mem.sessions.bigline import column_chunks, event_chunks
         from veadk_mem.sessions.codec import dumps
         from veadk_mem.sessions.state import split_state
 
@@ -524,18 +524,23 @@ class Writes(Reads):
                     session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
                     session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
                     await conn.execute(insert(t.sessions), [session_row])
-                chunks = event_chunks(big)
+                encoded = plans is not None and big.columns  # by the check pass already
+                chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
 
                 def rows() -> tuple[int, list[Any]] | None:  # the next chunk's rows, built in a thread
                     events = next(chunks, None)
                     if events is None:
                         return None
+                    if encoded:
+                        assert plans is not None
+                        return len(events["id"]), plans[1].rows(events)
                     if plans is None:
                         return len(events), self._event_rows(key[0], key[1], key[2], events)
                     columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)])
                     return len(events), plans[1].rows(columns.events)
 
                 ahead = asyncio.ensure_future(asyncio.to_thread(rows))
+                chunks_written = 0
                 try:
                     while (got := await ahead) is not None:
                         ahead = asyncio.ensure_future(asyncio.to_thread(rows))  # read on while this one is written
@@ -545,7 +550,9 @@ class Writes(Reads):
                         elif event_rows and not await plans[1].insert(conn, event_rows):
                             raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
                         pending.events += count
-                        collect_young()
+                        chunks_written += 1
+                        if chunks_written % 10 == 0:  # each pass scans the chunk read ahead: not every chunk
+                            collect_young()
                 finally:
                     if not ahead.done():
                         ahead.cancel()
