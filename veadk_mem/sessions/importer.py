@@ -300,7 +300,7 @@ def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: 
     if dry_run or not store.takes_columns() or not worthwhile(source):
         return None
     try:
-        return ReaderProcess(source, name)
+        return ReaderProcess(source, name, batch_rows=store.batch_rows())
     except OSError:  # no interpreter to start: the write pass reads in this process
         return None
 

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.rawsession import RawEvent
 
+BATCH_ROWS = 20_000  # rows an import writes per transaction (`Writes.batch_rows`)
+SQLITE_BATCH_ROWS = 5_000  # ... on sqlite, where every agent waits for the write lock meanwhile
+
 
 class Writes(Reads):
     """`import_records` and the checks `importer.import_file` runs before it."""
@@ -313,12 +316,12 @@ class Writes(Reads):
         force: bool = True,
         progress: Progress | None = None,
         batch_seconds: float = 0.5,
-        batch_rows: int = 20_000,
+        batch_rows: int | None = None,
     ) -> ImportReport:
         """Upsert sessions and state records (validated input), committing in batches.
 
         Each session is written whole or not at all. A batch commits after `batch_seconds`
-        or `batch_rows` rows, so a failure loses at most the open batch; the error says how
+        or `batch_rows` rows (default `batch_rows()`), so a failure loses at most the open batch; the error says how
         many sessions were committed before it, and a re-run is idempotent. Without `force`,
         a session stored with a newer update time than the record's is left alone and named
         in `report.skipped`.
@@ -327,6 +330,7 @@ class Writes(Reads):
         from veadk_mem.sessions.rawsession import from_model
 
         records_iter = (from_model(r) if isinstance(r, ev.Session) else r for r in records)
+        batch_rows = batch_rows or self.batch_rows()
 
         def reader(plans: tuple[InsertPlan, InsertPlan] | None) -> Take:
             first = [True]
@@ -348,6 +352,15 @@ class Writes(Reads):
             return take
 
         return await self._import(reader, force, progress)
+
+    def batch_rows(self) -> int:
+        """Rows an import writes per transaction: fewer on sqlite, whose one write lock the agents wait for.
+
+        On PostgreSQL and MySQL a batch locks only its own rows, and larger batches cost
+        fewer round trips; a sqlite batch holds the whole file's write lock while it is
+        written, and an agent's append waits that long (20,000 rows: 1 to 3 s on a busy machine).
+        """
+        return SQLITE_BATCH_ROWS if self.dialect == "sqlite" else BATCH_ROWS
 
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`).
