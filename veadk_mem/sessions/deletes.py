@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import Interrupted, VmemError
+from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
@@ -109,8 +111,12 @@ class Deletes(Reads):
             return report
         report.sessions, report.events = [], 0
         size = batch or _batch_size()
+        held = 0.0
         try:
-            for chunk in _batches(summaries, size, DELETE_BATCH_EVENTS):
+            for n, chunk in enumerate(_batches(summaries, size, DELETE_BATCH_EVENTS)):
+                if n:  # on sqlite, let a waiting agent write between two batches
+                    await sqlite_gap(self.dialect, held)
+                started = time.monotonic()
                 # Ctrl-C lets the batch in flight (one short transaction) finish: the count
                 # the message gives is then exactly what is gone, never off by a commit
                 running = asyncio.ensure_future(self._delete_batch(chunk, report, bool(recheck)))
@@ -121,6 +127,7 @@ class Deletes(Reads):
                         await running
                     raise
                 self.delete_transactions += 1
+                held = time.monotonic() - started
             if purge_state:
                 await self._purge_orphaned(summaries, report)
         except BaseException as exc:

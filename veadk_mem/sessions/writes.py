@@ -17,6 +17,7 @@ from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
+from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.importer import ImportReport
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.importer import FileKey, ImportReport
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.rawsession import RawEvent
+
 
 BATCH_ROWS = 20_000  # rows an import writes per transaction (`Writes.batch_rows`)
 SQLITE_BATCH_ROWS = 5_000  # ... on sqlite, where every agent waits for the write lock meanwhile
@@ -423,6 +425,7 @@ class Writes(Reads):
             batch, done = await asyncio.to_thread(take)
             while batch.records or batch.big is not None:
                 ahead = None if done else asyncio.ensure_future(asyncio.to_thread(take))
+                started = time.monotonic()
                 for attempt in range(5):
                     try:
                         if batch.big is not None:
@@ -437,6 +440,8 @@ class Writes(Reads):
                             raise
                         await asyncio.sleep(0.05 * (attempt + 1))
                 _add(report, pending)
+                if ahead is not None:
+                    await sqlite_gap(self.dialect, time.monotonic() - started)
                 advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
                 collect_young()
                 if ahead is None:
