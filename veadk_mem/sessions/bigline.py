@@ -146,6 +146,7 @@ def _iter_lines(path: Path, name: str, limit: int) -> Iterator[tuple[str, Any]]:
             where = f"{name}: line {lineno}"
             if len(line) > limit and not line.endswith(b"\n"):
                 start = handle.tell() - len(line)
+                line = b""  # not held while the caller streams the line (`limit` bytes of it)
                 while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
                     pass
                 yield where, BigLine(str(path), start, handle.tell(), where)

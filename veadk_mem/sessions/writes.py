@@ -558,7 +558,6 @@ class Writes(Reads):
                     return len(events), plans[1].rows(columns.events)
 
                 ahead = asyncio.ensure_future(asyncio.to_thread(rows))
-                chunks_written = 0
                 try:
                     while (got := await ahead) is not None:
                         ahead = asyncio.ensure_future(asyncio.to_thread(rows))  # read on while this one is written
@@ -568,9 +567,7 @@ class Writes(Reads):
                         elif event_rows and not await plans[1].insert(conn, event_rows):
                             raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
                         pending.events += count
-                        chunks_written += 1
-                        if chunks_written % 10 == 0:  # each pass scans the chunk read ahead: not every chunk
-                            collect_young()
+                        collect_young()
                 finally:
                     if not ahead.done():
                         ahead.cancel()
