@@ -179,6 +179,88 @@ class Agent:
         await service.close()
 
 
+class Watch:
+    """What else the agent's stalls may come from, sampled every 100 ms in a thread of its own.
+
+    - lock waits: sessions waiting on a lock in the database, right now (PostgreSQL:
+      pg_stat_activity's wait_event_type 'Lock'; MariaDB: INNODB_TRX in LOCK WAIT). sqlite has
+      no such view: there the control below tells a stall the lock made from one the load made.
+    - control: a small write transaction into a sqlite file of its own (same disk, same
+      machine, no lock shared with anyone): its latency is what the load alone costs a write.
+    """
+
+    def __init__(self, url: str, work: Path) -> None:
+        self.url = url
+        self.locks: list[tuple[float, int]] = []  # (time, sessions waiting on a lock)
+        self.control: list[tuple[float, float]] = []  # (end time, latency s)
+        self._stop = threading.Event()
+        self._path = work / "control.db"
+        self._threads = [threading.Thread(target=self._control, daemon=True)]
+        if not url.startswith("sqlite"):
+            self._threads.append(threading.Thread(target=lambda: asyncio.run(self._locks()), daemon=True))
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    def window(self, t0: float, t1: float) -> tuple[int, list[float]]:
+        waits = max((n for t, n in self.locks if t0 <= t <= t1), default=0)
+        return waits, [lat for t, lat in self.control if t0 <= t <= t1]
+
+    def waited(self, t0: float, t1: float) -> bool:
+        """Whether a lock wait was seen between t0 and t1."""
+        return any(n for t, n in self.locks if t0 <= t <= t1)
+
+    def _control(self) -> None:
+        import sqlite3
+
+        conn = sqlite3.connect(self._path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE IF NOT EXISTS t (n INTEGER, v TEXT)")
+        n = 0
+        while not self._stop.wait(0.1):
+            n += 1
+            t0 = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?, ?)", (n, "x" * 200))
+            conn.execute("COMMIT")
+            self.control.append((time.time(), time.perf_counter() - t0))
+        conn.close()
+
+    async def _locks(self) -> None:
+        if self.url.startswith("postgresql"):
+            import asyncpg
+
+            conn = await asyncpg.connect(self.url.replace("postgresql+asyncpg", "postgresql"))
+            sql = (
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            try:
+                while not self._stop.is_set():
+                    self.locks.append((time.time(), int(await conn.fetchval(sql))))
+                    await asyncio.sleep(0.1)
+            finally:
+                await conn.close()
+        else:
+            import pymysql
+
+            conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
+            try:
+                with conn.cursor() as cur:
+                    while not self._stop.is_set():
+                        cur.execute("SELECT count(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
+                        row = cur.fetchone()
+                        self.locks.append((time.time(), int(row[0]) if row else 0))
+                        time.sleep(0.1)
+            finally:
+                conn.close()
+
+
 # --- running commands ----------------------------------------------------------------------
 
 
@@ -241,15 +323,25 @@ def run_backend(name: str, url: str, source: Path, events: int, old: int, big: i
     rows: list[str] = []
 
     def step(label: str, args: list[str], per_events: int = 0, adk: float | None = None) -> None:
+        load0 = os.getloadavg()[0]
         t0 = time.time()
         wall, cpu, rss, code, err = vmem(args, url)
-        lat, errors = agent.window(t0, time.time())
+        t1 = time.time()
+        lat, errors = agent.window(t0, t1)
+        waits, control = watch.window(t0, t1)
+        load = max(load0, os.getloadavg()[0])
         rate = f"{per_events / wall:,.0f} ev/s" if per_events else ""
         adk_text = f"{adk:.3f}" if adk is not None else ""
+        slow_spans = [(end - x, end) for end, x in agent.samples if t0 <= end <= t1 and x >= 0.5]
+        slow = f"{len(slow_spans)}"
+        if not url.startswith("sqlite"):  # how many of them saw a session of theirs wait on a lock
+            slow += f" ({sum(1 for a, b in slow_spans if watch.waited(a, b))} in a lock wait)"
         rows.append(
             f"| {label} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {rate} | {adk_text} | "
             f"{_pct(lat, 0.5) * 1000:.0f} / {_pct(lat, 0.99) * 1000:.0f} / {max(lat, default=float('nan')) * 1000:.0f}"
-            f" | {errors} | {code} |"
+            f" | {errors} | {slow} | {waits if not url.startswith('sqlite') else '-'} | "
+            f"{_pct(control, 0.99) * 1000:.0f} / {max(control, default=float('nan')) * 1000:.0f} | "
+            f"{load:.1f} | {code} |"
         )
         print(rows[-1], flush=True)
         if code != 0:
@@ -259,7 +351,8 @@ def run_backend(name: str, url: str, source: Path, events: int, old: int, big: i
     print(f"\n## {name}: {events:,} events, one session of {big:,}\n", flush=True)
     header = (
         "| command | wall s | cpu s | peak RSS MB | rate | ADK s | agent append p50 / p99 / max ms | "
-        "agent errors | exit |\n|---|---|---|---|---|---|---|---|---|"
+        "agent errors | appends >= 0.5 s | lock waiters (max) | control write p99 / max ms | load | exit |"
+        "\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     print(header, flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="vmem-scale-"))
@@ -267,6 +360,8 @@ def run_backend(name: str, url: str, source: Path, events: int, old: int, big: i
     seed.write_text(_session_line(random.Random(1), AGENT_APP, AGENT_USER, "seed", 1, NOW - 86400))
     vmem(["session", "import", str(seed)], url)  # creates ADK's tables for the agent
     agent.start()
+    watch = Watch(url, tmp)
+    watch.start()
     step("import", ["session", "import", str(source)], events)
     if url.startswith("postgresql"):
         asyncio.run(_pg_analyze(url))
@@ -294,6 +389,7 @@ def run_backend(name: str, url: str, source: Path, events: int, old: int, big: i
     step(f"delete --older-than 365d ({old:,})", ["session", "delete", "--older-than", "365d", "--yes", "--json"])
     step("doctor", ["doctor"])
     agent.stop()
+    watch.stop()
     lost = asyncio.run(_lost(url, agent.written))
     print(
         f"\nagent: {len(agent.samples):,} appends, {len(agent.errors)} errors"

@@ -317,6 +317,52 @@ def test_delete_runs_in_short_batches_while_an_agent_appends(pg_url: str, monkey
     asyncio.run(go())
 
 
+def test_a_sqlite_delete_batch_is_a_few_statements_whatever_the_users(tmp_path: Path) -> None:
+    """sqlite has one writer: a batch's transaction (BEGIN IMMEDIATE, the agent waits meanwhile)
+    runs three statements (the update-time check, events, sessions), not one per (app, user) pair,
+    each on ADK's key index; it deletes exactly the batch and keeps a session resumed meanwhile."""
+    import time
+
+    from veadk_mem.sessions.store import SessionFilter
+
+    url = sqlite_url(tmp_path / "s.db")
+    service = adk_service(url)
+    n = 60
+
+    async def go() -> None:
+        try:
+            for k in range(n):  # one session per user: a pair per session
+                session = await service.create_session(app_name=APP, user_id=f"u{k:03d}", session_id=f"old{k}")
+                say = types.Content(role="user", parts=[types.Part(text="hi")])
+                for i in range(3):
+                    stamp = 1_700_000_000.0 + i
+                    await service.append_event(session, Event(author="user", content=say, timestamp=stamp))
+            async with SessionStore(url) as store:
+                listed = await store.list_sessions(SessionFilter(until=time.time() + 60), oldest_first=True)
+                resumed = listed[-1]
+                session = await service.get_session(app_name=APP, user_id=resumed.user_id, session_id=resumed.id)
+                assert session is not None
+                say = types.Content(role="user", parts=[types.Part(text="back")])
+                await service.append_event(session, Event(author="user", content=say, timestamp=time.time()))
+                seen = _capture(store)
+                report = await store.delete_sessions(listed, recheck=True, batch=n)
+                writes = [sql for sql, _ in seen if not sql.lstrip().upper().startswith("BEGIN")]
+                assert len(writes) == 3, writes
+                async with store.engine.connect() as conn:
+                    for sql, params in seen[-2:]:  # the two deletes
+                        plan = [r[-1] for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
+                        assert any(p.startswith("SEARCH") and "USING INDEX" in p for p in plan), plan
+                        assert not any(p.startswith("SCAN sessions") or p.startswith("SCAN events") for p in plan)
+            assert [str(k) for k in report.skipped] == [str(resumed.key)]
+            assert (len(report.sessions), report.events) == (n - 1, 3 * (n - 1))
+            left = await service.list_sessions(app_name=APP)
+            assert [s.id for s in left.sessions] == [resumed.id]
+        finally:
+            await service.close()
+
+    asyncio.run(go())
+
+
 def test_a_delete_stopped_part_way_says_how_far_it_got_and_a_rerun_finishes(
     pg_url: str, runner: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

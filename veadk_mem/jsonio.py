@@ -108,6 +108,8 @@ def escape_terminal(text: str) -> str:
     json leaves them raw with non-ASCII kept, and a terminal acts on them; as escapes they
     decode to the same strings, so the JSON is safe to print and means the same.
     """
+    if text.isascii() and "\x7f" not in text:  # the usual case, without a regex pass over the text
+        return text
     if _TERMINAL.search(text):
         text = _TERMINAL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
     return text

@@ -1,21 +1,23 @@
-"""Sessions on a JSONL line too large to decode whole: read with a streaming parser (ijson).
+"""Sessions on a JSONL line too large to decode whole: read a value at a time.
 
 A session of 200,000 events is one line of tens of megabytes; decoded whole, its events,
 their stored form and their rows all live at once (1.7 GB for one such line). A line of
-`big_line_bytes()` and more is never held in memory: the check pass reads its top-level
-fields, skips its `events` array, then reads the events a chunk at a time and checks
-each chunk as any session is checked (same messages; `$.events[i]` counts from the
-session's first event). The write pass reads the events again, a chunk at a time, inside
-the session's one transaction (`writes.Writes._write_big`).
+`big_line_bytes()` and more is never held in memory: the check pass reads it once, a
+block at a time, each event decoded by json's C decoder (`_Scanner`); the events wait,
+decoded, in a private spool file until the line's end has given the session's own fields,
+then are checked a chunk at a time as any session is checked (same messages;
+`$.events[i]` counts from the session's first event) and spooled in stored form. The
+write pass reads that spool, a chunk at a time, inside the session's one transaction
+(`writes.Writes._write_big`).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import marshal
 import os
 import re
+import struct
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,6 +70,7 @@ class BigSession:
     first: float = 0.0  # earliest event timestamp (count > 0)
     last: float = 0.0  # latest
     spool: str | None = None  # the checked events in stored form (marshal, a chunk a record), for the write pass
+    columns: bool = False  # the spool holds each chunk's event columns (`column_chunks`), not RawEvents
 
     def remove_spool(self) -> None:
         """Delete the spool file, once the session is written (or the import ended)."""
@@ -86,7 +89,7 @@ class BigSession:
 
 
 class _Region:
-    """A file's bytes [start, end) as a readable binary file (what ijson reads)."""
+    """A file's bytes [start, end) as a readable binary file (what `_Scanner` reads)."""
 
     def __init__(self, handle: IO[bytes], start: int, end: int) -> None:
         handle.seek(start)
@@ -143,6 +146,7 @@ def _iter_lines(path: Path, name: str, limit: int) -> Iterator[tuple[str, Any]]:
             where = f"{name}: line {lineno}"
             if len(line) > limit and not line.endswith(b"\n"):
                 start = handle.tell() - len(line)
+                line = b""  # not held while the caller streams the line (`limit` bytes of it)
                 while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
                     pass
                 yield where, BigLine(str(path), start, handle.tell(), where)
@@ -156,125 +160,290 @@ def _iter_lines(path: Path, name: str, limit: int) -> Iterator[tuple[str, Any]]:
             yield where, loads(text, name, line=lineno)
 
 
-def _json_error(where: str, exc: Exception) -> BadInput:
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return BadInput(f"{where}: invalid JSON ({reason})")
+def _scan_error(where: str, column: int, reason: str) -> BadInput:
+    """The decoded path's wording (`jsonio.loads`): 'FILE: line N, column C: invalid JSON: reason'."""
+    reason = reason.removesuffix(" at")
+    return BadInput(f"{where}, column {column}: invalid JSON: {reason[:1].lower() + reason[1:]}")
+
+
+class _Scanner:
+    """One JSON document read from a binary stream a block at a time, a value at a time.
+
+    json's C decoder (`JSONDecoder.raw_decode`) decodes each value; only the structure
+    around the values that matter (the session object, its `events` array) is walked
+    here, so a line of 200,000 events is read once, at the C decoder's speed, and only a
+    block of it is held as text at a time.
+    """
+
+    _WS = re.compile(r"[ \t\n\r]*")
+    BLOCK = 1 << 20
+
+    def __init__(self, stream: _Region, where: str) -> None:
+        import codecs
+        import json
+
+        self._read = stream.read
+        self._text = codecs.getincrementaldecoder("utf-8")()
+        self._decode = json.JSONDecoder().raw_decode
+        self._where = where
+        self.buf = ""
+        self.pos = 0
+        self._base = 0  # characters of the line before `buf`
+        self._eof = False
+
+    def _more(self, size: int = BLOCK) -> bool:
+        """Append the next `size` bytes (as text) to the buffer; False at the end of the line."""
+        if self._eof:
+            return False
+        data = self._read(size)
+        try:
+            text = self._text.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{self._where}: not UTF-8 text ({exc.reason})") from None
+        if not data:
+            self._eof = True
+        if self.pos > (len(self.buf) >> 1):  # drop what was read: the buffer stays about a block
+            self._base += self.pos
+            self.buf, self.pos = self.buf[self.pos :], 0
+        self.buf += text
+        return bool(data) or bool(text)
+
+    def error(self, reason: str) -> BadInput:
+        """BadInput naming the current position."""
+        return _scan_error(self._where, self._base + self.pos + 1, reason)
+
+    def peek(self) -> str:
+        """The next character that is not whitespace ("" at the end), not consumed."""
+        while True:
+            self.pos = self._WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf) or not self._more():
+                return self.buf[self.pos : self.pos + 1]
+
+    def expect(self, char: str, reason: str) -> None:
+        if self.peek() != char:
+            raise self.error(reason)
+        self.pos += 1
+
+    def value(self) -> Any:
+        """The JSON value at the current position (after whitespace), decoded; the position moves past it."""
+        import json
+
+        self.peek()
+        while True:
+            try:
+                value, end = self._decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                # the value may go on past the buffer: read on (a larger block each time), and
+                # only call it invalid once the line has no more to give
+                column = self._base + exc.pos + 1  # before reading on moves the buffer
+                if self._more(max(self.BLOCK, len(self.buf) - self.pos)):
+                    continue
+                raise _scan_error(self._where, column, exc.msg) from None
+            if end >= len(self.buf) and self._more():  # a number may have more digits to come
+                continue
+            self.pos = end
+            return value
+
+
+def _scan(line: BigLine, head: dict[str, Any]) -> Iterator[list[Any]]:
+    """The line's `events` items a chunk at a time (decoded, not checked); `head` gets its other fields.
+
+    A second `events` key starts the items again (`restart` chunk: an empty list), as the
+    decoded path keeps the last of repeated keys.
+    """
+    with open(line.path, "rb") as handle:
+        s = _Scanner(_Region(handle, line.start, line.end), line.where)
+        first = s.peek()
+        if first != "{":
+            if first and first in '["-0123456789tfnNI':  # JSON, but not an object
+                raise BadInput(f"{line.where}: $: expected a session object")
+            raise s.error("Expecting value")
+        s.pos += 1
+        if s.peek() == "}":
+            s.pos += 1
+        else:
+            while True:
+                if s.peek() != '"':
+                    raise s.error("Expecting property name enclosed in double quotes")
+                key = s.value()
+                s.expect(":", "Expecting ':' delimiter")
+                if key == "events" and s.peek() == "[":
+                    if head.get("events") is _UNSET:
+                        yield []  # the array again: what came before is void
+                    head["events"] = _UNSET
+                    s.pos += 1
+                    chunk: list[Any] = []
+                    if s.peek() == "]":
+                        s.pos += 1
+                    else:
+                        while True:
+                            chunk.append(s.value())
+                            if len(chunk) >= CHUNK:
+                                yield chunk
+                                chunk = []
+                            c = s.peek()
+                            s.pos += 1
+                            if c == "]":
+                                break
+                            if c != ",":
+                                s.pos -= 1
+                                raise s.error("Expecting ',' delimiter")
+                    if chunk:
+                        yield chunk
+                else:
+                    head[key] = s.value()
+                c = s.peek()
+                s.pos += 1
+                if c == "}":
+                    break
+                if c != ",":
+                    s.pos -= 1
+                    raise s.error("Expecting ',' delimiter")
+        if s.peek() != "":
+            raise s.error("Extra data")
 
 
 def read_head(line: BigLine) -> dict[str, Any]:
-    """The line's top-level fields except `events` (its array skipped without building it)."""
-    import ijson
-
+    """The line's top-level fields except `events` (its items read and dropped)."""
     head: dict[str, Any] = {}
-    try:
-        with open(line.path, "rb") as handle:
-            tokens = ijson.parse(_Region(handle, line.start, line.end), use_float=True)
-            key: str | None = None
-            builder: Any = None
-            started = False
-            for prefix, event, value in tokens:
-                if builder is not None:
-                    builder.event(event, value)
-                    if prefix == key and event in ("end_map", "end_array"):
-                        head[str(key)] = builder.value
-                        builder = None
-                    continue
-                if prefix == "":
-                    if event == "map_key":
-                        key = value
-                    elif event == "end_map":
-                        break
-                    elif event != "start_map" or started:
-                        raise BadInput(f"{line.where}: $: expected a session object")
-                    started = True
-                    continue
-                if key == "events" and prefix == "events" and event == "start_array":
-                    # every token up to the array's end, consumed in C: nothing built
-                    collections.deque(iter(tokens.__next__, ("events", "end_array", None)), maxlen=0)
-                    head["events"] = _UNSET
-                elif event in ("start_map", "start_array"):
-                    builder = ijson.ObjectBuilder()
-                    builder.event(event, value)
-                else:
-                    head[str(key)] = value
-    except ijson.JSONError as exc:
-        raise _json_error(line.where, exc) from None
+    for _ in _scan(line, head):
+        pass
     return head
 
 
-def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False) -> BigSession:
+def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, columns: bool = False) -> BigSession:
     """Check the long line's session as `importer.iter_checked` checks any: BadInput naming the first fault.
 
-    With `spool`, its checked events are also kept in a private temporary file (mode 0600,
-    in the stdin spools' directory) for the write pass, which then neither parses nor
-    checks them again (the streaming parser is several times slower than the whole-line one).
+    The line is read once (`_scan`): its events, decoded, wait in a private temporary file
+    (marshal, mode 0600, in the stdin spools' directory) until the line's end has given
+    the session's own fields (lastUpdateTime comes after the events in ADK's order), then
+    are checked a chunk at a time. With `spool`, the checked events are kept in stored
+    form in such a file for the write pass, which then neither parses nor checks them again;
+    with `columns` too, as the columns of their rows (`column_chunks`: the event data
+    encoded already), for a write pass through `driver.InsertPlan`.
     """
+    from veadk_mem.sessions.codec import dumps
     from veadk_mem.sessions.importer import remove_stale, spool_dir
 
+    directory = spool_dir()
+    remove_stale(directory, SPOOL_PREFIX + "*")
     seen: set[str] = set()
     big: BigSession | None = None
-    out: IO[bytes] | None = None
-    name: str | None = None
-    if spool:
-        directory = spool_dir()
-        remove_stale(directory, SPOOL_PREFIX + "*")
-        fd, name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".marshal", dir=directory)
-        out = os.fdopen(fd, "wb")
+    names: list[str] = []
     try:
-        for big, events in _chunks(line, limits, seen):
-            if not events:
-                continue
-            stamps = [e.timestamp for e in events]
-            low, high = min(stamps), max(stamps)
-            big.first = low if not big.count else min(big.first, low)
-            big.last = high if not big.count else max(big.last, high)
-            big.count += len(events)
-            if out is not None:
-                marshal.dump(
-                    [(e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, e.data) for e in events],
-                    out,
-                )
+        fd, raw_name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".raw", dir=directory)
+        names.append(raw_name)
+        head: dict[str, Any] = {}
+        with os.fdopen(fd, "w+b") as raw:
+            for chunk in _scan(line, head):
+                if not chunk:  # a second events array: the first is void
+                    raw.seek(0)
+                    raw.truncate()
+                    continue
+                _dump(chunk, raw)
+            raw.seek(0)
+            out: IO[bytes] | None = None
+            if spool:
+                fd, name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".marshal", dir=directory)
+                names.append(name)
+                out = os.fdopen(fd, "wb")
+            try:
+                for big, events in _chunks(line, limits, seen, head, _raw_chunks(raw)):
+                    if not events:
+                        continue
+                    stamps = [e.timestamp for e in events]
+                    low, high = min(stamps), max(stamps)
+                    big.first = low if not big.count else min(big.first, low)
+                    big.last = high if not big.count else max(big.last, high)
+                    big.count += len(events)
+                    if out is not None and columns:  # encoded here, not in the write pass: half the spool
+                        _dump(
+                            [
+                                [e.id for e in events],
+                                [e.invocation_id for e in events],
+                                stamps,
+                                [dumps(e.data) for e in events],
+                            ],
+                            out,
+                        )
+                    elif out is not None:
+                        _dump(
+                            [
+                                (e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, e.data)
+                                for e in events
+                            ],
+                            out,
+                        )
+            finally:
+                if out is not None:
+                    out.close()
         assert big is not None
-        if out is not None:
-            out.close()
-            big.spool, name = name, None
+        if spool:
+            big.spool, big.columns = names.pop(), columns
         return big
     finally:
-        if out is not None:
-            out.close()
-        if name is not None:  # failed part-way: nothing left behind
+        for name in names:  # the raw events, and a spool left by a failure part-way
             with contextlib.suppress(OSError):
                 os.unlink(name)
 
 
+_FRAME = struct.Struct("<Q")
+
+
+def _dump(chunk: list[Any], handle: IO[bytes]) -> None:
+    """One chunk to a spool: its length, then its marshal bytes."""
+    data = marshal.dumps(chunk)
+    handle.write(_FRAME.pack(len(data)) + data)
+
+
+def _raw_chunks(handle: IO[bytes]) -> Iterator[list[Any]]:
+    """The chunks `_dump` wrote, in order. A frame is read whole and decoded from bytes:
+    `marshal.load` on the file calls its read() for every string (several times slower)."""
+    while len(head := handle.read(_FRAME.size)) == _FRAME.size:
+        yield marshal.loads(handle.read(_FRAME.unpack(head)[0]))
+
+
+def column_chunks(big: BigSession) -> Iterator[dict[str, list[Any]]]:
+    """The session's event columns, as `rows.build_columns` gives them, a chunk at a time (a `columns` spool)."""
+    from itertools import repeat
+
+    assert big.spool is not None and big.columns
+    with open(big.spool, "rb") as handle:
+        for ids, invocations, stamps, texts in _raw_chunks(handle):
+            n = len(ids)
+            yield {
+                "id": ids,
+                "app_name": list(repeat(big.app_name, n)),
+                "user_id": list(repeat(big.user_id, n)),
+                "session_id": list(repeat(big.id, n)),
+                "invocation_id": invocations,
+                "timestamp": stamps,
+                "event_data": texts,
+            }
+
+
 def event_chunks(big: BigSession) -> Iterator[list[RawEvent]]:
-    """The session's events in stored form, a chunk at a time: from its spool, else the line read again."""
+    """The session's events in stored form, a chunk at a time: from its spool (the line checked again without one)."""
     from veadk_mem.sessions.rawsession import RawEvent
 
-    if big.spool is None:
-        for _, events in _chunks(big.line, None, set(), head=big.head):
-            yield events
-        return
+    if big.spool is None or big.columns:
+        again = check_big(big.line, None, spool=True)
+        big.remove_spool()
+        big.spool, big.columns = again.spool, False
+    assert big.spool is not None
     with open(big.spool, "rb") as handle:
-        while True:
-            try:
-                chunk = marshal.load(handle)
-            except EOFError:
-                return
+        for chunk in _raw_chunks(handle):
             yield [RawEvent(*fields) for fields in chunk]
 
 
 def _chunks(
-    line: BigLine, limits: Limits | None, seen: set[str], head: dict[str, Any] | None = None
+    line: BigLine, limits: Limits | None, seen: set[str], head: dict[str, Any], raw: Iterator[list[Any]]
 ) -> Iterator[tuple[BigSession, list[RawEvent]]]:
-    import ijson
-
+    """The session checked: its events in stored form a chunk at a time, `raw` the decoded chunks."""
     from veadk_mem.sessions.importer import _checked
     from veadk_mem.sessions.rawsession import RawSession, event_id
 
     where = line.where
-    if head is None:
-        head = read_head(line)
     fields = {k: v for k, v in head.items() if k != "events"}
     if head.get("events", _UNSET) is not _UNSET:  # absent, or not an array: as the whole session is judged
         _, record = _checked(where, {**fields, **({"events": head["events"]} if "events" in head else {})}, limits)
@@ -287,29 +456,21 @@ def _chunks(
     big = BigSession(line, head, shell.id, shell.app_name, shell.user_id, shell.state, shell.last_update_time)
     app, user, sid = shell.app_name, shell.user_id, shell.id
     offset = 0
-    try:
-        with open(line.path, "rb") as handle:
-            items = ijson.items(_Region(handle, line.start, line.end), "events.item", use_float=True)
-            while True:
-                chunk = [event for _, event in zip(range(CHUNK), items, strict=False)]
-                if not chunk:
-                    break
-                for i, event in enumerate(chunk):
-                    if type(event) is dict and event.get("id", "") == "":
-                        event["id"] = event_id(app, user, sid, offset + i)
-                try:
-                    _, record = _checked(where, {**fields, "events": chunk}, limits)
-                except BadInput as exc:
-                    raise _shifted(exc, offset) from None
-                assert isinstance(record, RawSession)
-                for i, event in enumerate(record.events):
-                    if event.id in seen:
-                        raise BadInput(f"{where}: $.events[{offset + i}].id: duplicate event id {event.id!r}")
-                    seen.add(event.id)
-                yield big, record.events
-                offset += len(chunk)
-    except ijson.JSONError as exc:
-        raise _json_error(where, exc) from None
+    for chunk in raw:
+        for i, event in enumerate(chunk):
+            if type(event) is dict and event.get("id", "") == "":
+                event["id"] = event_id(app, user, sid, offset + i)
+        try:
+            _, record = _checked(where, {**fields, "events": chunk}, limits)
+        except BadInput as exc:
+            raise _shifted(exc, offset) from None
+        assert isinstance(record, RawSession)
+        for i, event in enumerate(record.events):
+            if event.id in seen:
+                raise BadInput(f"{where}: $.events[{offset + i}].id: duplicate event id {event.id!r}")
+            seen.add(event.id)
+        yield big, record.events
+        offset += len(chunk)
     if offset == 0:
         yield big, []
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import Interrupted, VmemError
+from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
@@ -109,8 +111,12 @@ class Deletes(Reads):
             return report
         report.sessions, report.events = [], 0
         size = batch or _batch_size()
+        held = 0.0
         try:
-            for chunk in _batches(summaries, size, DELETE_BATCH_EVENTS):
+            for n, chunk in enumerate(_batches(summaries, size, DELETE_BATCH_EVENTS)):
+                if n:  # on sqlite, let a waiting agent write between two batches
+                    await sqlite_gap(self.dialect, held)
+                started = time.monotonic()
                 # Ctrl-C lets the batch in flight (one short transaction) finish: the count
                 # the message gives is then exactly what is gone, never off by a commit
                 running = asyncio.ensure_future(self._delete_batch(chunk, report, bool(recheck)))
@@ -121,6 +127,7 @@ class Deletes(Reads):
                         await running
                     raise
                 self.delete_transactions += 1
+                held = time.monotonic() - started
             if purge_state:
                 await self._purge_orphaned(summaries, report)
         except BaseException as exc:
@@ -147,34 +154,98 @@ class Deletes(Reads):
 
     async def _delete_batch(self, chunk: list[SessionSummary], report: DeleteReport, recheck: bool) -> None:
         """Delete one batch of sessions in ONE short transaction; add what it deleted to `report`."""
-        from sqlalchemy import delete
-
-        t = self.tables
         async with self.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
-                kept = await self._unchanged(conn, chunk, report) if recheck else chunk
-                events = 0
-                for (app, user), ids in _by_pair(kept).items():
-                    for i in range(0, len(ids), _BATCH):
-                        part = ids[i : i + _BATCH]
-                        res = await conn.execute(
-                            delete(t.events).where(
-                                self.key_eq(t.events.c.app_name, app),
-                                self.key_eq(t.events.c.user_id, user),
-                                t.events.c.session_id.in_(part),
-                            )
-                        )
-                        events += max(res.rowcount or 0, 0)
-                        await conn.execute(
-                            delete(t.sessions).where(
-                                self.key_eq(t.sessions.c.app_name, app),
-                                self.key_eq(t.sessions.c.user_id, user),
-                                t.sessions.c.id.in_(part),
-                            )
-                        )
+                if self.dialect == "sqlite":  # one writer for the whole file: as few statements as can be
+                    kept, events = await self._delete_sqlite(conn, chunk, report, recheck)
+                else:
+                    kept, events = await self._delete_each(conn, chunk, report, recheck)
         report.sessions += kept  # committed
         report.events += events
+
+    async def _delete_each(
+        self, conn: AsyncConnection, chunk: list[SessionSummary], report: DeleteReport, recheck: bool
+    ) -> tuple[list[SessionSummary], int]:
+        """`_delete_batch`'s work on a server: statements per (app, user), their rows locked meanwhile."""
+        from sqlalchemy import delete
+
+        t = self.tables
+        kept = await self._unchanged(conn, chunk, report) if recheck else chunk
+        events = 0
+        for (app, user), ids in _by_pair(kept).items():
+            for i in range(0, len(ids), _BATCH):
+                part = ids[i : i + _BATCH]
+                res = await conn.execute(
+                    delete(t.events).where(
+                        self.key_eq(t.events.c.app_name, app),
+                        self.key_eq(t.events.c.user_id, user),
+                        t.events.c.session_id.in_(part),
+                    )
+                )
+                events += max(res.rowcount or 0, 0)
+                await conn.execute(
+                    delete(t.sessions).where(
+                        self.key_eq(t.sessions.c.app_name, app),
+                        self.key_eq(t.sessions.c.user_id, user),
+                        t.sessions.c.id.in_(part),
+                    )
+                )
+        return kept, events
+
+    async def _delete_sqlite(
+        self, conn: AsyncConnection, chunk: list[SessionSummary], report: DeleteReport, recheck: bool
+    ) -> tuple[list[SessionSummary], int]:
+        """`_delete_batch`'s work on sqlite in three statements, whatever the number of (app, user) pairs.
+
+        sqlite has one writer for the whole file: while this transaction holds the write lock
+        (BEGIN IMMEDIATE), an agent's append waits. A statement per pair (about one per
+        session in a batch spread over many users) made that wait a few hundred statements
+        long; the keys go as one JSON list instead (`json_each`, as the import's stored-times read).
+        """
+        import json
+
+        stmts = self._stmts.get("sqlite_delete")
+        if stmts is None:
+            stmts = self._stmts["sqlite_delete"] = self._sqlite_delete_stmts()
+        select_stmt, delete_events, delete_sessions = stmts
+        keys = json.dumps([[s.app_name, s.user_id, s.id] for s in chunk])
+        kept = chunk
+        if recheck:
+            current = {
+                (a, u, sid): to_epoch(stamp) for a, u, sid, stamp in await conn.execute(select_stmt, {"k_json": keys})
+            }
+            kept = []
+            for summary in chunk:
+                now = current.get((summary.app_name, summary.user_id, summary.id))
+                if now is not None and abs(now - summary.update_time) <= 1e-6:
+                    kept.append(summary)
+                else:
+                    report.skipped.append(summary.key)
+            keys = json.dumps([[s.app_name, s.user_id, s.id] for s in kept])
+        if not kept:
+            return kept, 0
+        res = await conn.execute(delete_events, {"k_json": keys})
+        await conn.execute(delete_sessions, {"k_json": keys})
+        return kept, max(res.rowcount or 0, 0)
+
+    def _sqlite_delete_stmts(self) -> tuple[Any, Any, Any]:
+        """(select update times, delete events, delete sessions) of the keys in the JSON list k_json."""
+        from sqlalchemy import bindparam, delete, func, literal_column, select, tuple_
+
+        t = self.tables
+        s, e = t.sessions.c, t.events.c
+
+        def keys() -> Any:  # the (app, user, id) triples of the JSON list, as rows
+            j = func.json_each(bindparam("k_json")).table_valued("value")
+            return select(*(func.json_extract(j.c.value, literal_column(f"'$[{i}]'")) for i in range(3)))
+
+        select_stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
+            tuple_(s.app_name, s.user_id, s.id).in_(keys())
+        )
+        delete_events = delete(t.events).where(tuple_(e.app_name, e.user_id, e.session_id).in_(keys()))
+        delete_sessions = delete(t.sessions).where(tuple_(s.app_name, s.user_id, s.id).in_(keys()))
+        return select_stmt, delete_events, delete_sessions
 
     async def _purge_orphaned(self, summaries: list[SessionSummary], report: DeleteReport) -> None:
         """Delete the app/user state rows the deleted sessions left without any session (one transaction)."""

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -25,6 +26,20 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from veadk_mem.config import VmemSettings
+
+
+async def sqlite_gap(dialect: str, held: float) -> None:
+    """On sqlite, after a write transaction that held the file's lock `held` s: leave it free a moment.
+
+    An agent's write that found the lock taken waits in sqlite's busy handler, which sleeps
+    and tries again (every 100 ms once it has waited a third of a second). A batch begun
+    the instant the last one committed takes the lock again before the agent wakes up, so
+    the agent waited for batch after batch (3 s and more under load, past ADK's 5 s busy
+    timeout once). A pause as long as the batch held the lock, at most 100 ms, lets it in;
+    the next batch is read meanwhile, so an import loses little.
+    """
+    if dialect == "sqlite" and held > 0:
+        await asyncio.sleep(min(0.1, held))
 
 
 class StoreBase:

@@ -116,7 +116,12 @@ def _fill_event_ids(session: ev.Session, where: str) -> None:
 
 
 def iter_checked(
-    source: str | Path, name: str | None = None, limits: Limits | None = None, *, big: str | None = None
+    source: str | Path,
+    name: str | None = None,
+    limits: Limits | None = None,
+    *,
+    big: str | None = None,
+    columns: bool = False,
 ) -> Iterator[tuple[str, Any]]:
     """(where, record) for each session and app_state / user_state record, validated.
 
@@ -124,7 +129,8 @@ def iter_checked(
     `big` streams JSONL lines of `bigline.big_line_bytes()` and more instead of decoding
     them: "check" checks such a line and gives a `bigline.BigSession` (its events spooled:
     the caller removes the spool, `BigSession.remove_spool`), "skip" only locates
-    it (a `bigline.BigLine`: the write pass, after the check pass checked it). Without it,
+    it (a `bigline.BigLine`: the write pass, after the check pass checked it); `columns`
+    spools a checked one's events as row columns (`bigline.check_big`). Without it,
     a record is a RawSession or a state record dict.
     """
     from veadk_mem.events import iter_documents
@@ -134,7 +140,8 @@ def iter_checked(
     for where, data in documents or iter_documents(source, name):
         try:
             if isinstance(data, bigline.BigLine):
-                yield where, (bigline.check_big(data, limits, spool=True) if big == "check" else data)
+                checked = big == "check"
+                yield where, (bigline.check_big(data, limits, spool=True, columns=columns) if checked else data)
             else:
                 yield _checked(where, data, limits)
         except RecursionError:
@@ -222,7 +229,8 @@ async def import_file(
             await _check_all(limits)
 
     async def _check_all(limits: Limits) -> None:
-        for n, (where, record) in enumerate(iter_checked(source, name, limits, big="check"), 1):
+        records = iter_checked(source, name, limits, big="check", columns=store.takes_columns())
+        for n, (where, record) in enumerate(records, 1):
             if n % 500 == 0:
                 # Ctrl-C cancels the running task, which only an await can notice: without
                 # one the whole check pass ran to its end before the command stopped
@@ -292,7 +300,7 @@ def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: 
     if dry_run or not store.takes_columns() or not worthwhile(source):
         return None
     try:
-        return ReaderProcess(source, name)
+        return ReaderProcess(source, name, batch_rows=store.batch_rows())
     except OSError:  # no interpreter to start: the write pass reads in this process
         return None
 

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.bulk import bulk_objects
 from veadk_mem.errors import NotFound, StoreError, VmemError
-from veadk_mem.sessions.codec import camel_event, event_from_row
-from veadk_mem.sessions.codec import dumps_out as dumps
+from veadk_mem.jsonio import escape_terminal
+from veadk_mem.sessions.codec import camel_event, dumps, event_from_row
+from veadk_mem.sessions.codec import dumps_out as dumps_escaped
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
 from veadk_mem.sessions.statements import Statements
@@ -238,8 +239,8 @@ class Reads(Statements):
         sep = "\n"
         done = 0
         while True:
-            for piece in pieces:
-                yield sep + piece
+            if pieces:  # a page a piece: one escape pass and one write for a thousand events
+                yield escape_terminal(sep + ",\n".join(pieces))
                 sep = ",\n"
             done += len(pieces)
             if done >= end:
@@ -353,7 +354,7 @@ class Reads(Statements):
         pieces = []
         for row in rows:
             try:
-                pieces.append(dumps(camel_event(event_from_row(tables, row, warnings))))
+                pieces.append(dumps(camel_event(event_from_row(tables, row, warnings))))  # escaped by the page
             except (ValueError, TypeError, AttributeError) as exc:
                 raise StoreError(
                     f"session {app}/{user}/{session_id}: event {row.id} is not readable "
@@ -397,9 +398,10 @@ class Reads(Statements):
 
 
 def _session_head(summary: SessionSummary) -> str:
-    head = dumps({"id": summary.id, "appName": summary.app_name, "userId": summary.user_id, "state": summary.state})
+    fields = {"id": summary.id, "appName": summary.app_name, "userId": summary.user_id, "state": summary.state}
+    head = dumps_escaped(fields)
     return head[:-1] + ',"events":['
 
 
 def _session_tail(summary: SessionSummary) -> str:
-    return '],"lastUpdateTime":' + dumps(summary.update_time) + "}"
+    return '],"lastUpdateTime":' + dumps_escaped(summary.update_time) + "}"

@@ -17,6 +17,7 @@ from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
+from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.importer import ImportReport
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.importer import FileKey, ImportReport
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.rawsession import RawEvent
+
+
+BATCH_ROWS = 20_000  # rows an import writes per transaction (`Writes.batch_rows`)
+SQLITE_BATCH_ROWS = 5_000  # ... on sqlite, where every agent waits for the write lock meanwhile
 
 
 class Writes(Reads):
@@ -313,12 +318,12 @@ class Writes(Reads):
         force: bool = True,
         progress: Progress | None = None,
         batch_seconds: float = 0.5,
-        batch_rows: int = 20_000,
+        batch_rows: int | None = None,
     ) -> ImportReport:
         """Upsert sessions and state records (validated input), committing in batches.
 
         Each session is written whole or not at all. A batch commits after `batch_seconds`
-        or `batch_rows` rows, so a failure loses at most the open batch; the error says how
+        or `batch_rows` rows (default `batch_rows()`), so a failure loses at most the open batch; the error says how
         many sessions were committed before it, and a re-run is idempotent. Without `force`,
         a session stored with a newer update time than the record's is left alone and named
         in `report.skipped`.
@@ -327,6 +332,7 @@ class Writes(Reads):
         from veadk_mem.sessions.rawsession import from_model
 
         records_iter = (from_model(r) if isinstance(r, ev.Session) else r for r in records)
+        batch_rows = batch_rows or self.batch_rows()
 
         def reader(plans: tuple[InsertPlan, InsertPlan] | None) -> Take:
             first = [True]
@@ -348,6 +354,15 @@ class Writes(Reads):
             return take
 
         return await self._import(reader, force, progress)
+
+    def batch_rows(self) -> int:
+        """Rows an import writes per transaction: fewer on sqlite, whose one write lock the agents wait for.
+
+        On PostgreSQL and MySQL a batch locks only its own rows, and larger batches cost
+        fewer round trips; a sqlite batch holds the whole file's write lock while it is
+        written, and an agent's append waits that long (20,000 rows: 1 to 3 s on a busy machine).
+        """
+        return SQLITE_BATCH_ROWS if self.dialect == "sqlite" else BATCH_ROWS
 
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`).
@@ -410,6 +425,7 @@ class Writes(Reads):
             batch, done = await asyncio.to_thread(take)
             while batch.records or batch.big is not None:
                 ahead = None if done else asyncio.ensure_future(asyncio.to_thread(take))
+                started = time.monotonic()
                 for attempt in range(5):
                     try:
                         if batch.big is not None:
@@ -424,6 +440,8 @@ class Writes(Reads):
                             raise
                         await asyncio.sleep(0.05 * (attempt + 1))
                 _add(report, pending)
+                if ahead is not None:
+                    await sqlite_gap(self.dialect, time.monotonic() - started)
                 advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
                 collect_young()
                 if ahead is None:
@@ -492,7 +510,7 @@ class Writes(Reads):
         """
         from sqlalchemy import insert
 
-        from veadk_mem.sessions.bigline import event_chunks
+        from veadk_mem.sessions.bigline import column_chunks, event_chunks
         from veadk_mem.sessions.codec import dumps
         from veadk_mem.sessions.state import split_state
 
@@ -524,12 +542,16 @@ class Writes(Reads):
                     session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
                     session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
                     await conn.execute(insert(t.sessions), [session_row])
-                chunks = event_chunks(big)
+                encoded = plans is not None and big.columns  # by the check pass already
+                chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
 
                 def rows() -> tuple[int, list[Any]] | None:  # the next chunk's rows, built in a thread
                     events = next(chunks, None)
                     if events is None:
                         return None
+                    if encoded:
+                        assert plans is not None
+                        return len(events["id"]), plans[1].rows(events)
                     if plans is None:
                         return len(events), self._event_rows(key[0], key[1], key[2], events)
                     columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)])
