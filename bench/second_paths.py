@@ -181,10 +181,10 @@ def times(n: int) -> None:
 def _columns_of_chunk(lines: list[str]) -> Any:
     """Worker of the ProcessPoolExecutor variant: check and build one chunk's columns."""
     from veadk_mem.jsonio import loads
-    from veadk_mem.sessions.importer import _checked
+    from veadk_mem.sessions.checks import check_record
     from veadk_mem.sessions.rows import build_columns
 
-    return build_columns([_checked("chunk", loads(line, "bench"), None)[1] for line in lines])
+    return build_columns([check_record("chunk", loads(line, "bench"), None)[1] for line in lines])
 
 
 def _chunks(path: Path, size: int) -> Iterator[list[str]]:
@@ -208,9 +208,9 @@ def _consume(columns: Any) -> int:
 
 
 def read_pass(path: Path, n_events: int) -> None:
-    from veadk_mem.sessions.importer import iter_checked
     from veadk_mem.sessions.reader import ReaderProcess
     from veadk_mem.sessions.rows import build_columns
+    from veadk_mem.sessions.validate import iter_checked
 
     def here() -> None:
         batch: list[Any] = []

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from veadk_mem import events as ev
-from veadk_mem.sessions.importer import _fill_event_ids
+from veadk_mem.sessions.checks import _fill_event_ids
 from veadk_mem.sessions.rawsession import dump_event, raw_session
 
 scalars = st.one_of(

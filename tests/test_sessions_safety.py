@@ -631,7 +631,7 @@ def test_stdin_spool_is_private_removed_and_stale_ones_cleaned(tmp_path: Path, m
     import stat
     import sys
 
-    from veadk_mem.sessions.importer import SPOOL_PREFIX, spool_dir, spooled_stdin
+    from veadk_mem.sessions.files import SPOOL_PREFIX, spool_dir, spooled_stdin
 
     directory = spool_dir()
     stale = directory / f"{SPOOL_PREFIX}old.jsonl"
@@ -650,7 +650,7 @@ def test_stdin_spool_is_private_removed_and_stale_ones_cleaned(tmp_path: Path, m
 
 
 def test_non_utf8_stdin_is_bad_input_and_leaves_no_spool(runner: CliRunner, tmp_path: Path) -> None:
-    from veadk_mem.sessions.importer import SPOOL_PREFIX, spool_dir
+    from veadk_mem.sessions.files import SPOOL_PREFIX, spool_dir
 
     result = vmem(runner, "session", "import", "-", "--db-url", str(tmp_path / "t.db"), input=b'{"id": "\xff\xfe"}\n')
     assert result.exit_code == 2, result.output

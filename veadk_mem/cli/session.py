@@ -417,7 +417,8 @@ def import_cmd(
     """Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written."""
     import contextlib
 
-    from veadk_mem.sessions.importer import import_file, source_size, spooled_stdin
+    from veadk_mem.sessions.files import spooled_stdin
+    from veadk_mem.sessions.importer import import_file, source_size
 
     state = _state(ctx, db_url, json_flag)
     name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file

@@ -312,7 +312,7 @@ def read_head(line: BigLine) -> dict[str, Any]:
 
 
 def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, columns: bool = False) -> BigSession:
-    """Check the long line's session as `importer.iter_checked` checks any: BadInput naming the first fault.
+    """Check the long line's session as `validate.iter_checked` checks any: BadInput naming the first fault.
 
     The line is read once (`_scan`): its events, decoded, wait in a private temporary file
     (marshal, mode 0600, in the stdin spools' directory) until the line's end has given
@@ -323,7 +323,7 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
     encoded already), for a write pass through `driver.InsertPlan`.
     """
     from veadk_mem.sessions.codec import dumps
-    from veadk_mem.sessions.importer import remove_stale, spool_dir
+    from veadk_mem.sessions.files import remove_stale, spool_dir
 
     directory = spool_dir()
     remove_stale(directory, SPOOL_PREFIX + "*")
@@ -440,18 +440,18 @@ def _chunks(
     line: BigLine, limits: Limits | None, seen: set[str], head: dict[str, Any], raw: Iterator[list[Any]]
 ) -> Iterator[tuple[BigSession, list[RawEvent]]]:
     """The session checked: its events in stored form a chunk at a time, `raw` the decoded chunks."""
-    from veadk_mem.sessions.importer import _checked
+    from veadk_mem.sessions.checks import check_record
     from veadk_mem.sessions.rawsession import RawSession, event_id
 
     where = line.where
     fields = {k: v for k, v in head.items() if k != "events"}
     if head.get("events", _UNSET) is not _UNSET:  # absent, or not an array: as the whole session is judged
-        _, record = _checked(where, {**fields, **({"events": head["events"]} if "events" in head else {})}, limits)
+        _, record = check_record(where, {**fields, **({"events": head["events"]} if "events" in head else {})}, limits)
         assert isinstance(record, RawSession)
         big = BigSession(line, head, record.id, record.app_name, record.user_id, record.state, record.last_update_time)
         yield big, record.events
         return
-    _, shell = _checked(where, {**fields, "events": []}, limits)
+    _, shell = check_record(where, {**fields, "events": []}, limits)
     assert isinstance(shell, RawSession)
     big = BigSession(line, head, shell.id, shell.app_name, shell.user_id, shell.state, shell.last_update_time)
     app, user, sid = shell.app_name, shell.user_id, shell.id
@@ -461,7 +461,7 @@ def _chunks(
             if type(event) is dict and event.get("id", "") == "":
                 event["id"] = event_id(app, user, sid, offset + i)
         try:
-            _, record = _checked(where, {**fields, "events": chunk}, limits)
+            _, record = check_record(where, {**fields, "events": chunk}, limits)
         except BadInput as exc:
             raise _shifted(exc, offset) from None
         assert isinstance(record, RawSession)

@@ -1,4 +1,5 @@
-"""Files vmem writes for sessions: an export's output, created safely and renamed into place.
+"""Files vmem writes for sessions: an export's output, created safely and renamed into place;
+the import's stdin spool; stale temporary files. Imports nothing of `sessions/`.
 
 The output is written to a temporary file created exclusively (O_EXCL: never through a
 planted symlink, never over someone else's file) with mode 0600 in the target's
@@ -11,14 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 from veadk_mem.errors import BadInput, StoreError
-from veadk_mem.sessions.importer import remove_stale
 
+SPOOL_PREFIX = "vmem-stdin-"
+_STALE_AGE = 24 * 3600  # a spool or .part file older than this belongs to no running vmem
 STALE_PART_AGE = 3600.0
 
 
@@ -60,3 +64,59 @@ def create_private(path: Path) -> None:
     except FileExistsError:
         return
     os.close(fd)
+
+
+# --- stdin spool and stale temporary files --------------------------------------------------
+
+
+def spool_dir() -> Path:
+    """Where stdin spools go: a private directory under the user's cache."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vmem"
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        base.chmod(0o700)
+    return base
+
+
+def remove_stale(directory: Path, pattern: str, *, max_age: float = _STALE_AGE) -> int:
+    """Delete files matching `pattern` in `directory` untouched for `max_age` seconds (left by kill -9)."""
+    removed = 0
+    cutoff = time.time() - max_age
+    try:
+        candidates = list(directory.glob(pattern))
+    except OSError:
+        return 0
+    for path in candidates:
+        try:
+            info = path.lstat()
+            if info.st_mtime < cutoff and (path.is_symlink() or path.is_file()):
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+@contextlib.contextmanager
+def spooled_stdin() -> Iterator[Path]:
+    """Stdin copied as bytes to a file only this user can read, removed afterwards.
+
+    Spools older than a day (a vmem killed with -9) are removed first. Bytes are copied
+    unchanged, so non-UTF-8 input is reported by the reader naming <stdin>, not as a crash.
+    """
+    directory = spool_dir()
+    remove_stale(directory, SPOOL_PREFIX + "*")
+    fd, name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".jsonl", dir=directory)  # mode 0600, O_EXCL
+    path = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            stream = getattr(sys.stdin, "buffer", None)
+            if stream is None:  # a text-only stdin (tests): encode what it gives
+                for chunk in iter(lambda: sys.stdin.read(1 << 16), ""):
+                    handle.write(chunk.encode("utf-8", "surrogateescape"))
+            else:
+                for block in iter(lambda: stream.read(1 << 16), b""):
+                    handle.write(block)
+        yield path
+    finally:
+        path.unlink(missing_ok=True)

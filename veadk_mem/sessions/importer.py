@@ -5,183 +5,27 @@ limits (`limits.py`), the session keys are checked for collisions under the targ
 collation and for stored sessions newer than the file; only then is anything written.
 The second read, which builds the rows, runs in a child process for a large file
 (`reader.py`), started while the first is under way. Stdin is spooled to a private
-temporary file for the two passes.
+temporary file for the two passes (`files.spooled_stdin`). Records and reports live in
+`records.py`, the file's checks in `validate.py` and `checks.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import re
-import sys
-import tempfile
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.bulk import bulk_objects, collect_young
 from veadk_mem.errors import BadInput
 from veadk_mem.sessions.bigline import BigLine, BigSession
+from veadk_mem.sessions.records import FileKey, ImportReport, file_update_time
+from veadk_mem.sessions.validate import iter_checked
 
 if TYPE_CHECKING:
-    from veadk_mem import events as ev
     from veadk_mem.sessions.limits import Limits
-    from veadk_mem.sessions.rawsession import RawSession
     from veadk_mem.sessions.reader import ReaderProcess
-    from veadk_mem.sessions.store import Progress, SessionStore
-
-SPOOL_PREFIX = "vmem-stdin-"
-_STALE_AGE = 24 * 3600  # a spool or .part file older than this belongs to no running vmem
-
-
-@dataclass
-class ImportReport:
-    """What an import wrote (sessions counts only committed ones)."""
-
-    sessions: int = 0
-    events: int = 0
-    app_states: int = 0
-    user_states: int = 0
-    layout: str = ""
-    created_tables: bool = False
-    replaced: int = 0  # sessions that were already there and were written over, not duplicated
-    skipped: list[str] = field(default_factory=list)  # sessions newer in the database (see --force)
-    dry_run: bool = False  # checked and counted; nothing written
-    warnings: list[str] = field(default_factory=list)  # fields an old layout could not hold, ...
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dryRun": self.dry_run,
-            "sessions": self.sessions,
-            "replaced": self.replaced,
-            "events": self.events,
-            "appStates": self.app_states,
-            "userStates": self.user_states,
-            "layout": self.layout,
-            "createdTables": self.created_tables,
-            "skipped": self.skipped,
-        }
-
-
-@dataclass(frozen=True)
-class FileKey:
-    """One session of an import file: its key, its lastUpdateTime, and where it is."""
-
-    app_name: str
-    user_id: str
-    id: str
-    update_time: float
-    where: str
-
-    def __str__(self) -> str:
-        return f"{self.app_name}/{self.user_id}/{self.id}"
-
-
-def file_update_time(session: ev.Session | RawSession) -> float:
-    """The update time an import stores for `session`: lastUpdateTime, else its newest event."""
-    stamps = [e.timestamp for e in session.events]
-    return session.last_update_time or (max(stamps) if stamps else 0.0)
-
-
-# --- records ------------------------------------------------------------------------------
-
-
-def _check_state_record(data: dict[str, Any], where: str) -> dict[str, Any]:
-    kind = data["kind"]
-    fields = ("appName", "state") if kind == "app_state" else ("appName", "userId", "state")
-    record: dict[str, Any] = {"kind": kind}
-    for name in fields:
-        snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
-        value = data.get(name, data.get(snake))
-        expected: type = dict if name == "state" else str
-        if not isinstance(value, expected):
-            raise BadInput(f"{where}: $.{name}: expected {'an object' if expected is dict else 'a string'}")
-        record[name] = value
-    return record
-
-
-def _fill_event_ids(session: ev.Session, where: str) -> None:
-    from veadk_mem.sessions.rawsession import event_id
-
-    seen: set[str] = set()
-    for index, event in enumerate(session.events):
-        if not event.id:
-            event.id = event_id(session.app_name, session.user_id, session.id, index)
-        if event.id in seen:
-            raise BadInput(f"{where}: $.events[{index}].id: duplicate event id {event.id!r}")
-        seen.add(event.id)
-
-
-def iter_checked(
-    source: str | Path,
-    name: str | None = None,
-    limits: Limits | None = None,
-    *,
-    big: str | None = None,
-    columns: bool = False,
-) -> Iterator[tuple[str, Any]]:
-    """(where, record) for each session and app_state / user_state record, validated.
-
-    With `limits`, also every value the target database would refuse at write time.
-    `big` streams JSONL lines of `bigline.big_line_bytes()` and more instead of decoding
-    them: "check" checks such a line and gives a `bigline.BigSession` (its events spooled:
-    the caller removes the spool, `BigSession.remove_spool`), "skip" only locates
-    it (a `bigline.BigLine`: the write pass, after the check pass checked it); `columns`
-    spools a checked one's events as row columns (`bigline.check_big`). Without it,
-    a record is a RawSession or a state record dict.
-    """
-    from veadk_mem.events import iter_documents
-    from veadk_mem.sessions import bigline
-
-    documents = bigline.iter_lines(source, name, bigline.big_line_bytes()) if big else None
-    for where, data in documents or iter_documents(source, name):
-        try:
-            if isinstance(data, bigline.BigLine):
-                checked = big == "check"
-                yield where, (bigline.check_big(data, limits, spool=True, columns=columns) if checked else data)
-            else:
-                yield _checked(where, data, limits)
-        except RecursionError:
-            raise BadInput(f"{where}: JSON nested too deeply") from None
-
-
-def _checked(where: str, data: Any, limits: Limits | None) -> tuple[str, RawSession | dict[str, Any]]:
-    from veadk_mem.events import STATE_RECORD_KINDS, parse_session
-    from veadk_mem.sessions.rawsession import from_model, raw_session
-
-    if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
-        record = _check_state_record(data, where)
-        if limits is not None:
-            limits.check(where, data, None)
-        return where, record
-    session = raw_session(data)  # the common case, without pydantic objects
-    if session is None:  # the models coerce it, or name what is wrong
-        model = parse_session(data, where)
-        for field_name, value in (("appName", model.app_name), ("userId", model.user_id), ("id", model.id)):
-            if not value:
-                raise BadInput(f"{where}: $.{field_name}: must not be empty")
-        _fill_event_ids(model, where)
-        session = from_model(model)
-    if limits is not None:
-        limits.check(where, data, session)
-    return where, session
-
-
-def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[RawSession | dict[str, Any]]:
-    """Sessions and app_state / user_state records of a JSON, JSON list or JSONL file, validated."""
-    for _, record in iter_checked(source, name):
-        yield record
-
-
-def validate_import(source: str | Path, name: str | None = None) -> int:
-    """Check every record of an export file; BadInput naming the line of the first bad one. Returns the count."""
-    return sum(1 for _ in iter_checked(source, name))
-
-
-# --- the whole import ---------------------------------------------------------------------
+    from veadk_mem.sessions.records import Progress
+    from veadk_mem.sessions.store import SessionStore
 
 
 def source_size(source: str | Path) -> int:
@@ -328,59 +172,3 @@ async def _check_stored(
             f"importing would drop their newer events: {shown(newer, ', ')}",
             hint="export them first, or use --force to write the file's version over them",
         )
-
-
-# --- stdin spool and stale temporary files --------------------------------------------------
-
-
-def spool_dir() -> Path:
-    """Where stdin spools go: a private directory under the user's cache."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vmem"
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with contextlib.suppress(OSError):
-        base.chmod(0o700)
-    return base
-
-
-def remove_stale(directory: Path, pattern: str, *, max_age: float = _STALE_AGE) -> int:
-    """Delete files matching `pattern` in `directory` untouched for `max_age` seconds (left by kill -9)."""
-    removed = 0
-    cutoff = time.time() - max_age
-    try:
-        candidates = list(directory.glob(pattern))
-    except OSError:
-        return 0
-    for path in candidates:
-        try:
-            info = path.lstat()
-            if info.st_mtime < cutoff and (path.is_symlink() or path.is_file()):
-                path.unlink()
-                removed += 1
-        except OSError:
-            continue
-    return removed
-
-
-@contextlib.contextmanager
-def spooled_stdin() -> Iterator[Path]:
-    """Stdin copied as bytes to a file only this user can read, removed afterwards.
-
-    Spools older than a day (a vmem killed with -9) are removed first. Bytes are copied
-    unchanged, so non-UTF-8 input is reported by the reader naming <stdin>, not as a crash.
-    """
-    directory = spool_dir()
-    remove_stale(directory, SPOOL_PREFIX + "*")
-    fd, name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".jsonl", dir=directory)  # mode 0600, O_EXCL
-    path = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            stream = getattr(sys.stdin, "buffer", None)
-            if stream is None:  # a text-only stdin (tests): encode what it gives
-                for chunk in iter(lambda: sys.stdin.read(1 << 16), ""):
-                    handle.write(chunk.encode("utf-8", "surrogateescape"))
-            else:
-                for block in iter(lambda: stream.read(1 << 16), b""):
-                    handle.write(block)
-        yield path
-    finally:
-        path.unlink(missing_ok=True)

@@ -245,7 +245,7 @@ class RawSession:
 def raw_session(data: Any) -> RawSession | None:
     """`data` (a decoded session JSON object) as a RawSession, or None when the models must judge it.
 
-    Events without an id get the stable one `importer` gives them; duplicate ids return None
+    Events without an id get the stable one `checks` gives them; duplicate ids return None
     (the model path reports them).
     """
     if type(data) is not dict:

@@ -198,8 +198,8 @@ def _child() -> int:
     # committed, and kills this child; the child dying first would only blur that message
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from veadk_mem.sessions.bigline import BigLine
-    from veadk_mem.sessions.importer import iter_checked
     from veadk_mem.sessions.rows import build_columns
+    from veadk_mem.sessions.validate import iter_checked
 
     gc.disable()  # as the parent's import: nothing here makes reference cycles
     job = pickle.loads(sys.stdin.buffer.read())

@@ -1,4 +1,4 @@
-"""What the session store hands out: keys, filters, summaries, delete reports."""
+"""What the session store hands out: keys, filters, summaries, delete and import reports."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from veadk_mem import events as ev
+    from veadk_mem.sessions.rawsession import RawSession
 
 
 Progress = Callable[[int], None]
@@ -107,3 +108,52 @@ class DeleteReport:
             "userStates": [{"appName": a, "userId": u} for a, u in self.user_states],
             "skipped": [{"appName": k.app_name, "userId": k.user_id, "id": k.id} for k in self.skipped],
         }
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote (sessions counts only committed ones)."""
+
+    sessions: int = 0
+    events: int = 0
+    app_states: int = 0
+    user_states: int = 0
+    layout: str = ""
+    created_tables: bool = False
+    replaced: int = 0  # sessions that were already there and were written over, not duplicated
+    skipped: list[str] = field(default_factory=list)  # sessions newer in the database (see --force)
+    dry_run: bool = False  # checked and counted; nothing written
+    warnings: list[str] = field(default_factory=list)  # fields an old layout could not hold, ...
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "sessions": self.sessions,
+            "replaced": self.replaced,
+            "events": self.events,
+            "appStates": self.app_states,
+            "userStates": self.user_states,
+            "layout": self.layout,
+            "createdTables": self.created_tables,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True)
+class FileKey:
+    """One session of an import file: its key, its lastUpdateTime, and where it is."""
+
+    app_name: str
+    user_id: str
+    id: str
+    update_time: float
+    where: str
+
+    def __str__(self) -> str:
+        return f"{self.app_name}/{self.user_id}/{self.id}"
+
+
+def file_update_time(session: ev.Session | RawSession) -> float:
+    """The update time an import stores for `session`: lastUpdateTime, else its newest event."""
+    stamps = [e.timestamp for e in session.events]
+    return session.last_update_time or (max(stamps) if stamps else 0.0)

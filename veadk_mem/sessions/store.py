@@ -9,7 +9,9 @@
 - `reads.py`: lists, summaries, sessions and events, streamed;
 - `export.py`: JSONL export in bounded short read transactions;
 - `deletes.py`: deletes in one transaction, re-checked on locked rows;
-- `writes.py` (+ `importer.py`, `limits.py`): import checks and batched writes.
+- `writes.py` (+ `limits.py`): import checks against the database and batched writes;
+  `importer.py`, above this facade, runs a whole import (`validate.py`, `checks.py`: the
+  file's checks; `records.py`: keys, filters and reports; `files.py`: spools and temp files).
 
     async with SessionStore.from_settings(settings) as store:
         summaries = await store.list_sessions(SessionFilter(app="my_app"), limit=20)
@@ -23,15 +25,18 @@ from __future__ import annotations
 from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.deletes import Deletes
 from veadk_mem.sessions.export import Export
-from veadk_mem.sessions.importer import (
+from veadk_mem.sessions.records import (
+    DeleteReport,
     FileKey,
     ImportReport,
+    Progress,
+    SessionFilter,
+    SessionKey,
+    SessionSummary,
     file_update_time,
-    iter_import_records,
-    validate_import,
 )
-from veadk_mem.sessions.records import DeleteReport, Progress, SessionFilter, SessionKey, SessionSummary
 from veadk_mem.sessions.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, merge_state, split_state, state_scope
+from veadk_mem.sessions.validate import iter_import_records, validate_import
 from veadk_mem.sessions.writes import Writes
 
 __all__ = [

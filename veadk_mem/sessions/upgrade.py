@@ -724,7 +724,7 @@ async def _snapshot(conn: AsyncConnection, names: dict[str, str] | None = None) 
 
 def _count_backup(path: Path) -> tuple[int, int]:
     """Sessions and events in a backup file, read back record by record (every one validated)."""
-    from veadk_mem.sessions.importer import iter_import_records
+    from veadk_mem.sessions.validate import iter_import_records
 
     if os.path.getsize(path) == 0:
         return 0, 0

@@ -18,7 +18,6 @@ from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
 from veadk_mem.sessions.engine import sqlite_gap
-from veadk_mem.sessions.importer import ImportReport
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
@@ -29,7 +28,7 @@ from veadk_mem.sessions.layout import (
 )
 from veadk_mem.sessions.rawsession import RawSession
 from veadk_mem.sessions.reads import Reads
-from veadk_mem.sessions.records import _BATCH, Progress, _noop
+from veadk_mem.sessions.records import _BATCH, ImportReport, Progress, _noop
 from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of
 
 if TYPE_CHECKING:
@@ -37,9 +36,9 @@ if TYPE_CHECKING:
 
     from veadk_mem import events as ev
     from veadk_mem.sessions.driver import InsertPlan
-    from veadk_mem.sessions.importer import FileKey, ImportReport
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.rawsession import RawEvent
+    from veadk_mem.sessions.records import FileKey
 
 
 BATCH_ROWS = 20_000  # rows an import writes per transaction (`Writes.batch_rows`)
