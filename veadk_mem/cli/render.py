@@ -662,19 +662,35 @@ class Renderer:
         return bool(Confirm.ask(_UNSAFE.sub(_visible, question), console=self.err, default=False))
 
 
-WRITE_CHUNK = 1 << 16  # characters per write: a pipe takes 64 KiB at a time
+WRITE_CHUNK = 1 << 16  # bytes per write: a pipe takes 64 KiB at a time
 
 
 def write_text(out: IO[str], text: str) -> None:
-    """Write and flush in pieces of WRITE_CHUNK. One large write to a pipe whose reader went away
-    can end in a partial write that Python reports as success (unbuffered stdout, as under
-    PYTHONUNBUFFERED); a piece at a time, the next write raises BrokenPipeError, which the app
-    turns into exit 141 (`vmem ... --json | head`)."""
-    for start in range(0, len(text), WRITE_CHUNK):
-        out.write(text[start : start + WRITE_CHUNK])
+    """Write `text` whole and flush, so that a reader that went away ends the run with 141.
+
+    Unbuffered (PYTHONUNBUFFERED, `python -u`) stdout's binary layer is the raw file, whose
+    write may take part of the bytes when the pipe's reader leaves mid-write, and the text
+    layer reports that as success: the rest was lost and vmem exited 0. The bytes go to the
+    binary layer here, and what a write did not take is written again, which raises
+    BrokenPipeError (the app's exit 141: `vmem ... --json | head`).
+    """
+    binary = getattr(out, "buffer", None)
+    if binary is None:  # a text stream of the program's own (tests, StringIO)
+        out.write(text)
         out.flush()
-    if not text:
-        out.flush()
+        return
+    out.flush()  # what went through the text layer first stays first
+    encoding, errors = getattr(out, "encoding", None) or "utf-8", getattr(out, "errors", None) or "strict"
+    data = memoryview(text.encode(encoding, errors))
+    while data:
+        written = binary.write(data[:WRITE_CHUNK])
+        if written is None:  # a non-blocking stdout that is full: wait until it takes more
+            import select
+
+            select.select([], [binary], [])
+            continue
+        data = data[written:]
+    binary.flush()
 
 
 def plain_header(col: Column) -> str:
