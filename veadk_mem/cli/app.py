@@ -21,7 +21,7 @@ from veadk_mem.cli.wiring import usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
 if TYPE_CHECKING:
-    from typer._click.core import Context as ClickContext
+    from veadk_mem.cli.typer_internals import Context as ClickContext
 
 
 FIRST_COMMANDS = ("session", "ltm", "policy")  # listed first in `vmem --help`
@@ -41,7 +41,7 @@ class VmemGroup(TyperGroup):
         return first + [name for name in self.commands if name not in first]
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+        from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError
 
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
@@ -52,7 +52,7 @@ class VmemGroup(TyperGroup):
             raise typer.Exit(2) from None
 
     def invoke(self, ctx: ClickContext) -> Any:
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+        from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError
 
         try:
             return super().invoke(ctx)
