@@ -161,4 +161,21 @@ app.command("completion")(completion_cmd.completion)
 
 def main() -> None:
     """Console-script entry point."""
+    _spare_the_collector()
     app(prog_name="vmem")
+
+
+def _spare_the_collector() -> None:
+    """Fewer, cheaper cyclic collections for a short-lived process.
+
+    What is loaded by now (Typer, pydantic, vmem's modules) lives as long as the process, so it
+    is frozen out of every later collection; and the youngest generation is collected every
+    50,000 net allocations rather than 700, so importing SQLAlchemy and adding up a large answer
+    do not pay a full pass over everything loaded again and again (`session stats --app one`:
+    0.03-0.05 s of its 0.5 s CPU). Reference counting still frees all that is not cyclic, and
+    the paths that build many objects pause the collector anyway (bulk.py).
+    """
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)

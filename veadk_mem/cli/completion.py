@@ -59,9 +59,6 @@ def _backends() -> tuple[str, ...]:
     return tuple(sorted(BUILTIN))
 
 
-BACKENDS = _backends()
-
-
 def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
     node = Node(path, _first_line(cmd.help), command=cmd)
     for param in cmd.params:
@@ -73,7 +70,7 @@ def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
                 if opt in POLICY_OPTIONS:
                     node.option_values[opt] = policies
                 elif opt in BACKEND_OPTIONS:
-                    node.option_values[opt] = list(BACKENDS)
+                    node.option_values[opt] = list(_backends())
         elif param.param_type_name == "argument":
             if path == ("completion",):
                 node.arg_values = list(SHELLS)
