@@ -435,6 +435,36 @@ def test_export_batches_keep_every_session_whole(tmp_path: Path) -> None:
     assert counts == {"big": 50, "a": 3, "b": 0}
 
 
+def test_export_reads_the_next_batch_while_it_converts_this_one_and_cancels_it_when_left(tmp_path: Path) -> None:
+    """The read-ahead: batch 2 is being read before batch 1's lines are handed over; a caller that
+    stops after one batch leaves no read running and no task pending."""
+    db = tmp_path / "veadk.db"
+    build(sqlite_url(db), {("alice", "a"): 10, ("alice", "b"): 10, ("alice", "c"): 10})
+
+    async def go() -> tuple[list[int], list[int]]:
+        async with SessionStore(str(db)) as store:
+            started: list[int] = []
+            read = store._read_batch
+
+            async def counted(batch: Any) -> Any:
+                started.append(len(batch))
+                return await read(batch)
+
+            store._read_batch = counted  # type: ignore[method-assign]
+            pieces = store.export_jsonl(batch_events=5)  # a session a batch
+            async for piece in pieces:
+                if '"events":[' in piece:
+                    break
+            at_first = list(started)
+            await pieces.aclose()
+            left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            return at_first, [len(left)]
+
+    at_first, left = asyncio.run(go())
+    assert at_first == [1, 1]  # the second batch was started before the first was handed over
+    assert left == [0]
+
+
 # --- 8. a hostile pickle costs one event its actions, never the command ------------------------
 
 

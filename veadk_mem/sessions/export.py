@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import VmemError
 from veadk_mem.sessions.codec import camel_event, event_from_row
 from veadk_mem.sessions.codec import dumps_out as dumps
 from veadk_mem.sessions.reads import Reads, _session_head, _session_tail
-from veadk_mem.sessions.records import _BATCH, Progress, SessionFilter, SessionSummary, _noop
+from veadk_mem.sessions.records import _BATCH, Progress, SessionFilter, SessionKey, SessionSummary, _noop
 
 if TYPE_CHECKING:
     pass
@@ -19,26 +19,40 @@ if TYPE_CHECKING:
 class Export(Reads):
     """`export_jsonl`: one short read transaction per batch, nothing held while the caller writes."""
 
-    async def _export_batch(self, batch: Sequence[SessionSummary]) -> list[str]:
-        """The JSONL lines of these sessions, read in ONE short transaction, fully, before returning.
+    async def _read_batch(self, batch: Sequence[SessionSummary]) -> tuple[dict[SessionKey, SessionSummary], list[Any]]:
+        """These sessions' rows and events, read in ONE short transaction, fully, before returning.
 
         Rows and events come from the same snapshot (a session's events match its row), and
         no lock is held while the caller writes them out: a slow reader (`export | less`)
         never keeps the agent from writing for longer than one batch takes to read.
         """
         keys = [s.key for s in batch]
-        tables, warnings = self.tables, self.warnings
         engine = self.engine
         if self.dialect == "postgresql":
             engine = engine.execution_options(isolation_level="REPEATABLE READ")
-        async with engine.connect() as conn, conn.begin():
-            if self.dialect == "sqlite":
-                await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
-            fresh = {x.key: x for x in await self._summaries(conn, None, keys)}
-            rows = (await conn.execute(self._batch_events_stmt(keys))).all()
+        try:
+            async with engine.connect() as conn, conn.begin():
+                if self.dialect == "sqlite":
+                    await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
+                fresh = {x.key: x for x in await self._summaries(conn, None, keys)}
+                rows = list((await conn.execute(self._batch_events_stmt(keys))).all())
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc) from None
+        return fresh, rows
+
+    async def _batch_lines(
+        self, batch: Sequence[SessionSummary], fresh: dict[SessionKey, SessionSummary], rows: list[Any]
+    ) -> list[str]:
+        """The JSONL lines of a batch read by `_read_batch`; hands the event loop over every
+        1,000 events, so the next batch's read goes on meanwhile."""
+        import asyncio
+
+        tables, warnings = self.tables, self.warnings
         events: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         broken: set[tuple[str, str, str]] = set()
-        for row in rows:
+        for n, row in enumerate(rows, 1):
             where = (row.app_name, row.user_id, row.session_id)
             try:
                 text = dumps(camel_event(event_from_row(tables, row, warnings)))
@@ -52,13 +66,16 @@ class Export(Reads):
                     )
                 continue
             events[where].append(text)
+            if n % 1000 == 0:
+                await asyncio.sleep(0)
         out: list[str] = []
-        for key in keys:
-            summary = fresh.get(key)
-            if summary is None or (key.app_name, key.user_id, key.id) in broken:
+        for summary in batch:
+            key = summary.key
+            now = fresh.get(key)
+            if now is None or (key.app_name, key.user_id, key.id) in broken:
                 continue  # deleted since it was listed, or damaged (named in a warning)
             body = ",".join(events.get((key.app_name, key.user_id, key.id), ()))
-            out.append(_session_head(summary) + body + _session_tail(summary) + "\n")
+            out.append(_session_head(now) + body + _session_tail(now) + "\n")
         return out
 
     async def export_jsonl(
@@ -67,7 +84,7 @@ class Export(Reads):
         """The export file in text pieces: app_state and user_state records, then one session per line.
 
         Sessions are read in batches of about `batch_events` events, each in its own short
-        transaction (see `_export_batch`); a session larger than that is a batch of its own.
+        transaction (see `_read_batch`); a session larger than that is a batch of its own.
         """
         summaries = await self.list_sessions(flt, oldest_first=True)
         apps = sorted({s.app_name for s in summaries})
@@ -84,19 +101,34 @@ class Export(Reads):
             if (app, user) in user_states:
                 state = user_states[(app, user)]
                 yield dumps({"kind": "user_state", "appName": app, "userId": user, "state": state}) + "\n"
-        batch: list[SessionSummary] = []
+        batches: list[list[SessionSummary]] = [[]]
         size = 0
-        for index, summary in enumerate(summaries):
-            batch.append(summary)
+        for summary in summaries:
+            if size >= batch_events or len(batches[-1]) >= _BATCH:
+                batches.append([])
+                size = 0
+            batches[-1].append(summary)
             size += summary.event_count + 1
-            if size < batch_events and len(batch) < _BATCH and index + 1 < len(summaries):
-                continue
-            try:
-                lines = await self._export_batch(batch)
-            except VmemError:
-                raise
-            except Exception as exc:
-                raise self._fail(exc) from None
-            yield "".join(lines)
-            progress(len(batch))
-            batch, size = [], 0
+        # One batch read ahead: the database reads the next batch (PostgreSQL and MariaDB in
+        # their own processes, sqlite in aiosqlite's thread) while this one is converted, so an
+        # export takes about the longer of the two rather than their sum. The read-ahead is a
+        # short transaction of its own, ended before its rows are used: nothing is held while
+        # the caller stalls.
+        import asyncio
+
+        batches = [b for b in batches if b]
+        pending: asyncio.Task[tuple[dict[SessionKey, SessionSummary], list[Any]]] | None = None
+        try:
+            for index, batch in enumerate(batches):
+                current = pending or asyncio.ensure_future(self._read_batch(batch))
+                pending = None
+                fresh, rows = await current
+                if index + 1 < len(batches):
+                    pending = asyncio.ensure_future(self._read_batch(batches[index + 1]))
+                    await asyncio.sleep(0)  # let it send its first statement before the work below
+                yield "".join(await self._batch_lines(batch, fresh, rows))
+                progress(len(batch))
+        finally:
+            if pending is not None:
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
