@@ -12,13 +12,14 @@ import asyncio
 import itertools
 import json
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.adk.events import Event
 from google.genai import types
-from sessions_helpers import APP, sqlite_url
+from sessions_helpers import APP, adk_service, sqlite_url
 
 from veadk_mem.errors import Interrupted
 from veadk_mem.sessions import writes
@@ -57,10 +58,10 @@ class Watcher:
     """Between two of vmem's write transactions (its pause on sqlite), look as ADK does and append as an agent."""
 
     def __init__(self, url: str, db: Path) -> None:
-        from google.adk.sessions import DatabaseSessionService
-
         self.url, self.db = url, db
-        self.service = DatabaseSessionService(url)
+        self.service = adk_service(url)  # SqliteSessionService for a plain path
+        self.check_mix = True
+        self.act: dict[int, Callable[[], Awaitable[Any]]] = {}  # at the n-th pause, do this first (another writer)
         self.seen: list[tuple[int | None, bool, str | None]] = []  # (events ADK's get_session saw, listed, tag)
         self.rows: list[int] = []  # rows in the events table, at each pause
         self.appended = 0
@@ -71,10 +72,13 @@ class Watcher:
         self.agent = await self.service.create_session(app_name=APP, user_id="agent", session_id="live")
 
     async def pause(self, dialect: str, held: float) -> None:
+        act = self.act.pop(len(self.seen) + 1, None)
+        if act is not None:
+            await act()
         got = await self.service.get_session(app_name=APP, user_id=BIG[0], session_id=BIG[1])
         listed = await self.service.list_sessions(app_name=APP, user_id=BIG[0])
         tags = {e.content.parts[0].text.split()[0] for e in got.events} if got else set()
-        assert len(tags) <= 1, tags  # never two versions mixed
+        assert len(tags) <= 1 or not self.check_mix, tags  # never two versions mixed
         listed_ids = {s.id for s in listed.sessions}
         self.seen.append((None if got is None else len(got.events), BIG[1] in listed_ids, min(tags, default=None)))
         say = types.Content(role="user", parts=[types.Part(text=f"agent turn {self.appended}")])
@@ -86,19 +90,33 @@ class Watcher:
             raise KeyboardInterrupt
 
 
+def _watched_import(url: str, source: Path, watcher: Watcher, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Any:
+    async def go() -> Any:
+        await watcher.start()
+        monkeypatch.setattr(writes, "sqlite_gap", watcher.pause)
+        try:
+            return await import_file(SessionStore(url, create=True), source, **kwargs)
+        finally:
+            await watcher.service.close()
+
+    return asyncio.run(go())
+
+
 def _import(url: str, source: Path) -> Any:
     return asyncio.run(import_file(SessionStore(url, create=True), source))
 
 
+@pytest.mark.parametrize("service", ["DatabaseSessionService", "SqliteSessionService"])
 def test_a_big_session_is_imported_in_short_transactions_that_adk_never_sees_half_of(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service: str
 ) -> None:
     """With 500 rows a transaction, a 5,000-event session commits in ten, each followed by the pause in
-    which the agent appends; ADK's get_session and list_sessions see no session until all of it is there."""
+    which the agent appends; ADK's get_session and list_sessions see no session until all of it is there
+    (ADK 2.x's tables, and SqliteSessionService's, whose agent the import finds already writing)."""
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
     monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
     db = tmp_path / "s.db"
-    url = sqlite_url(db)
+    url = sqlite_url(db) if service == "DatabaseSessionService" else str(db)
     source = _file(tmp_path / "in.jsonl", 5000)
     watcher = Watcher(url, db)
 
@@ -219,9 +237,8 @@ async def _sessions_with_compactions(url: str) -> None:
     """A 300-event session with three compactions and twenty short ones, written by google-adk."""
     from google.adk.events import EventActions
     from google.adk.events.event_actions import EventCompaction
-    from google.adk.sessions import DatabaseSessionService
 
-    service = DatabaseSessionService(url)
+    service = adk_service(url)
     try:
         long = await service.create_session(app_name=APP, user_id="u0", session_id="long")
         for i in range(300):
@@ -241,7 +258,10 @@ async def _sessions_with_compactions(url: str) -> None:
         await service.close()
 
 
-def test_a_list_page_reads_a_long_session_in_short_statements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("service", ["DatabaseSessionService", "SqliteSessionService"])
+def test_a_list_page_reads_a_long_session_in_short_statements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service: str
+) -> None:
     """sqlite: each read statement of a list page holds a lock that keeps an agent from committing.
     With 40 events a statement, the compaction count looks into at most 40 events' data per statement
     (counted by a stand-in for sqlite's instr()), and still counts the three compactions of a 300-event
@@ -253,7 +273,7 @@ def test_a_list_page_reads_a_long_session_in_short_statements(tmp_path: Path, mo
 
     monkeypatch.setattr(statements, "LIST_READ_EVENTS", 40, raising=False)  # raising: the test runs on older code
     db = tmp_path / "s.db"
-    url = sqlite_url(db)
+    url = sqlite_url(db) if service == "DatabaseSessionService" else str(db)
     asyncio.run(_sessions_with_compactions(url))
 
     async def go() -> tuple[dict[str, int | None], list[tuple[str, Any]], list[str]]:
@@ -290,3 +310,60 @@ def test_a_list_page_reads_a_long_session_in_short_statements(tmp_path: Path, mo
             looked.append(calls[0])
     assert sum(looked) >= 300 + 20 and max(looked) <= 40, looked
     assert "SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 (app_name=? AND user_id=? AND id=?)" in plan, plan
+
+
+def test_a_big_session_whose_key_another_writer_takes_meanwhile_is_left_as_that_writer_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent creates the same session (user-chosen id) while its events are being imported: the
+    import takes its own events back out of it and fails naming it; the agent's session is its own."""
+    from veadk_mem.errors import StoreError
+
+    monkeypatch.setenv("VMEM_BIG_LINE", "4096")
+    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    db = tmp_path / "s.db"
+    url = sqlite_url(db)
+    watcher = Watcher(url, db)
+    watcher.check_mix = False  # between the agent's create and the import's next transaction, they are mixed
+
+    async def create() -> None:
+        mine = await watcher.service.create_session(app_name=APP, user_id=BIG[0], session_id=BIG[1])
+        say = types.Content(role="user", parts=[types.Part(text="mine")])
+        await watcher.service.append_event(mine, Event(author="user", content=say, timestamp=2e9))
+
+    watcher.act[6] = create  # after the claim, the clean-up and three transactions of events
+    with pytest.raises(StoreError) as failed:
+        _watched_import(url, _file(tmp_path / "in.jsonl", 5000), watcher, monkeypatch)
+    assert f"session {APP}/{BIG[0]}/{BIG[1]} was created by another writer" in str(failed.value)
+    assert "1 session(s) before it were written and committed" in str(failed.value)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT id FROM events WHERE session_id = 'big'").fetchall()
+    assert len(rows) == 1 and not rows[0][0].startswith("big-"), rows
+
+
+def test_a_big_session_whose_events_another_writer_deletes_meanwhile_gets_no_session_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADK's delete_session of the key while its events are written (it deletes events by key) leaves
+    fewer events than were written: no session row is written, the error says so, and a re-run finishes."""
+    from veadk_mem.errors import StoreError
+
+    monkeypatch.setenv("VMEM_BIG_LINE", "4096")
+    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    db = tmp_path / "s.db"
+    url = sqlite_url(db)
+    source = _file(tmp_path / "in.jsonl", 5000)
+    watcher = Watcher(url, db)
+
+    async def delete() -> None:
+        await watcher.service.delete_session(app_name=APP, user_id=BIG[0], session_id=BIG[1])
+
+    watcher.act[6] = delete
+    with pytest.raises(StoreError) as failed:
+        _watched_import(url, source, watcher, monkeypatch)
+    assert "its session row was not written" in str(failed.value), failed.value
+    assert all(n is None for n, _, _ in watcher.seen), watcher.seen
+    monkeypatch.setattr(writes, "sqlite_gap", _no_pause)
+    assert _import(url, source).events == 5001
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM events WHERE session_id = 'big'").fetchone() == (5000,)
