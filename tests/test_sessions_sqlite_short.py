@@ -234,15 +234,15 @@ async def _no_pause(dialect: str, held: float) -> None:
 
 
 async def _sessions_with_compactions(url: str) -> None:
-    """A 300-event session with three compactions and twenty short ones, written by google-adk."""
+    """A 120-event session with three compactions and twenty short ones, written by google-adk."""
     from google.adk.events import EventActions
     from google.adk.events.event_actions import EventCompaction
 
     service = adk_service(url)
     try:
         long = await service.create_session(app_name=APP, user_id="u0", session_id="long")
-        for i in range(300):
-            if i in (10, 150, 299):
+        for i in range(120):
+            if i in (10, 60, 119):
                 summary = types.Content(role="model", parts=[types.Part(text=f"summary {i}")])
                 done = EventCompaction(start_timestamp=0.0, end_timestamp=i, compacted_content=summary)
                 event = Event(author="user", timestamp=1_700_000_000.0 + i, actions=EventActions(compaction=done))
@@ -263,15 +263,15 @@ def test_a_list_page_reads_a_long_session_in_short_statements(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service: str
 ) -> None:
     """sqlite: each read statement of a list page holds a lock that keeps an agent from committing.
-    With 40 events a statement, the compaction count looks into at most 40 events' data per statement
-    (counted by a stand-in for sqlite's instr()), and still counts the three compactions of a 300-event
+    With 20 events a statement, the compaction count looks into at most 20 events' data per statement
+    (counted by a stand-in for sqlite's instr()), and still counts the three compactions of a 120-event
     session; a page deep in the list counts the events of its own sessions only (the plan: the
     sessions are searched by key from the page)."""
     from sqlalchemy import event as sa_event
 
     from veadk_mem.sessions import statements
 
-    monkeypatch.setattr(statements, "LIST_READ_EVENTS", 40, raising=False)  # raising: the test runs on older code
+    monkeypatch.setattr(statements, "LIST_READ_EVENTS", 20, raising=False)  # raising: the test runs on older code
     db = tmp_path / "s.db"
     url = sqlite_url(db) if service == "DatabaseSessionService" else str(db)
     asyncio.run(_sessions_with_compactions(url))
@@ -308,7 +308,7 @@ def test_a_list_page_reads_a_long_session_in_short_statements(
             calls[0] = 0
             conn.execute(sql, params).fetchall()
             looked.append(calls[0])
-    assert sum(looked) >= 300 + 20 and max(looked) <= 40, looked
+    assert sum(looked) >= 120 + 20 and max(looked) <= 20, looked
     assert "SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 (app_name=? AND user_id=? AND id=?)" in plan, plan
 
 
