@@ -367,3 +367,24 @@ def test_a_big_session_whose_events_another_writer_deletes_meanwhile_gets_no_ses
     assert _import(url, source).events == 5001
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM events WHERE session_id = 'big'").fetchone() == (5000,)
+
+
+def test_into_sqlite_a_session_of_a_few_megabytes_is_written_in_short_transactions_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without VMEM_BIG_LINE, a session on a line of 2 MB and more is written on its own into sqlite
+    (in its batch it would be one transaction of the file's lock): short transactions ADK never sees
+    half of. PostgreSQL and MySQL keep 16 MB, where streaming only bounds memory."""
+    monkeypatch.delenv("VMEM_BIG_LINE", raising=False)
+    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    db = tmp_path / "s.db"
+    url = sqlite_url(db)
+    source = _file(tmp_path / "in.jsonl", 13_000)
+    assert 2 * 1024 * 1024 < len(source.read_text().splitlines()[1]) < 4 * 1024 * 1024
+    watcher = Watcher(url, db)
+    report = _watched_import(url, source, watcher, monkeypatch)
+    assert report.events == 13_001
+    assert not [n for n, _, _ in watcher.seen if n is not None and n != 13_000], watcher.seen
+    hidden = [rows for (n, _, _), rows in zip(watcher.seen, watcher.rows, strict=True) if n is None]
+    assert len(hidden) > 13_000 // 500, hidden
+    assert SessionStore("postgresql://u@h/db").big_line_bytes() == 16 * 1024 * 1024

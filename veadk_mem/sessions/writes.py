@@ -363,6 +363,18 @@ class Writes(Reads):
         """
         return SQLITE_BATCH_ROWS if self.dialect == "sqlite" else BATCH_ROWS
 
+    def big_line_bytes(self) -> int:
+        """The JSONL line length from which an import streams a session and writes it on its own.
+
+        `$VMEM_BIG_LINE` bytes when set; else 2 MB on sqlite (some 6,000 events), where such a
+        session is written in short transactions (`_write_big_staged`) instead of its batch's
+        one transaction, which holds the whole file's write lock; else 16 MB, where streaming
+        only bounds the import's memory.
+        """
+        from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, big_line_bytes
+
+        return big_line_bytes(SQLITE_BIG_LINE if self.dialect == "sqlite" else BIG_LINE)
+
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`).
 
