@@ -388,3 +388,65 @@ def test_into_sqlite_a_session_of_a_few_megabytes_is_written_in_short_transactio
     hidden = [rows for (n, _, _), rows in zip(watcher.seen, watcher.rows, strict=True) if n is None]
     assert len(hidden) > 13_000 // 500, hidden
     assert SessionStore("postgresql://u@h/db").big_line_bytes() == 16 * 1024 * 1024
+
+
+@pytest.mark.slow
+def test_an_import_killed_inside_a_big_session_leaves_nothing_visible_and_a_rerun_finishes_it(tmp_path: Path) -> None:
+    """kill -9 once some of the big session's events are committed: sqlite rolls back the open
+    transaction (its journal) on the next open; the committed events have no session row, so ADK
+    sees no such session; the same import again writes it whole, each event once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    db = tmp_path / "s.db"
+    url = sqlite_url(db)
+    source = _file(tmp_path / "in.jsonl", 60_000)
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "VMEM_BIG_LINE": "4096"}
+    cmd = [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", url]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+    def committed() -> int:
+        try:
+            with sqlite3.connect(db, timeout=30) as conn:
+                return int(conn.execute("SELECT count(*) FROM events WHERE session_id = 'big'").fetchone()[0])
+        except sqlite3.OperationalError:  # no tables yet
+            return 0
+
+    try:
+        deadline = time.monotonic() + 120
+        while committed() == 0:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert 0 < committed() < 60_000
+
+    async def adk_sees() -> int | None:
+        from google.adk.sessions import DatabaseSessionService
+
+        service = DatabaseSessionService(url)
+        try:
+            got = await service.get_session(app_name=APP, user_id=BIG[0], session_id=BIG[1])
+            listed = await service.list_sessions(app_name=APP, user_id=BIG[0])
+            assert not listed.sessions
+            return None if got is None else len(got.events)
+        finally:
+            await service.close()
+
+    assert asyncio.run(adk_sees()) is None
+    again = subprocess.run(cmd, capture_output=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT id) FROM events WHERE session_id = 'big'").fetchone() == (
+            60_000,
+            60_000,
+        )
+        assert conn.execute("SELECT count(*) FROM sessions WHERE id = 'big'").fetchone() == (1,)
