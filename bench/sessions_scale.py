@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/sessions_scale.py                                  # 1,000,000 events, 3 DBs
     .venv/bin/python bench/sessions_scale.py --events 100000 --big 20000 --backends postgresql
+    .venv/bin/python bench/sessions_scale.py --backends sqlite --only list   # the import, then the lists only
 
 Builds an export file of about `--events` events (realistic shapes: user text, model text
 with a state delta and usage metadata, tool calls and responses) in sessions of 4 to 36
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 APPS = [f"app{i}" for i in range(5)]
+COMMANDS = {"list", "get", "export", "delete", "doctor"}  # what runs after the import (--only)
 BIG_APP, BIG_USER, BIG_ID = "app0", "heavy", "big"
 AGENT_APP, AGENT_USER, AGENT_ID = "agent_app", "agent_user", "live"
 NOW = time.time()
@@ -318,7 +320,9 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def run_backend(name: str, url: str, source: Path, events: int, old: int, big: int, sessions: int) -> list[str]:
+def run_backend(
+    name: str, url: str, source: Path, events: int, old: int, big: int, sessions: int, only: set[str] = COMMANDS
+) -> list[str]:
     agent = Agent(url)
     rows: list[str] = []
 
@@ -365,29 +369,35 @@ def run_backend(name: str, url: str, source: Path, events: int, old: int, big: i
     step("import", ["session", "import", str(source)], events)
     if url.startswith("postgresql"):
         asyncio.run(_pg_analyze(url))
-    step("list (first page)", ["session", "list", "--json"], adk=adk_call(url, "list", APPS[1]))
-    step("list --app", ["session", "list", "--app", APPS[1], "--json"], adk=adk_call(url, "list", APPS[1]))
-    step(
-        "list --user",
-        ["session", "list", "--user", "user007", "--json"],
-        adk=adk_call(url, "list", APPS[1], "user007"),
-    )
-    step("list --since 7d", ["session", "list", "--since", "7d", "--json"])
-    deep = sessions * 4 // 5  # a page four fifths of the way down the list
-    step(f"list --offset {deep:,}", ["session", "list", "--offset", str(deep), "--json"])
-    step("get big --events 50", ["session", "get", BIG_APP, BIG_USER, BIG_ID, "--events", "50", "--json"])
-    step(
-        "get big --json",
-        ["session", "get", BIG_APP, BIG_USER, BIG_ID, "--json"],
-        big,
-        adk=adk_call(url, "get", BIG_APP, BIG_USER, BIG_ID),
-    )
-    app_events = events // len(APPS)  # about: the big session is in app0, so export app1
-    step(f"export --app {APPS[1]}", ["session", "export", "--app", APPS[1], "-o", str(tmp / "app1.jsonl")], app_events)
-    first_old = _first_old_user(source)
-    agent.resume = first_old  # the agent resumes an old session while the delete runs
-    step(f"delete --older-than 365d ({old:,})", ["session", "delete", "--older-than", "365d", "--yes", "--json"])
-    step("doctor", ["doctor"])
+    if "list" in only:
+        step("list (first page)", ["session", "list", "--json"], adk=adk_call(url, "list", APPS[1]))
+        step("list --app", ["session", "list", "--app", APPS[1], "--json"], adk=adk_call(url, "list", APPS[1]))
+        step(
+            "list --user",
+            ["session", "list", "--user", "user007", "--json"],
+            adk=adk_call(url, "list", APPS[1], "user007"),
+        )
+        step("list --since 7d", ["session", "list", "--since", "7d", "--json"])
+        deep = sessions * 4 // 5  # a page four fifths of the way down the list
+        step(f"list --offset {deep:,}", ["session", "list", "--offset", str(deep), "--json"])
+    if "get" in only:
+        step("get big --events 50", ["session", "get", BIG_APP, BIG_USER, BIG_ID, "--events", "50", "--json"])
+        step(
+            "get big --json",
+            ["session", "get", BIG_APP, BIG_USER, BIG_ID, "--json"],
+            big,
+            adk=adk_call(url, "get", BIG_APP, BIG_USER, BIG_ID),
+        )
+    if "export" in only:
+        app_events = events // len(APPS)  # about: the big session is in app0, so export app1
+        export = ["session", "export", "--app", APPS[1], "-o", str(tmp / "app1.jsonl")]
+        step(f"export --app {APPS[1]}", export, app_events)
+    if "delete" in only:
+        first_old = _first_old_user(source)
+        agent.resume = first_old  # the agent resumes an old session while the delete runs
+        step(f"delete --older-than 365d ({old:,})", ["session", "delete", "--older-than", "365d", "--yes", "--json"])
+    if "doctor" in only:
+        step("doctor", ["doctor"])
     agent.stop()
     watch.stop()
     lost = asyncio.run(_lost(url, agent.written))
@@ -487,7 +497,13 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=200_000, help="events of the one big session")
     parser.add_argument("--old", type=int, default=20_000, help="sessions last updated 400 days ago (deleted)")
     parser.add_argument("--backends", default="postgresql,mysql,sqlite")
+    parser.add_argument(
+        "--only", default=",".join(sorted(COMMANDS)), help="after the import, only these: list,get,export,delete,doctor"
+    )
     opts = parser.parse_args()
+    only = {c for c in opts.only.split(",") if c}
+    if only - COMMANDS:
+        parser.error(f"--only: unknown {', '.join(sorted(only - COMMANDS))}")
     work = Path(tempfile.mkdtemp(prefix="vmem-scale-"))
     source = work / "sessions.jsonl"
     t0 = time.perf_counter()
@@ -512,7 +528,7 @@ def main() -> None:
         else:
             url = f"sqlite+aiosqlite:///{work / (db + '.db')}"
         try:
-            run_backend(name, url, source, events, opts.old, opts.big, sessions)
+            run_backend(name, url, source, events, opts.old, opts.big, sessions, only)
         finally:
             if name == "postgresql":
                 asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))

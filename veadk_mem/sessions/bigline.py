@@ -31,18 +31,19 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.rawsession import RawEvent
 
 BIG_LINE = 16 * 1024 * 1024  # bytes; a longer JSONL line is streamed ($VMEM_BIG_LINE)
+SQLITE_BIG_LINE = 2 * 1024 * 1024  # ... into sqlite, where it is also written in short transactions
 CHUNK = 2000  # events checked, built and written at a time
 SPOOL_PREFIX = "vmem-big-"
 _EVENT_PATH = re.compile(r"\$\.events\[(\d+)\]")
 _UNSET = object()
 
 
-def big_line_bytes() -> int:
-    """The line length from which a session is streamed: $VMEM_BIG_LINE bytes, else BIG_LINE."""
+def big_line_bytes(default: int = BIG_LINE) -> int:
+    """The line length from which a session is streamed: $VMEM_BIG_LINE bytes, else `default`."""
     try:
-        return max(1024, int(os.environ.get("VMEM_BIG_LINE", BIG_LINE)))
+        return max(1024, int(os.environ.get("VMEM_BIG_LINE", default)))
     except ValueError:
-        return BIG_LINE
+        return default
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,12 @@ class StoreBase:
             @event.listens_for(engine.sync_engine, "connect")
             def _connect(dbapi_conn: Any, record: Any) -> None:
                 dbapi_conn.isolation_level = None
+                # Off, as sqlite has them unless a build turns them on: a big session's events
+                # are written before its session row (`Writes._write_big_staged`), and every
+                # vmem delete names the events it deletes (ADK's connections turn them on).
+                cursor = dbapi_conn.cursor()
+                cursor.execute("PRAGMA foreign_keys=OFF")
+                cursor.close()
 
             @event.listens_for(engine.sync_engine, "begin")
             def _begin(conn: Any) -> None:

@@ -73,7 +73,9 @@ async def import_file(
             await _check_all(limits)
 
     async def _check_all(limits: Limits) -> None:
-        records = iter_checked(source, name, limits, big="check", columns=store.takes_columns())
+        records = iter_checked(
+            source, name, limits, big="check", columns=store.takes_columns(), big_bytes=store.big_line_bytes()
+        )
         for n, (where, record) in enumerate(records, 1):
             if n % 500 == 0:
                 # Ctrl-C cancels the running task, which only an await can notice: without
@@ -125,7 +127,7 @@ async def import_file(
             else:
                 records = (
                     bigs[record.start] if isinstance(record, BigLine) else record
-                    for _, record in iter_checked(source, name, big="skip")
+                    for _, record in iter_checked(source, name, big="skip", big_bytes=store.big_line_bytes())
                 )
                 report = await store.import_records(records, force=force, progress=progress)
             report.warnings = list(dict.fromkeys(store.warnings))
@@ -144,7 +146,7 @@ def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: 
     if dry_run or not store.takes_columns() or not worthwhile(source):
         return None
     try:
-        return ReaderProcess(source, name, batch_rows=store.batch_rows())
+        return ReaderProcess(source, name, batch_rows=store.batch_rows(), big_bytes=store.big_line_bytes())
     except OSError:  # no interpreter to start: the write pass reads in this process
         return None
 

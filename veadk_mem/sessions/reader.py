@@ -69,6 +69,7 @@ class ReaderProcess:
         batch_rows: int = 20_000,
         batch_seconds: float = 0.5,
         first_rows: int = 1000,
+        big_bytes: int | None = None,
     ) -> None:
         """Start the child; batches are cut as the thread path cuts them (rows, or seconds of reading)."""
         # -P: the working directory never shadows a module; the package's own root is searched
@@ -88,6 +89,7 @@ class ReaderProcess:
             "batch_rows": batch_rows,
             "batch_seconds": batch_seconds,
             "first_rows": first_rows,
+            "big_bytes": big_bytes,
         }
         self._proc.stdin.write(pickle.dumps(job))
         self._proc.stdin.close()
@@ -230,7 +232,7 @@ def _child() -> int:
     try:
         batch: list[Any] = []
         rows, limit, started = 0, job["first_rows"], time.monotonic()
-        for _, record in iter_checked(job["source"], job["name"], big="skip"):
+        for _, record in iter_checked(job["source"], job["name"], big="skip", big_bytes=job["big_bytes"]):
             if isinstance(record, BigLine):  # the writer streams it: cut the batch, say where it is
                 if batch:
                     flush(batch)

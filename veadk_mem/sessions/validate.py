@@ -23,11 +23,12 @@ def iter_checked(
     *,
     big: str | None = None,
     columns: bool = False,
+    big_bytes: int | None = None,
 ) -> Iterator[tuple[str, Any]]:
     """(where, record) for each session and app_state / user_state record, validated.
 
     With `limits`, also every value the target database would refuse at write time.
-    `big` streams JSONL lines of `bigline.big_line_bytes()` and more instead of decoding
+    `big` streams JSONL lines of `big_bytes` (`bigline.big_line_bytes()`) and more instead of decoding
     them: "check" checks such a line and gives a `bigline.BigSession` (its events spooled:
     the caller removes the spool, `BigSession.remove_spool`), "skip" only locates
     it (a `bigline.BigLine`: the write pass, after the check pass checked it); `columns`
@@ -37,7 +38,8 @@ def iter_checked(
     from veadk_mem.events import iter_documents
     from veadk_mem.sessions import bigline
 
-    documents = bigline.iter_lines(source, name, bigline.big_line_bytes()) if big else None
+    limit = bigline.big_line_bytes() if big_bytes is None else big_bytes
+    documents = bigline.iter_lines(source, name, limit) if big else None
     for where, data in documents or iter_documents(source, name):
         try:
             if isinstance(data, bigline.BigLine):

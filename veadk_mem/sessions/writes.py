@@ -7,13 +7,13 @@ import contextlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.bulk import bulk_objects, collect_young
-from veadk_mem.errors import Interrupted, VmemError
+from veadk_mem.errors import Interrupted, StoreError, VmemError
 from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
@@ -363,6 +363,18 @@ class Writes(Reads):
         """
         return SQLITE_BATCH_ROWS if self.dialect == "sqlite" else BATCH_ROWS
 
+    def big_line_bytes(self) -> int:
+        """The JSONL line length from which an import streams a session and writes it on its own.
+
+        `$VMEM_BIG_LINE` bytes when set; else 2 MB on sqlite (some 6,000 events), where such a
+        session is written in short transactions (`_write_big_staged`) instead of its batch's
+        one transaction, which holds the whole file's write lock; else 16 MB, where streaming
+        only bounds the import's memory.
+        """
+        from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, big_line_bytes
+
+        return big_line_bytes(SQLITE_BIG_LINE if self.dialect == "sqlite" else BIG_LINE)
+
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`).
 
@@ -420,6 +432,7 @@ class Writes(Reads):
         database works meanwhile, in its server or in sqlite's C code without the GIL.
         """
         ahead: asyncio.Future[tuple[_Batch, bool]] | None = None
+        staging: list[str] = []  # a session written in short transactions, while it is under way
         try:
             batch, done = await asyncio.to_thread(take)
             while batch.records or batch.big is not None:
@@ -427,7 +440,9 @@ class Writes(Reads):
                 started = time.monotonic()
                 for attempt in range(5):
                     try:
-                        if batch.big is not None:
+                        if batch.big is not None and self.dialect == "sqlite":
+                            pending = await self._write_big_staged(batch.big, force=force, staging=staging)
+                        elif batch.big is not None:
                             pending = await self._write_big(batch.big, force=force)
                         else:
                             pending = await self._write_batch(batch, force=force)
@@ -453,10 +468,10 @@ class Writes(Reads):
                 ahead.cancel()
             if report.sessions or report.app_states or report.user_states:
                 raise Interrupted(
-                    f"interrupted -- {report.sessions:,} session(s) before it were written and committed; "
-                    "re-running the import is safe"
+                    f"interrupted -- {report.sessions:,} session(s) before it were written and committed"
+                    f"{_staged_note(staging)}; re-running the import is safe"
                 ) from None
-            raise Interrupted("interrupted -- nothing was written") from None
+            raise Interrupted(f"interrupted -- {_nothing(staging)}") from None
         except Exception as exc:
             if ahead is not None:  # let the reading thread finish before the iterator is dropped
                 with contextlib.suppress(Exception):
@@ -464,11 +479,11 @@ class Writes(Reads):
             error = exc if isinstance(exc, VmemError) else self._fail(exc)
             if report.sessions or report.app_states or report.user_states:
                 error.message = (
-                    f"{error.message} -- {report.sessions:,} session(s) before it were written and committed; "
-                    "re-running the import is safe"
+                    f"{error.message} -- {report.sessions:,} session(s) before it were written and committed"
+                    f"{_staged_note(staging)}; re-running the import is safe"
                 ).replace("; nothing was changed", "")
             else:
-                error.message = error.message.replace("; nothing was changed", "") + " -- nothing was written"
+                error.message = error.message.replace("; nothing was changed", "") + f" -- {_nothing(staging)}"
             error.args = (error.message,)
             raise error from None
         finally:
@@ -574,6 +589,179 @@ class Writes(Reads):
                             await ahead
         pending.sessions = 1
         return pending
+
+    @contextlib.asynccontextmanager
+    async def _short_write(self) -> AsyncIterator[AsyncConnection]:
+        """One write transaction (BEGIN IMMEDIATE on sqlite), then `sqlite_gap` for as long as it held the lock."""
+        started = time.monotonic()
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                yield conn
+        await sqlite_gap(self.dialect, time.monotonic() - started)
+
+    async def _write_big_staged(self, big: BigSession, *, force: bool, staging: list[str]) -> ImportReport:
+        """sqlite: the session of a long line in short transactions, its row in `sessions` last.
+
+        sqlite has one writer for the whole file: `_write_big`'s one transaction kept every
+        agent of the file waiting for the whole session (6.4 s for 200,000 events, past ADK's
+        5 s busy timeout). Here each transaction writes `batch_rows()` events and commits,
+        with `sqlite_gap`'s pause after it. No reader sees part of the session all the same:
+        ADK (get_session, list_sessions, append_event) and vmem find a session by its row in
+        `sessions`, and events without that row are read by no one. That row, with the app and
+        user state, is written last, in one short transaction, and only when the key's events
+        are exactly the ones written here. sqlite's foreign keys stay off on vmem's connections
+        (`engine.StoreBase.open`), so the events may wait for their row; ADK's connections turn
+        them on, which checks only the rows ADK itself writes or deletes.
+
+        A session stored already (written over) loses its row in the first transaction: from
+        then on readers find no such session (an agent appending to it gets ADK's
+        SessionNotFoundError) until the new version's row is written; its old events are
+        deleted in short transactions before the new ones are written. A failure or Ctrl-C
+        part-way leaves events without a session row, seen by no reader; the next import of
+        the session deletes them first. Meanwhile `staging` holds what the import's error
+        message says of it.
+        """
+        from sqlalchemy import delete, func, insert, literal_column, select
+
+        from veadk_mem.sessions.bigline import column_chunks, event_chunks
+        from veadk_mem.sessions.codec import dumps
+        from veadk_mem.sessions.state import split_state
+
+        t = self.tables
+        s, e = t.sessions.c, t.events.c
+        pending = ImportReport()
+        key = (big.app_name, big.user_id, big.id)
+        now = time.time()
+        updated, created = big.update_time(now), big.create_time(now)
+        app_part, user_part, own = split_state(big.state)
+        plans = self._insert_plans()
+        session_is = (s.app_name == key[0], s.user_id == key[1], s.id == key[2])
+        events_of = (e.app_name == key[0], e.user_id == key[1], e.session_id == key[2])
+        step = self.batch_rows()
+        written: list[str] = []  # the ids of the events written, to take them back if the key is taken meanwhile
+
+        async def still_free(conn: AsyncConnection) -> None:
+            """_Taken when the session's row appeared since (an agent or another import created it)."""
+            if (await conn.execute(select(literal_column("1")).where(*session_is))).first() is not None:
+                raise _Taken
+
+        # 1. the stored version, re-checked as in `_write_big`: its row goes first
+        async with self._short_write() as conn:
+            stored = await self._stored_times(conn, [key])
+            if not force and key in stored and _newer(stored[key], updated):
+                pending.skipped.append("/".join(key))
+                return pending
+            if key in stored:
+                await conn.execute(delete(t.sessions).where(*session_is))
+                pending.replaced = 1
+        name = "/".join(key)
+        staging.append(
+            f"session {name} was not written (its stored version was removed first)"
+            if pending.replaced
+            else f"session {name} was not written"
+        )
+
+        async def rest() -> ImportReport:
+            # 2. the key's events without a session row: the stored version's, or an interrupted import's
+            while True:
+                async with self._short_write() as conn:
+                    await still_free(conn)
+                    some = select(literal_column("rowid")).where(*events_of).limit(step).scalar_subquery()
+                    gone = (await conn.execute(delete(t.events).where(literal_column("rowid").in_(some)))).rowcount
+                if gone < step:
+                    break
+            # 3. the events, `step` at a time, each group read and built in a thread while the last is written
+            encoded = plans is not None and big.columns  # by the check pass already
+            chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
+
+            left: list[tuple[list[str], list[Any]]] = []  # a chunk's ids and rows beyond the last group
+
+            def group() -> tuple[list[str], list[Any]] | None:
+                """The next `step` events' ids and rows (a spool chunk is 2,000 events: split or joined)."""
+                ids: list[str] = []
+                rows: list[Any] = []
+                while len(ids) < step:
+                    if not left:
+                        events = next(chunks, None)
+                        if events is None:
+                            break
+                        left.append(built(events))
+                    more_ids, more_rows = left.pop()
+                    take = step - len(ids)
+                    ids += more_ids[:take]
+                    rows += more_rows[:take]
+                    if len(more_ids) > take:
+                        left.append((more_ids[take:], more_rows[take:]))
+                return (ids, rows) if ids else None
+
+            def built(events: Any) -> tuple[list[str], list[Any]]:
+                if encoded:
+                    assert plans is not None
+                    return events["id"], plans[1].rows(events)
+                ids = [event.id for event in events]
+                if plans is None:
+                    return ids, self._event_rows(key[0], key[1], key[2], events)
+                columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)])
+                return ids, plans[1].rows(columns.events)
+
+            ahead = asyncio.ensure_future(asyncio.to_thread(group))
+            try:
+                while (got := await ahead) is not None:
+                    ahead = asyncio.ensure_future(asyncio.to_thread(group))
+                    ids, event_rows = got
+                    async with self._short_write() as conn:
+                        await still_free(conn)
+                        if plans is None:
+                            await self._insert_event_rows(conn, event_rows)
+                        elif not await plans[1].insert(conn, event_rows):
+                            raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
+                    written.extend(ids)
+                    pending.events += len(ids)
+                    collect_young()
+            finally:
+                if not ahead.done():
+                    ahead.cancel()
+                    with contextlib.suppress(BaseException):
+                        await ahead
+            # 4. the session row and the state, once the key holds exactly the events written here
+            async with self._short_write() as conn:
+                await still_free(conn)
+                have = (await conn.execute(select(func.count()).select_from(t.events).where(*events_of))).scalar_one()
+                if have != len(written):
+                    raise StoreError(
+                        f"session {'/'.join(key)}: {have:,} events under its key where {len(written):,} were written "
+                        "(another writer changed them meanwhile); its session row was not written",
+                        hint="run the import again",
+                    )
+                await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
+                if plans is not None:
+                    row: dict[str, list[Any]] = {"app_name": [key[0]], "user_id": [key[1]], "id": [key[2]]}
+                    row["state"] = [dumps(own)]
+                    row |= {"create_time": [created], "update_time": [updated]}
+                    if not await plans[0].insert(conn, plans[0].rows(row)):
+                        raise RuntimeError(f"internal: no open transaction for the insert into {plans[0].table}")
+                else:
+                    session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
+                    session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
+                    await conn.execute(insert(t.sessions), [session_row])
+            pending.sessions = 1
+            return pending
+
+        try:
+            return await rest()
+        except _Taken:
+            staging.clear()
+            for i in range(0, len(written), _BATCH):  # the other writer's session, as it wrote it
+                async with self._short_write() as conn:
+                    await conn.execute(delete(t.events).where(*events_of, e.id.in_(written[i : i + _BATCH])))
+            raise StoreError(
+                f"session {name} was created by another writer while it was being imported; left as that writer has it",
+                hint="import the file again (with --force to write the file's version over it)",
+            ) from None
+        finally:
+            if pending.sessions:
+                staging.clear()
 
     async def _write_records(self, conn: AsyncConnection, batch: _Batch, pending: ImportReport, *, force: bool) -> None:
         from sqlalchemy import insert
@@ -871,6 +1059,10 @@ class Writes(Reads):
             )
 
 
+class _Taken(Exception):
+    """The key of a session being written in short transactions was taken by another writer meanwhile."""
+
+
 @dataclass(slots=True)
 class _Batch:
     """Records for one transaction: session heads and state records in file order, and the rows.
@@ -915,6 +1107,18 @@ def _take_batch(records: Iterator[Any], seconds: float, max_rows: int) -> tuple[
             return batch, False
         rows += 1 + (0 if isinstance(record, dict) else len(record.events))
     return batch, False
+
+
+def _staged_note(staging: list[str]) -> str:
+    """What an error message says of a session left part-written in short transactions (none: "")."""
+    if not staging:
+        return ""
+    return f" ({staging[0]}: its events so far have no session row, so no reader sees them; a re-run replaces them)"
+
+
+def _nothing(staging: list[str]) -> str:
+    """The end of the message of an import stopped before its first commit."""
+    return f"no session was written{_staged_note(staging)}" if staging else "nothing was written"
 
 
 def _newer(stored: float, file_time: float) -> bool:
