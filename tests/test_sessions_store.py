@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 from sessions_helpers import APP, adk_events, build, build_v0, sqlite_url
 
 from veadk_mem import events as ev
+from veadk_mem.config import VmemSettings
 from veadk_mem.errors import BadInput, NotFound, StoreError
 from veadk_mem.sessions.codec import camel_event
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
 from veadk_mem.sessions.store import DeleteReport, SessionFilter, SessionKey, SessionStore, split_state
 from veadk_mem.sessions.timespec import parse_duration, parse_time
-from veadk_mem.sessions.url import to_async_url
+from veadk_mem.sessions.url import given_db_url, session_db_url, sqlite_file, to_async_url
 
 # --- restricted unpickler ---------------------------------------------------------------
 
@@ -171,6 +172,30 @@ def test_urls() -> None:
     with pytest.raises(BadInput) as info:
         to_async_url("mysql://u:p@ss@h/db")
     assert info.value.hint and "%40" in info.value.hint
+    with pytest.raises(BadInput, match="the user or password contains an unencoded '@'"):
+        to_async_url("mysql://u:p@ss:word@h/db")  # SQLAlchemy alone would read 'word@h' as the port
+    with pytest.raises(BadInput, match="unsupported database 'post-gres'"):
+        to_async_url("post-gres://h/db")
+    with pytest.raises(BadInput, match=r"^postgresql://u:\*\*\*\*@h:x/db: invalid database URL \(ValueError\)$"):
+        to_async_url("postgresql+asyncpg://u:pw@h:x/db")
+    assert sqlite_file(to_async_url("sqlite:///:memory:")) is None
+    assert sqlite_file(to_async_url("/tmp/a%41 b.db")) == "/tmp/a%41 b.db"  # the file named, not /tmp/aA b.db
+
+
+def test_urls_built_from_config() -> None:
+    cfg = VmemSettings.model_validate(
+        {
+            "short_term_memory": {"backend": "postgresql"},
+            "database": {"postgresql": {"user": "me", "password": "p@ss:word", "database": "adk db", "port": 5433}},
+        }
+    )
+    url = session_db_url(cfg)
+    assert url == "postgresql+asyncpg://me:p%40ss%3Aword@127.0.0.1:5433/adk db"
+    assert given_db_url(cfg, url) == "postgresql://me:p%40ss%3Aword@127.0.0.1:5433/adk db"
+    cfg = VmemSettings.model_validate(
+        {"short_term_memory": {"backend": "mysql"}, "database": {"mysql": {"database": "adk"}}}
+    )
+    assert session_db_url(cfg) == "mysql+aiomysql://127.0.0.1:3306/adk?charset=utf8mb4"
 
 
 def test_split_state() -> None:

@@ -54,9 +54,10 @@ class StoreBase:
         schema: str = "",
         password: str = "",
     ) -> None:
-        from veadk_mem.sessions.url import to_async_url
+        from veadk_mem.sessions.url import to_async_url, url_dialect
 
         self.url = to_async_url(url)
+        self.dialect = url_dialect(self.url)  # sqlite, postgresql or mysql
         self.given_url = url  # as the user wrote it (a path, postgresql://): what messages name
         self.create = create
         env_timeout = os.environ.get("VMEM_SQLITE_BUSY_TIMEOUT", "") or "10"
@@ -111,18 +112,14 @@ class StoreBase:
         await self.close()
 
     @property
-    def dialect(self) -> str:
-        return self.url.split("+", 1)[0].split(":", 1)[0]
-
-    @property
     def display_url(self) -> str:
         """The database as the user named it (a path, or a URL without the async driver vmem
         adds: postgresql://, not postgresql+asyncpg://), its password masked."""
-        import re
+        from veadk_mem.sessions.url import plain_url
 
         given = self.given_url
         if given == self.url:  # built by vmem from a config section: the driver is vmem's
-            given = re.sub(r"^(sqlite|postgresql|mysql)\+(aiosqlite|asyncpg|aiomysql)://", r"\1://", given)
+            given = plain_url(given)
         return mask_url(given)
 
     def _sqlite_path(self) -> str | None:
