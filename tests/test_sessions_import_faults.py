@@ -16,8 +16,8 @@ from sessions_helpers import APP, interrupt_when, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.sessions import reader as reader_module
-from veadk_mem.sessions.reader import ReaderProcess
+from veadk_mem.sessions import import_child
+from veadk_mem.sessions.import_child import ReaderProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +101,7 @@ def test_a_stopped_reader_child_ends_the_import_with_one_line(
         os.kill(self._proc.pid, signal.SIGSTOP)  # a real stop, before it has sent anything
         stopped.append(self._proc.pid)
 
-    monkeypatch.setattr(reader_module, "worthwhile", lambda source: True)
+    monkeypatch.setattr(import_child, "worthwhile", lambda source: True)
     monkeypatch.setattr(ReaderProcess, "__init__", init)
     monkeypatch.setenv("VMEM_READER_TIMEOUT", "1")
     source = write_export(tmp_path / "s.jsonl", 30, 5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from veadk_mem.check import Check
+from veadk_mem.check_outcome import Check
 from veadk_mem.config import VmemSettings, mask_url
 from veadk_mem.errors import VmemError
 

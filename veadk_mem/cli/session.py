@@ -236,7 +236,7 @@ EVENT_COLUMNS = [
 
 def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, shown: int, last: int | None) -> None:
     """The session's fields and its state, before the timeline."""
-    from veadk_mem.sessions.state import state_scope
+    from veadk_mem.sessions.state_scopes import state_scope
 
     state.render.fields(
         [

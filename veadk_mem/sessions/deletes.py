@@ -14,7 +14,7 @@ from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
-from veadk_mem.sessions.reads import Reads
+from veadk_mem.sessions.read_queries import Reads
 from veadk_mem.sessions.records import _BATCH, DeleteReport, SessionFilter, SessionKey, SessionSummary
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.bulk import bulk_objects
+from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.sessions.driver import DriverPlan
 from veadk_mem.sessions.engine import StoreBase
 from veadk_mem.sessions.layout import (
@@ -18,7 +18,7 @@ from veadk_mem.sessions.layout import (
     to_epoch,
 )
 from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
-from veadk_mem.sessions.state import _decode_json, merge_state
+from veadk_mem.sessions.state_scopes import _decode_json, merge_state
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection

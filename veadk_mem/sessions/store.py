@@ -6,7 +6,7 @@
 - `engine.py`: connection, sqlite locking discipline, layout detection;
 - `dberrors.py`: driver errors as one-line, secret-free messages;
 - `statements.py`: statement building and caching, the one-call driver path;
-- `reads.py`: lists, summaries, sessions and events, streamed;
+- `read_queries.py`: lists, summaries, sessions and events, streamed;
 - `export.py`: JSONL export in bounded short read transactions;
 - `deletes.py`: deletes in one transaction, re-checked on locked rows;
 - `writes.py` (+ `limits.py`): import checks against the database and batched writes;
@@ -35,7 +35,7 @@ from veadk_mem.sessions.records import (
     SessionSummary,
     file_update_time,
 )
-from veadk_mem.sessions.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, merge_state, split_state, state_scope
+from veadk_mem.sessions.state_scopes import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, merge_state, split_state, state_scope
 from veadk_mem.sessions.validate import iter_import_records, validate_import
 from veadk_mem.sessions.writes import Writes
 

@@ -409,7 +409,7 @@ class Upgrade:
     def _event_rows(self, rows: Sequence[Any]) -> list[dict[str, Any]]:
         """v0 event rows as v1 rows: ADK event data through vmem's codec, the time column as stored."""
         from veadk_mem import events as ev
-        from veadk_mem.bulk import bulk_objects
+        from veadk_mem.gc_pause import bulk_objects
         from veadk_mem.sessions.codec import event_from_row, event_row
         from veadk_mem.sessions.rawsession import raw_event
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.bulk import bulk_objects, collect_young
 from veadk_mem.errors import Interrupted, VmemError
+from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
@@ -27,7 +27,7 @@ from veadk_mem.sessions.layout import (
     to_epoch,
 )
 from veadk_mem.sessions.rawsession import RawSession
-from veadk_mem.sessions.reads import Reads
+from veadk_mem.sessions.read_queries import Reads
 from veadk_mem.sessions.records import _BATCH, ImportReport, Progress, _noop
 from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of
 
@@ -511,7 +511,7 @@ class Writes(Reads):
 
         from veadk_mem.sessions.bigline import column_chunks, event_chunks
         from veadk_mem.sessions.codec import dumps
-        from veadk_mem.sessions.state import split_state
+        from veadk_mem.sessions.state_scopes import split_state
 
         t = self.tables
         pending = ImportReport()

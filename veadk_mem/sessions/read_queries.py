@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.bulk import bulk_objects
 from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.jsonio import escape_terminal
 from veadk_mem.sessions.codec import camel_event, dumps, event_from_row
 from veadk_mem.sessions.codec import dumps_out as dumps_escaped
