@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections import defaultdict
@@ -16,7 +17,7 @@ from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.codec import event_row
-from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
+from veadk_mem.sessions.dberrors import concurrent_ddl, retry_db, retryable
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
@@ -61,25 +62,25 @@ class Writes(Reads):
         from sqlalchemy import insert, select
 
         tables = build_tables(Layout.EMPTY)
-        for attempt in range(5):
-            try:
-                async with self.engine.connect() as conn:
-                    conn = await conn.execution_options(vmem_write=True)
-                    async with conn.begin():
-                        await conn.run_sync(tables.metadata.create_all)
-                        assert tables.internal is not None
-                        have = await conn.execute(
-                            select(tables.internal.c.value).where(tables.internal.c.key == SCHEMA_VERSION_KEY)
+
+        async def create() -> None:
+            async with self.engine.connect() as conn:
+                conn = await conn.execution_options(vmem_write=True)
+                async with conn.begin():
+                    await conn.run_sync(tables.metadata.create_all)
+                    assert tables.internal is not None
+                    have = await conn.execute(
+                        select(tables.internal.c.value).where(tables.internal.c.key == SCHEMA_VERSION_KEY)
+                    )
+                    if have.first() is None:
+                        await conn.execute(
+                            insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
                         )
-                        if have.first() is None:
-                            await conn.execute(
-                                insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
-                            )
-                break
-            except Exception as exc:
-                if attempt == 4 or not _concurrent_ddl(exc):
-                    raise self._fail(exc) from None
-                await asyncio.sleep(0.05 * (attempt + 1))
+
+        try:
+            await retry_db(create, concurrent_ddl)
+        except Exception as exc:
+            raise self._fail(exc) from None
         self._tables = tables
         self._stmts.clear()
         self.layout = Layout.V1
@@ -425,19 +426,9 @@ class Writes(Reads):
             while batch.records or batch.big is not None:
                 ahead = None if done else asyncio.ensure_future(asyncio.to_thread(take))
                 started = time.monotonic()
-                for attempt in range(5):
-                    try:
-                        if batch.big is not None:
-                            pending = await self._write_big(batch.big, force=force)
-                        else:
-                            pending = await self._write_batch(batch, force=force)
-                        break
-                    except Exception as exc:
-                        # Another writer (a second import, the agent) deadlocked with this batch:
-                        # the database rolled it back whole; write the same records again.
-                        if attempt == 4 or not _retryable(exc):
-                            raise
-                        await asyncio.sleep(0.05 * (attempt + 1))
+                # Another writer (a second import, the agent) may deadlock with this batch: the
+                # database rolled it back whole, so the same records are written again.
+                pending = await retry_db(functools.partial(self._write_one, batch, force=force), retryable)
                 _add(report, pending)
                 if ahead is not None:
                     await sqlite_gap(self.dialect, time.monotonic() - started)
@@ -484,6 +475,12 @@ class Writes(Reads):
                 f"{field} dropped from {len(keys):,} event(s): the tables of {where} have no {name} column"
             )
         self._dropped = {}
+
+    async def _write_one(self, batch: _Batch, *, force: bool) -> ImportReport:
+        """Write one batch, or the one long session it holds, in its own transaction."""
+        if batch.big is not None:
+            return await self._write_big(batch.big, force=force)
+        return await self._write_batch(batch, force=force)
 
     async def _write_batch(self, batch: _Batch, *, force: bool) -> ImportReport:
         """Write `batch` in ONE transaction and return its counts.
