@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
 from veadk_mem.errors import VmemError
+from veadk_mem.jsonio import compact_json_out as dumps
 from veadk_mem.sessions.codec import camel_event, event_from_row
-from veadk_mem.sessions.codec import dumps_out as dumps
 from veadk_mem.sessions.read_queries import Reads, _session_head, _session_tail
 from veadk_mem.sessions.records import _BATCH, Progress, SessionFilter, SessionSummary, _noop
 

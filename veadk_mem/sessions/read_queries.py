@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import NotFound, StoreError, VmemError
 from veadk_mem.gc_pause import bulk_objects
+from veadk_mem.jsonio import compact_json as dumps
+from veadk_mem.jsonio import compact_json_out as dumps_escaped
 from veadk_mem.jsonio import escape_terminal
-from veadk_mem.sessions.codec import camel_event, dumps, event_from_row
-from veadk_mem.sessions.codec import dumps_out as dumps_escaped
+from veadk_mem.sessions.codec import camel_event, event_from_row
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
 from veadk_mem.sessions.statements import Statements

@@ -506,8 +506,8 @@ class Writes(Reads):
         """
         from sqlalchemy import insert
 
+        from veadk_mem.jsonio import compact_json as dumps
         from veadk_mem.sessions.bigline import column_chunks, event_chunks
-        from veadk_mem.sessions.codec import dumps
         from veadk_mem.sessions.state_scopes import split_state
 
         t = self.tables
