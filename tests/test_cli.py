@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.cli.docs import build_tree, walk
+from veadk_mem.cli.docs import command_tree, walk
 
-COMMANDS = [node.path for node in walk(build_tree())]
+COMMANDS = [node.path for node in walk(command_tree())]
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "vmem")
@@ -24,7 +24,7 @@ def test_every_command_has_help(runner: CliRunner, path: tuple[str, ...]) -> Non
     result = runner.invoke(app, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("Usage: vmem")
-    node = next(n for n in walk(build_tree()) if n.path == path)
+    node = next(n for n in walk(command_tree()) if n.path == path)
     assert node.help, f"vmem {' '.join(path)} has no help text"
 
 

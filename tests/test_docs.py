@@ -205,10 +205,11 @@ def _sh_quote(word: str) -> str:
 
 
 def test_the_command_reference_is_its_own_page_and_the_readme_links_it() -> None:
-    from veadk_mem.cli.completion import build_tree, walk
+    from veadk_mem.cli.completion import walk
+    from veadk_mem.cli.docs import command_tree
 
     page = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
-    for node in walk(build_tree()):
+    for node in walk(command_tree()):
         title = "vmem" + (" " + node.key if node.path else "")
         assert f"## `{title}`\n" in page, title
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

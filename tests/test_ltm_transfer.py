@@ -354,8 +354,9 @@ async def test_vectors_as_plain_numbers_are_read_too(tmp_path: Path) -> None:
 
 def test_backend_options_complete_backend_names() -> None:
     from veadk_mem.cli.completion import script
+    from veadk_mem.cli.docs import root_command
 
-    bash = script("bash")
+    bash = script("bash", root_command())
     for option in ("ltm copy --from-backend", "ltm copy --to-backend", "ltm import --backend", "ltm export -b"):
         line = next(x for x in bash.splitlines() if x.strip().startswith(f'" {option}")'))
         assert "redis" in line and "opensearch" in line and "local" in line

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.cli.completion import build_tree, walk
-from veadk_mem.cli.docs import ROOT, _help_text
+from veadk_mem.cli.completion import walk
+from veadk_mem.cli.docs import ROOT, _help_text, command_tree
 
 EXAMPLES = ROOT / "docs" / "examples" / "sessions"
 
@@ -58,15 +58,15 @@ def test_usage_errors_read_like_vmem_errors(runner: CliRunner) -> None:
 
 
 def test_help_shows_real_metavars() -> None:
-    for node in walk(build_tree()):
+    for node in walk(command_tree()):
         text = _help_text(node)
         usage = text.splitlines()[0]
         assert "{" not in usage and "[[" not in usage, usage
         assert not re.search(r"<(str|int|float|path|list\[str\])>", text), (node.key, text)
-    assert _help_text(next(n for n in walk(build_tree()) if n.key == "session get")).startswith(
+    assert _help_text(next(n for n in walk(command_tree()) if n.key == "session get")).startswith(
         "Usage: vmem session get [OPTIONS] APP USER SESSION_ID"
     )
-    assert "[PATH]" in _help_text(next(n for n in walk(build_tree()) if n.key == "config init"))
+    assert "[PATH]" in _help_text(next(n for n in walk(command_tree()) if n.key == "config init"))
 
 
 def test_the_delete_plan_goes_to_stderr(runner: CliRunner, db: str) -> None:

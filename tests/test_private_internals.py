@@ -57,11 +57,12 @@ def test_the_pure_python_pickler_has_what_the_actions_pickler_calls() -> None:
 
 
 def test_typer_internals_are_those_the_cli_was_written_for() -> None:
+    import inspect
+
     import typer
-    from typer._click.core import Context
-    from typer._click.exceptions import NoArgsIsHelpError, UsageError
-    from typer._click.globals import get_current_context
     from typer.core import TyperArgument
+
+    from veadk_mem.cli import typer_internals
 
     spec = _pin("typer")
     low, high = re.findall(r"[\d.]+", spec)
@@ -69,8 +70,20 @@ def test_typer_internals_are_those_the_cli_was_written_for() -> None:
     assert as_tuple(low) <= _installed("typer") < as_tuple(high), (
         f"typer {typer.__version__}: cli/ was written for {spec}"
     )
-    assert callable(get_current_context) and issubclass(NoArgsIsHelpError, UsageError) and Context
-    # cli/wiring.py sets this per argument to draw usage lines; typer's help must still read it
-    import inspect
-
+    assert issubclass(typer_internals.NoArgsIsHelpError, typer_internals.UsageError)
+    assert callable(typer_internals.current_context)
+    # set_usage_name writes this per argument to draw usage lines; typer's help must still read it
     assert "_usage_display_name" in inspect.getsource(TyperArgument)
+
+
+def test_typer_internals_are_used_in_one_module_only() -> None:
+    """Only cli/typer_internals.py names typer's vendored Click or its private attributes."""
+    fenced = ROOT / "veadk_mem" / "cli" / "typer_internals.py"
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "veadk_mem").rglob("*.py"))
+        if path != fenced
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "typer._click" in line or "_usage_display_name" in line
+    ]
+    assert not offenders, f"typer internals outside cli/typer_internals.py: {offenders}"

@@ -21,7 +21,7 @@ from veadk_mem.cli.wiring import usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
 if TYPE_CHECKING:
-    from typer._click.core import Context as ClickContext
+    from veadk_mem.cli.typer_internals import Context as ClickContext
 
 
 FIRST_COMMANDS = ("session", "ltm", "policy")  # listed first in `vmem --help`
@@ -41,7 +41,7 @@ class VmemGroup(TyperGroup):
         return first + [name for name in self.commands if name not in first]
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+        from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError
 
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
@@ -52,7 +52,7 @@ class VmemGroup(TyperGroup):
             raise typer.Exit(2) from None
 
     def invoke(self, ctx: ClickContext) -> Any:
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+        from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError
 
         try:
             return super().invoke(ctx)
@@ -161,4 +161,21 @@ app.command("completion")(completion_cmd.completion)
 
 def main() -> None:
     """Console-script entry point."""
+    _spare_the_collector()
     app(prog_name="vmem")
+
+
+def _spare_the_collector() -> None:
+    """Fewer, cheaper cyclic collections for a short-lived process.
+
+    What is loaded by now (Typer, pydantic, vmem's modules) lives as long as the process, so it
+    is frozen out of every later collection; and the youngest generation is collected every
+    50,000 net allocations rather than 700, so importing SQLAlchemy and adding up a large answer
+    do not pay a full pass over everything loaded again and again (`session stats --app one`:
+    0.03-0.05 s of its 0.5 s CPU). Reference counting still frees all that is not cyclic, and
+    the paths that build many objects pause the collector anyway (bulk.py).
+    """
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)

@@ -44,13 +44,12 @@ def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
 
 
-def build_tree(policies: Sequence[str] = ()) -> Node:
-    """Walk the Typer app into Nodes, commands in their registration order; `policies` are the
-    named policies of a config, completed beside the presets."""
-    from veadk_mem.cli.app import app
+def build_tree(root_cmd: Any, policies: Sequence[str] = ()) -> Node:
+    """Walk the Click tree of the app (`root_cmd`, as `typer.main.get_command` or the running
+    context's root gives it) into Nodes, commands in their registration order; `policies` are
+    the named policies of a config, completed beside the presets."""
     from veadk_mem.policy import PRESETS
 
-    root_cmd = typer.main.get_command(app)
     return _node(root_cmd, (), [*PRESETS, *policies])
 
 
@@ -58,9 +57,6 @@ def _backends() -> tuple[str, ...]:
     from veadk_mem.ltm.registry import BUILTIN
 
     return tuple(sorted(BUILTIN))
-
-
-BACKENDS = _backends()
 
 
 def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
@@ -74,7 +70,7 @@ def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
                 if opt in POLICY_OPTIONS:
                     node.option_values[opt] = policies
                 elif opt in BACKEND_OPTIONS:
-                    node.option_values[opt] = list(BACKENDS)
+                    node.option_values[opt] = list(_backends())
         elif param.param_type_name == "argument":
             if path == ("completion",):
                 node.arg_values = list(SHELLS)
@@ -248,9 +244,9 @@ def fish_completion(tree: Node) -> str:
     return "\n".join(lines) + "\n"
 
 
-def script(shell: str, policies: Sequence[str] = ()) -> str:
-    """The completion script for `shell` (bash, zsh or fish)."""
-    tree = build_tree(policies)
+def script(shell: str, root_cmd: Any, policies: Sequence[str] = ()) -> str:
+    """The completion script for `shell` (bash, zsh or fish) of the app whose Click tree is `root_cmd`."""
+    tree = build_tree(root_cmd, policies)
     return {"bash": bash_completion, "zsh": zsh_completion, "fish": fish_completion}[shell](tree)
 
 
@@ -317,7 +313,7 @@ def completion(
         policies = list(state.loaded.settings.policy.named())
     except Exception:  # a broken config must not break completion; presets still complete
         policies = []
-    text = script(shell, policies)
+    text = script(shell, ctx.find_root().command, policies)
     if not install:
         state.render.text(text)
         state.render.message(f"install: {INSTALL[shell]}")

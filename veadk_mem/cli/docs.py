@@ -26,12 +26,22 @@ The tour is the [README](../README.md); output rules are in [output.md](output.m
 """
 
 
-def _help_text(node: Node) -> str:
+def root_command() -> Any:
+    """vmem's Click tree, as Typer builds it when `vmem` runs."""
     import typer
 
     from veadk_mem.cli.app import app
 
-    root = typer.main.get_command(app)
+    return typer.main.get_command(app)
+
+
+def command_tree(policies: tuple[str, ...] = ()) -> Node:
+    """The completion tree of the whole app (docs, completion scripts, tests)."""
+    return build_tree(root_command(), policies)
+
+
+def _help_text(node: Node) -> str:
+    root = root_command()
     ctx = root.make_context("vmem", [], resilient_parsing=True)
     parent = ctx
     cmd: Any = root
@@ -56,7 +66,7 @@ def generated_files() -> dict[Path, str]:
     """Every generated file and the content it should have now."""
     from veadk_mem.config import starter_toml
 
-    tree = build_tree()
+    tree = command_tree()
     return {
         COMMANDS_MD: command_reference(tree),
         ROOT / "completions" / "vmem.bash": bash_completion(tree),

@@ -104,9 +104,9 @@ def _wire(cmd: Any) -> None:
 
 
 def _ctx() -> Any:
-    from typer._click.globals import get_current_context
+    from veadk_mem.cli.typer_internals import current_context
 
-    return get_current_context()
+    return current_context()
 
 
 def apply_flags(
@@ -143,6 +143,8 @@ def apply_flags(
 
 def _real_metavar(param: Any) -> None:
     """Usage shows APP, [PATH], FILE... rather than {APP}, [[PATH]]; help drops '<str>'."""
+    from veadk_mem.cli.typer_internals import set_usage_name
+
     bare = (param.metavar or param.name.upper()).strip("[]")
 
     def usage_name() -> str:
@@ -151,7 +153,7 @@ def _real_metavar(param: Any) -> None:
             name += "..."
         return name if param.required else f"[{name}]"
 
-    param._usage_display_name = usage_name
+    set_usage_name(param, usage_name)
     param.display_type_rich = lambda ctx: None
     param.display_type = lambda ctx: None
 
