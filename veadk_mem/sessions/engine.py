@@ -1,7 +1,8 @@
 """Engine setup and locking: the connection, sqlite's transaction discipline, the layout.
 
-`StoreBase` owns the engine; the read, export, delete and import mixins build on it and
-`SessionStore` (store.py) puts them together."""
+`StoreBase` owns the engine; `statements.Statements` adds the statement cache, and
+`SessionStore` (store.py) is that object with the read, export, delete and import parts,
+each given the store."""
 
 from __future__ import annotations
 
@@ -71,9 +72,8 @@ class StoreBase:
         self._reader: AsyncEngine | None = None
         self._tables: Tables | None = None
         self._columns: frozenset[str] | None = None
-        self._stmts: dict[Any, Any] = {}
-        self._plans: dict[Any, DriverPlan | None] = {}
-        self._state_rows: set[tuple[str, str | None]] = set()
+        self.stmts: dict[Any, Any] = {}
+        self.plans: dict[Any, DriverPlan | None] = {}
         self.layout: Layout = Layout.EMPTY
         self.warnings: list[str] = []
         self.damaged: list[str] = []  # sessions skipped because a stored row could not be read
@@ -122,7 +122,7 @@ class StoreBase:
             given = plain_url(given)
         return mask_url(given)
 
-    def _sqlite_path(self) -> str | None:
+    def sqlite_path(self) -> str | None:
         return sqlite_file(self.url)
 
     async def open(self) -> None:
@@ -131,7 +131,7 @@ class StoreBase:
         from sqlalchemy.ext.asyncio import create_async_engine
 
         kwargs: dict[str, Any] = {}
-        path = self._sqlite_path()
+        path = self.sqlite_path()
         if self.dialect == "sqlite":
             if path is not None and Path(path).is_dir():
                 raise BadInput(f"{self.display_url}: is a directory, expected a sqlite file", hint="check --db-url")
@@ -195,6 +195,12 @@ class StoreBase:
             await self._engine.dispose()
             self._engine = None
 
+    def use_tables(self, tables: Tables, layout: Layout) -> None:
+        """Work on tables just created (an import into an empty database): statements built anew."""
+        self._tables = tables
+        self.stmts.clear()
+        self.layout = layout
+
     @property
     def tables(self) -> Tables:
         if self._tables is None:
@@ -207,7 +213,7 @@ class StoreBase:
             raise RuntimeError("SessionStore is not open")
         return self._engine
 
-    def _fail(self, exc: BaseException) -> VmemError:
+    def fail(self, exc: BaseException) -> VmemError:
         return describe_db_error(exc, self.display_url, self._password, self.busy_timeout)
 
     @property

@@ -13,10 +13,10 @@ if TYPE_CHECKING:
 
 
 Progress = Callable[[int], None]
-_BATCH = 500  # rows per IN list, statement batch and partition
+BATCH = 500  # rows per IN list, statement batch and partition
 
 
-def _noop(n: int = 1) -> None:
+def noop(n: int = 1) -> None:
     """A progress callback that does nothing."""
 
 

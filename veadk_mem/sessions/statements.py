@@ -17,8 +17,8 @@ from veadk_mem.sessions.layout import (
     stored_time,
     to_epoch,
 )
-from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
-from veadk_mem.sessions.state_scopes import _decode_json, merge_state
+from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.state_scopes import decode_json, merge_state
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class Statements(StoreBase):
     """The SQL of the read queries, built once per shape and cached."""
 
-    def _session_where(self, flt: SessionFilter | None, keys: Sequence[SessionKey] | None = None) -> list[Any]:
+    def session_where(self, flt: SessionFilter | None, keys: Sequence[SessionKey] | None = None) -> list[Any]:
         from sqlalchemy import and_, or_
 
         s = self.tables.sessions.c
@@ -49,7 +49,7 @@ class Statements(StoreBase):
             conds.append(or_(*[and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in groups.items()]))
         return conds
 
-    async def _summaries(
+    async def summaries(
         self,
         conn: AsyncConnection,
         flt: SessionFilter | None,
@@ -66,9 +66,9 @@ class Statements(StoreBase):
         t = self.tables
         s, e = t.sessions.c, t.events.c
         a, u = t.app_states.c, t.user_states.c
-        if one is not None and "one" in self._stmts:
-            return await self._rows_to_summaries(
-                conn, self._stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}, "one"
+        if one is not None and "one" in self.stmts:
+            return await self.rows_to_summaries(
+                conn, self.stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}, "one"
             )
         shape: tuple[Any, ...] | None = None
         params: dict[str, Any] = {}
@@ -84,8 +84,8 @@ class Statements(StoreBase):
             if offset:
                 params["f_offset"] = offset
             shape = ("filter", *sorted(params), oldest_first)
-            if shape in self._stmts:
-                return await self._rows_to_summaries(conn, self._stmts[shape], params, shape)
+            if shape in self.stmts:
+                return await self.rows_to_summaries(conn, self.stmts[shape], params, shape)
         count = (
             select(func.count())
             .where(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
@@ -96,21 +96,21 @@ class Statements(StoreBase):
             s.app_name,
             s.user_id,
             s.id,
-            self._raw_json(s.state, "state"),
-            self._raw_time(s.create_time, "create_time"),
-            self._raw_time(s.update_time, "update_time"),
+            self.raw_json(s.state, "state"),
+            self.raw_time(s.create_time, "create_time"),
+            self.raw_time(s.update_time, "update_time"),
             count,
-            self._raw_json(a.state, "app_state"),
-            self._raw_json(u.state, "user_state"),
+            self.raw_json(a.state, "app_state"),
+            self.raw_json(u.state, "user_state"),
         ).select_from(
             t.sessions.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
                 t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id)
             )
         )
         if one is not None:  # the hot path of get: one prepared statement, reused
-            cached = self._stmts.get("one")
+            cached = self.stmts.get("one")
             if cached is None:
-                cached = self._stmts["one"] = stmt.where(
+                cached = self.stmts["one"] = stmt.where(
                     self.key_eq(s.app_name, bindparam("k_app")),
                     self.key_eq(s.user_id, bindparam("k_user")),
                     self.key_eq(s.id, bindparam("k_id")),
@@ -132,7 +132,7 @@ class Statements(StoreBase):
                     )
             stmt = stmt.where(*conds)
         else:
-            stmt = stmt.where(*self._session_where(flt, keys))
+            stmt = stmt.where(*self.session_where(flt, keys))
         if oldest_first:
             stmt = stmt.order_by(s.update_time.asc(), s.app_name, s.user_id, s.id)
         else:
@@ -144,10 +144,10 @@ class Statements(StoreBase):
             if not limit and self.dialect in ("sqlite", "mysql"):
                 stmt = stmt.limit(-1 if self.dialect == "sqlite" else 2**63 - 1)
         if shape is not None:
-            self._stmts[shape] = stmt
-        return await self._rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
+            self.stmts[shape] = stmt
+        return await self.rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
 
-    async def _count_compactions(self, conn: AsyncConnection, summaries: Sequence[SessionSummary]) -> None:
+    async def count_compactions(self, conn: AsyncConnection, summaries: Sequence[SessionSummary]) -> None:
         """Set each summary's compaction_count: its events that are ADK context compactions.
 
         One grouped query over the events whose stored JSON names a compaction (actions.
@@ -174,9 +174,9 @@ class Statements(StoreBase):
         # A bare `session_id IN (...)` left PostgreSQL a sequential scan of every event.
         counts: dict[tuple[str, str, str], int] = {}
         ordered = sorted(summaries, key=lambda x: (x.app_name, x.user_id, x.id))
-        for i in range(0, len(ordered), _BATCH):  # `list --limit 0`: a statement per batch of sessions
+        for i in range(0, len(ordered), BATCH):  # `list --limit 0`: a statement per batch of sessions
             groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-            for summary in ordered[i : i + _BATCH]:
+            for summary in ordered[i : i + BATCH]:
                 groups[(summary.app_name, summary.user_id)].append(summary.id)
             keys = or_(
                 *[and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in groups.items()]
@@ -190,17 +190,17 @@ class Statements(StoreBase):
         for summary in summaries:
             summary.compaction_count = counts.get((summary.app_name, summary.user_id, summary.id), 0)
 
-    async def _rows_to_summaries(
+    async def rows_to_summaries(
         self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any = None
     ) -> list[SessionSummary]:
         out = []
         shared: dict[Any, Any] = {}  # app and user state repeat on many rows: decode each once
-        rows = await self._fetch_all(conn, stmt, params, key)
+        rows = await self.fetch_all(conn, stmt, params, key)
         with bulk_objects():
             for r in rows:
                 try:
-                    session_state = _decode_json(r.state, None)
-                    app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
+                    session_state = decode_json(r.state, None)
+                    app_state, user_state = decode_json(r.app_state, shared), decode_json(r.user_state, shared)
                 except (ValueError, TypeError) as exc:  # one corrupt row must not hide every other session
                     self.damaged.append(f"{r.app_name}/{r.user_id}/{r.id}")
                     self.warnings.append(
@@ -222,25 +222,25 @@ class Statements(StoreBase):
                 )
         return out
 
-    async def _fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
+    async def fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
         """Every row of the cached statement `key`, in one driver call where the types allow (driver.py)."""
         if key is not None:
-            if key not in self._plans:
-                self._plans[key] = DriverPlan.make(stmt, self.engine.dialect)
-            plan = self._plans[key]
+            if key not in self.plans:
+                self.plans[key] = DriverPlan.make(stmt, self.engine.dialect)
+            plan = self.plans[key]
             if plan is not None:
                 return await plan.fetch_all(conn, params)
         return (await conn.execute(stmt, params)).all()
 
-    def _raw_json(self, column: Any, name: str) -> Any:
-        """A JSON state column selected as text, decoded by `_decode_json` (with a cache) instead of per row."""
+    def raw_json(self, column: Any, name: str) -> Any:
+        """A JSON state column selected as text, decoded by `decode_json` (with a cache) instead of per row."""
         from sqlalchemy import Text, cast, type_coerce
 
         if self.dialect == "postgresql":
             return cast(column, Text).label(name)
         return type_coerce(column, Text).label(name)
 
-    def _raw_time(self, column: Any, name: str) -> Any:
+    def raw_time(self, column: Any, name: str) -> Any:
         """On sqlite, DATETIME text parsed by datetime.fromisoformat: much faster than the generic processor."""
         from sqlalchemy import Text, type_coerce
 
@@ -248,7 +248,7 @@ class Statements(StoreBase):
             return type_coerce(column, Text).label(name)
         return column.label(name)
 
-    def _events_stmt(self, keys_where: list[Any], last: int | None, by_session: bool = False) -> Any:
+    def events_stmt(self, keys_where: list[Any], last: int | None, by_session: bool = False) -> Any:
         from sqlalchemy import literal_column, select
 
         e = self.tables.events
@@ -257,9 +257,9 @@ class Statements(StoreBase):
         cols: list[Any] = []
         for col in e.c:
             if col.name == "event_data" and not sqlite_service:
-                cols.append(self._raw_json(col, "event_data"))  # decoded by pydantic-core in codec
+                cols.append(self.raw_json(col, "event_data"))  # decoded by pydantic-core in codec
             elif col.name == "timestamp":
-                cols.append(self._raw_time(col, "timestamp"))
+                cols.append(self.raw_time(col, "timestamp"))
             else:
                 cols.append(col)
         if tie is not None:
@@ -276,7 +276,7 @@ class Statements(StoreBase):
         lead = [e.c.app_name, e.c.user_id, e.c.session_id] if by_session else []
         return stmt.order_by(*lead, e.c.timestamp.asc(), tie_col.asc())
 
-    def _batch_events_stmt(self, keys: Sequence[SessionKey]) -> Any:
+    def batch_events_stmt(self, keys: Sequence[SessionKey]) -> Any:
         """Every event of these sessions, ordered by session then time."""
         from sqlalchemy import and_, or_
 
@@ -285,4 +285,4 @@ class Statements(StoreBase):
         for k in keys:
             groups[(k.app_name, k.user_id)].append(k.id)
         where = or_(*[and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in groups.items()])
-        return self._events_stmt([where], None, by_session=True)
+        return self.events_stmt([where], None, by_session=True)

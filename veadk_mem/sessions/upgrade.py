@@ -49,7 +49,7 @@ from veadk_mem.sessions.layout import (
     build_tables,
     to_epoch,
 )
-from veadk_mem.sessions.records import Progress, _noop
+from veadk_mem.sessions.records import Progress, noop
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -71,7 +71,7 @@ Phase = Callable[[str, int], AbstractContextManager[Progress]]
 
 @contextlib.contextmanager
 def _no_phase(description: str, total: int) -> Iterator[Progress]:
-    yield _noop
+    yield noop
 
 
 async def before_swap(conn: AsyncConnection) -> None:
@@ -317,7 +317,7 @@ class Upgrade:
                 "not upgrading, nothing was changed",
                 hint="stop the agents that use it, then retry (VMEM_SQLITE_BUSY_TIMEOUT sets the wait)",
             )
-        return self.store._fail(exc)
+        return self.store.fail(exc)
 
     # -- backup -----------------------------------------------------------------------------
 
@@ -665,7 +665,7 @@ async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
     except VmemError:
         raise
     except Exception as exc:
-        raise store._fail(exc) from None
+        raise store.fail(exc) from None
 
 
 def _drop_order(names: Sequence[str]) -> list[str]:
@@ -743,7 +743,7 @@ async def _table_names(store: SessionStore) -> set[str]:
         async with store.engine.connect() as conn:
             return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     except Exception as exc:
-        raise store._fail(exc) from None
+        raise store.fail(exc) from None
 
 
 async def _drop_old(store: SessionStore, names: Sequence[str]) -> list[str]:
@@ -756,5 +756,5 @@ async def _drop_old(store: SessionStore, names: Sequence[str]) -> list[str]:
                 for name in _drop_order(names):
                     await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(name)}")
     except Exception as exc:
-        raise store._fail(exc) from None
+        raise store.fail(exc) from None
     return list(_drop_order(names))
