@@ -349,9 +349,9 @@ class Upgrade:
 
     def _check_decoded(self) -> None:
         """StoreError naming the events whose actions could not be decoded, unless they are kept raw."""
-        from veadk_mem.sessions.safepickle import _CONVERSION
+        from veadk_mem.sessions.safepickle import CONVERSION
 
-        conversion = _CONVERSION.get()
+        conversion = CONVERSION.get()
         if conversion is None or conversion.keep_raw or not conversion.undecoded:
             return
         items = sorted(conversion.undecoded.items())
