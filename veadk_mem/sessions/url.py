@@ -8,7 +8,7 @@ inside the functions: this module is reached at start-up, where it is not needed
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from veadk_mem.config import VmemSettings
 from veadk_mem.errors import BadInput, NotSupported
@@ -54,8 +54,6 @@ def to_async_url(url: str) -> str:
 
 def session_db_url(settings: VmemSettings) -> str:
     """The async URL for short_term_memory: db_url if set, else built from the backend's section."""
-    from sqlalchemy.engine import URL
-
     stm = settings.short_term_memory
     db_url = stm.db_url.get_secret_value()
     if db_url:
@@ -69,31 +67,28 @@ def session_db_url(settings: VmemSettings) -> str:
     if stm.backend == "sqlite":
         return to_async_url(stm.local_database_path)
     if stm.backend == "postgresql":
-        pg = settings.database.postgresql
-        if not pg.database:
-            raise BadInput("database.postgresql.database: not set (DATABASE_POSTGRESQL_DATABASE)")
-        password = pg.password.get_secret_value()
-        built = URL.create(
-            "postgresql+asyncpg",
-            username=pg.user or None,
-            password=(password or None) if pg.user else None,
-            host=pg.host,
-            port=pg.port,
-            database=pg.database,
-        )
-        return _render(built)
+        return _built("postgresql", settings.database.postgresql, {})
     my = settings.database.mysql
-    if not my.database:
-        raise BadInput("database.mysql.database: not set (DATABASE_MYSQL_DATABASE)")
-    password = my.password.get_secret_value()
+    return _built("mysql", my, {"charset": my.charset})
+
+
+def _built(backend: str, section: Any, query: dict[str, str]) -> str:
+    """The async URL of a [database.postgresql] or [database.mysql] section: user and password
+    quoted as SQLAlchemy quotes them, the password only with a user."""
+    from sqlalchemy.engine import URL
+
+    if not section.database:
+        env = f"DATABASE_{backend.upper()}_DATABASE"
+        raise BadInput(f"database.{backend}.database: not set ({env})")
+    password = section.password.get_secret_value()
     built = URL.create(
-        "mysql+aiomysql",
-        username=my.user or None,
-        password=(password or None) if my.user else None,
-        host=my.host,
-        port=my.port,
-        database=my.database,
-        query={"charset": my.charset},
+        _ASYNC_DRIVERS[backend],
+        username=section.user or None,
+        password=(password or None) if section.user else None,
+        host=section.host,
+        port=section.port,
+        database=section.database,
+        query=query,
     )
     return _render(built)
 
