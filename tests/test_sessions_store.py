@@ -362,3 +362,21 @@ def test_driver_reads_wait_on_a_locked_sqlite_file_then_fail_cleanly(tmp_path: P
             assert len((await store.get_session(APP, "alice", "s1")).events) == 3
 
     asyncio.run(go())
+
+
+def test_importing_the_store_leaves_its_parts_unimported() -> None:
+    """The read, export, delete and import parts are made, their modules imported, on first use:
+    `session stats` (which reads through the engine alone) does not pay for the import machinery."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, veadk_mem.sessions.store as s; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('veadk_mem.sessions.'))))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    loaded = set(out.stdout.split())
+    for part in ("read_queries", "export", "deletes", "writes", "limits", "upgrade", "validate", "codec"):
+        assert f"veadk_mem.sessions.{part}" not in loaded, sorted(loaded)
+    assert "veadk_mem.sessions.statements" in loaded
