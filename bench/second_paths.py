@@ -11,7 +11,7 @@ the same data, so the ratio is what decides whether the lines are worth keeping:
   export and `get --json`) against `Event.model_validate(data).to_dict()`.
 - `timecols.naive_utc_many` / `sqlite_text_many` (a batch of epoch seconds to ADK's time
   column values through numpy) against the per-value `datetime.fromtimestamp` path.
-- `reader.ReaderProcess` (the write pass of a large import read in a child process):
+- `import_child.ReaderProcess` (the write pass of a large import read in a child process):
   the whole `session import` of a file into sqlite with the child and without it
   (`worthwhile` answering False), plus the read pass alone three ways: in this process,
   through the child, and through a one-worker `ProcessPoolExecutor` given chunks of lines.
@@ -208,7 +208,7 @@ def _consume(columns: Any) -> int:
 
 
 def read_pass(path: Path, n_events: int) -> None:
-    from veadk_mem.sessions.reader import ReaderProcess
+    from veadk_mem.sessions.import_child import ReaderProcess
     from veadk_mem.sessions.rows import build_columns
     from veadk_mem.sessions.validate import iter_checked
 
@@ -263,22 +263,22 @@ def _fresh_postgres(name: str) -> str:
 
 
 def whole_import(path: Path, n_events: int, workdir: Path, target: str) -> None:
-    from veadk_mem.sessions import reader
+    from veadk_mem.sessions import import_child
     from veadk_mem.sessions.importer import import_file
     from veadk_mem.sessions.store import SessionStore
 
     def run(with_child: bool, name: str) -> tuple[float, float]:
         db = workdir / f"{name}.db"
         url = f"sqlite:///{db}" if target == "sqlite" else _fresh_postgres(f"vmem_bench_paths_{name}")
-        original = reader.worthwhile
+        original = import_child.worthwhile
         # the child whatever the file's size and the cores (as on a machine with one to spare), or never
-        reader.worthwhile = lambda source: with_child  # type: ignore[assignment]
+        import_child.worthwhile = lambda source: with_child  # type: ignore[assignment]
         try:
             c0, t0 = time.process_time(), time.perf_counter()
             report = asyncio.run(import_file(SessionStore(url, create=True), path))
             result = time.perf_counter() - t0, time.process_time() - c0
         finally:
-            reader.worthwhile = original  # type: ignore[assignment]
+            import_child.worthwhile = original  # type: ignore[assignment]
             db.unlink(missing_ok=True)
         assert report.events == n_events
         return result

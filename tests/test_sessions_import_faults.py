@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions_helpers import APP, interrupt_when, sqlite_url
+from sessions_helpers import APP, interrupt_when, sqlite_rows, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.sessions import reader as reader_module
-from veadk_mem.sessions.reader import ReaderProcess
+from veadk_mem.sessions import import_child
+from veadk_mem.sessions.import_child import ReaderProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +101,7 @@ def test_a_stopped_reader_child_ends_the_import_with_one_line(
         os.kill(self._proc.pid, signal.SIGSTOP)  # a real stop, before it has sent anything
         stopped.append(self._proc.pid)
 
-    monkeypatch.setattr(reader_module, "worthwhile", lambda source: True)
+    monkeypatch.setattr(import_child, "worthwhile", lambda source: True)
     monkeypatch.setattr(ReaderProcess, "__init__", init)
     monkeypatch.setenv("VMEM_READER_TIMEOUT", "1")
     source = write_export(tmp_path / "s.jsonl", 30, 5)
@@ -113,3 +113,73 @@ def test_a_stopped_reader_child_ends_the_import_with_one_line(
     assert stopped
     with pytest.raises(ProcessLookupError):  # reaped
         os.kill(stopped[0], 0)
+
+
+def test_a_batch_the_database_rolled_back_for_a_deadlock_is_written_again(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer deadlocked with a batch (MariaDB's 1213): the database rolled it back whole,
+    so the import writes the same records again, after 50 ms, and nothing is lost."""
+    import time
+
+    from sqlalchemy.exc import OperationalError
+
+    from veadk_mem.sessions import writes
+
+    real = writes.Writes._write_batch
+    calls: list[float] = []
+
+    async def deadlocked_once(self: Any, batch: Any, *, force: bool) -> Any:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise OperationalError(
+                "INSERT INTO sessions", {}, Exception("(1213, 'Deadlock found when trying to get lock')")
+            )
+        return await real(self, batch, force=force)
+
+    monkeypatch.setattr(writes.Writes, "_write_batch", deadlocked_once)
+    source = write_export(tmp_path / "s.jsonl", 30, 3)
+    db = tmp_path / "s.db"
+    result = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(db), "--json"])
+    assert result.exit_code == 0, result.output
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.05
+    assert sqlite_rows(db, "SELECT count(*) FROM sessions") == [(30,)]
+
+    calls.clear()
+
+    async def always_deadlocked(self: Any, batch: Any, *, force: bool) -> Any:
+        calls.append(time.monotonic())
+        raise OperationalError(
+            "INSERT INTO sessions", {}, Exception("(1213, 'Deadlock found when trying to get lock')")
+        )
+
+    monkeypatch.setattr(writes.Writes, "_write_batch", always_deadlocked)
+    again = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "t.db")])
+    assert again.exit_code == 1 and "Deadlock found" in again.stderr and "nothing was written" in again.stderr
+    assert len(calls) == 5  # five tries, then the error as it came
+
+
+def test_tables_another_creator_made_meanwhile_are_created_again(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second creator (another import, the agent's first start) made a table between the
+    import's look and its CREATE TABLE: the layout is read again and the tables made, no error."""
+    from sqlalchemy import MetaData
+    from sqlalchemy.exc import OperationalError
+
+    real = MetaData.create_all
+    calls: list[int] = []
+
+    def raced_once(self: MetaData, bind: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("CREATE TABLE sessions", {}, Exception("table sessions already exists"))
+        real(self, bind, **kwargs)
+
+    monkeypatch.setattr(MetaData, "create_all", raced_once)
+    source = write_export(tmp_path / "s.jsonl", 3, 2)
+    db = tmp_path / "s.db"
+    result = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(db)])
+    assert result.exit_code == 0, result.output
+    assert len(calls) == 2
+    assert sqlite_rows(db, "SELECT count(*) FROM sessions") == [(3,)]

@@ -17,7 +17,7 @@ from sessions_helpers import APP, adk_get, adk_view, interrupt_when, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.sessions import reader as reader_module
+from veadk_mem.sessions import import_child
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,7 +93,7 @@ def test_a_streamed_session_reads_back_through_adk_as_a_decoded_one(
     assert imported(runner, source, whole).exit_code == 0
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
     if child:  # the write pass's reader child (normally from 16 MB) reads the file
-        monkeypatch.setattr(reader_module, "PROCESS_FROM", 1)
+        monkeypatch.setattr(import_child, "PROCESS_FROM", 1)
     streamed = sqlite_url(tmp_path / "streamed.db")
     first = imported(runner, source, streamed, "--json")
     assert first.exit_code == 0, first.output

@@ -444,13 +444,13 @@ def test_export_reads_the_next_batch_while_it_converts_this_one_and_cancels_it_w
     async def go() -> tuple[list[int], list[int]]:
         async with SessionStore(str(db)) as store:
             started: list[int] = []
-            read = store._read_batch
+            read = store._export._read_batch
 
             async def counted(batch: Any) -> Any:
                 started.append(len(batch))
                 return await read(batch)
 
-            store._read_batch = counted  # type: ignore[method-assign]
+            store._export._read_batch = counted  # type: ignore[method-assign]
             pieces = store.export_jsonl(batch_events=5)  # a session a batch
             async for piece in pieces:
                 if '"events":[' in piece:

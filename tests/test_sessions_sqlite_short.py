@@ -286,9 +286,9 @@ def test_a_list_page_reads_a_long_session_in_short_statements(
             )
             found = await store.list_sessions(None, limit=100, compactions=True)
             await store.list_sessions(None, limit=5, offset=10, compactions=True)
-            shape = next(k for k in store._stmts if isinstance(k, tuple) and "f_offset" in k)
+            shape = next(k for k in store.stmts if isinstance(k, tuple) and "f_offset" in k)
             async with store.engine.connect() as conn:
-                sql = str(store._stmts[shape].compile(store.engine.sync_engine))
+                sql = str(store.stmts[shape].compile(store.engine.sync_engine))
                 plan = [r[-1] for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, (5, 10))]
             return {s.id: s.compaction_count for s in found}, seen, plan
 

@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 from sessions_helpers import APP, adk_events, build, build_v0, sqlite_url
 
 from veadk_mem import events as ev
+from veadk_mem.config import VmemSettings
 from veadk_mem.errors import BadInput, NotFound, StoreError
 from veadk_mem.sessions.codec import camel_event
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
 from veadk_mem.sessions.store import DeleteReport, SessionFilter, SessionKey, SessionStore, split_state
 from veadk_mem.sessions.timespec import parse_duration, parse_time
-from veadk_mem.sessions.url import to_async_url
+from veadk_mem.sessions.url import given_db_url, session_db_url, sqlite_file, to_async_url
 
 # --- restricted unpickler ---------------------------------------------------------------
 
@@ -171,6 +172,30 @@ def test_urls() -> None:
     with pytest.raises(BadInput) as info:
         to_async_url("mysql://u:p@ss@h/db")
     assert info.value.hint and "%40" in info.value.hint
+    with pytest.raises(BadInput, match="the user or password contains an unencoded '@'"):
+        to_async_url("mysql://u:p@ss:word@h/db")  # SQLAlchemy alone would read 'word@h' as the port
+    with pytest.raises(BadInput, match="unsupported database 'post-gres'"):
+        to_async_url("post-gres://h/db")
+    with pytest.raises(BadInput, match=r"^postgresql://u:\*\*\*\*@h:x/db: invalid database URL \(ValueError\)$"):
+        to_async_url("postgresql+asyncpg://u:pw@h:x/db")
+    assert sqlite_file(to_async_url("sqlite:///:memory:")) is None
+    assert sqlite_file(to_async_url("/tmp/a%41 b.db")) == "/tmp/a%41 b.db"  # the file named, not /tmp/aA b.db
+
+
+def test_urls_built_from_config() -> None:
+    cfg = VmemSettings.model_validate(
+        {
+            "short_term_memory": {"backend": "postgresql"},
+            "database": {"postgresql": {"user": "me", "password": "p@ss:word", "database": "adk db", "port": 5433}},
+        }
+    )
+    url = session_db_url(cfg)
+    assert url == "postgresql+asyncpg://me:p%40ss%3Aword@127.0.0.1:5433/adk db"
+    assert given_db_url(cfg, url) == "postgresql://me:p%40ss%3Aword@127.0.0.1:5433/adk db"
+    cfg = VmemSettings.model_validate(
+        {"short_term_memory": {"backend": "mysql"}, "database": {"mysql": {"database": "adk"}}}
+    )
+    assert session_db_url(cfg) == "mysql+aiomysql://127.0.0.1:3306/adk?charset=utf8mb4"
 
 
 def test_split_state() -> None:
@@ -271,7 +296,7 @@ def test_driver_reads_equal_sqlalchemys_rows(request: pytest.FixtureRequest, tmp
             session = await store.get_session(APP, "alice", "s1")
             listed = await store.list_sessions(SessionFilter(app=APP, user="alice"))
             assert len(session.events) == 6 and [s.id for s in listed] == ["s1"]
-            planned = {key: plan for key, plan in store._plans.items() if plan is not None}
+            planned = {key: plan for key, plan in store.plans.items() if plan is not None}
             if engine == "mysql":  # aiomysql keeps SQLAlchemy's path
                 assert planned == {}
                 return
@@ -279,7 +304,7 @@ def test_driver_reads_equal_sqlalchemys_rows(request: pytest.FixtureRequest, tmp
             assert set(planned) >= {"one", ("filter", "f_app", "f_user", False)}
             assert ("events" in planned) == (layout != "v0")
             for key, plan in planned.items():
-                stmt = store._stmts[key]
+                stmt = store.stmts[key]
                 args = {"k_app": APP, "k_user": "alice", "k_id": "s1", "f_app": APP, "f_user": "alice"}
                 args = {k: v for k, v in args.items() if k in plan.names}
                 async with store.engine.connect() as conn:
@@ -319,7 +344,7 @@ def test_driver_reads_wait_on_a_locked_sqlite_file_then_fail_cleanly(tmp_path: P
     async def go() -> None:
         async with SessionStore(sqlite_url(path), busy_timeout=0.3) as store:
             await store.get_session(APP, "alice", "s1")  # plans made, connection pooled
-            assert store._plans["one"] is not None and store._plans["events"] is not None
+            assert store.plans["one"] is not None and store.plans["events"] is not None
             holder = sqlite3.connect(path, isolation_level=None)
             holder.execute("BEGIN EXCLUSIVE")  # an agent committing: readers must wait
             try:
@@ -337,3 +362,21 @@ def test_driver_reads_wait_on_a_locked_sqlite_file_then_fail_cleanly(tmp_path: P
             assert len((await store.get_session(APP, "alice", "s1")).events) == 3
 
     asyncio.run(go())
+
+
+def test_importing_the_store_leaves_its_parts_unimported() -> None:
+    """The read, export, delete and import parts are made, their modules imported, on first use:
+    `session stats` (which reads through the engine alone) does not pay for the import machinery."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, veadk_mem.sessions.store as s; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('veadk_mem.sessions.'))))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    loaded = set(out.stdout.split())
+    for part in ("read_queries", "export", "deletes", "writes", "limits", "upgrade", "validate", "codec"):
+        assert f"veadk_mem.sessions.{part}" not in loaded, sorted(loaded)
+    assert "veadk_mem.sessions.statements" in loaded

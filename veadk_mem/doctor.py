@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from veadk_mem.check import Check
+from veadk_mem.check_outcome import Check
 from veadk_mem.config import VmemSettings, mask_url
 from veadk_mem.errors import VmemError
 
@@ -14,7 +14,7 @@ __all__ = ["Check", "check_session_db", "run_checks"]
 
 async def check_session_db(settings: VmemSettings) -> Check:
     """Connect to the session database and run one trivial query."""
-    from veadk_mem.sessions.url import given_db_url, session_db_url, sqlite_file
+    from veadk_mem.sessions.url import given_db_url, read_only_sqlite_url, session_db_url, sqlite_file, url_dialect
 
     try:
         url = session_db_url(settings)
@@ -25,7 +25,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
     from sqlalchemy.ext.asyncio import create_async_engine
 
     # the kind of database actually checked (--db-url may name another than the configured backend)
-    name = f"short_term_memory ({url.split(':', 1)[0].split('+', 1)[0]})"
+    name = f"short_term_memory ({url_dialect(url)})"
     shown = mask_url(given_db_url(settings, url))  # as the user named it, not the driver URL
     path = sqlite_file(url)
     if path is not None:
@@ -33,7 +33,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
 
         if not Path(path).exists():  # connecting would create an empty file: report instead
             return Check(name, "fail", f"{shown}: no such sqlite file (VeADK creates it on first use)", store=shown)
-        url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+        url = read_only_sqlite_url(path)
     started = time.perf_counter()
     engine = create_async_engine(url)
     try:

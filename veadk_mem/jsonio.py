@@ -1,12 +1,15 @@
-"""The one JSON reader for every input and the one JSON encoder for every output.
+"""The one JSON codec: the reader for every input and the encoders for every output.
 
 Reading: a file, a line of JSONL, a policy or inline JSON all decode here, so every bad
 document is the same exit 2 naming where it is: a syntax error by line and column, and
 nesting deeper than pydantic-core parses (about 200 levels, the limit of ADK's own
 `model_validate_json`) as "JSON nested too deeply" instead of a RecursionError.
 
-Writing: NaN and infinities (an agent may store them in state) become null, as ADK's
-`model_dump_json` writes them; bare NaN is not JSON and breaks every strict parser.
+Writing: `dumps` (json's encoder: --json documents, indented, with times and models) and
+`compact_json` (pydantic-core's, several times faster: stored event text, export, `get
+--json`'s streamed events). In both, NaN and infinities (an agent may store them in state)
+become null, as ADK's `model_dump_json` writes them; bare NaN is not JSON and breaks every
+strict parser. Both escape DEL, C1 controls and bidi overrides in what is printed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 
 from veadk_mem.errors import BadInput
 
@@ -100,6 +103,35 @@ def dumps(
             _finite(data), ensure_ascii=False, indent=indent, separators=separators, default=fallback, allow_nan=False
         )
     return escape_terminal(text)
+
+
+def _fast_options() -> dict[str, Any]:
+    try:
+        to_json(0.0, inf_nan_mode="null")
+    except TypeError:  # pydantic-core before inf_nan_mode: its default already writes null
+        return {}
+    return {"inf_nan_mode": "null"}
+
+
+_FAST_OPTIONS = _fast_options()
+
+
+def compact_json(data: Any) -> str:
+    """Compact JSON, non-ASCII kept, as Session.to_json writes it (pydantic-core's fast encoder):
+    the event text vmem stores, and what export and `get --json` stream.
+
+    NaN and infinities (stored by an agent in state, say) are written as null, as ADK's own
+    `model_dump_json` does: bare NaN is not JSON.
+    """
+    return to_json(data, **_FAST_OPTIONS).decode("utf-8")
+
+
+def compact_json_out(data: Any) -> str:
+    """`compact_json` for output (get --json, export, watch): C1 controls and bidi overrides escaped.
+
+    Stored rows keep `compact_json`; what is printed must be safe on a terminal and means the same.
+    """
+    return escape_terminal(compact_json(data))
 
 
 def escape_terminal(text: str) -> str:

@@ -173,7 +173,7 @@ def _spare_the_collector() -> None:
     50,000 net allocations rather than 700, so importing SQLAlchemy and adding up a large answer
     do not pay a full pass over everything loaded again and again (`session stats --app one`:
     0.03-0.05 s of its 0.5 s CPU). Reference counting still frees all that is not cyclic, and
-    the paths that build many objects pause the collector anyway (bulk.py).
+    the paths that build many objects pause the collector anyway (gc_pause.py).
     """
     import gc
 

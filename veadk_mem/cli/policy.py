@@ -94,9 +94,9 @@ def test_cmd(
     on stderr. --json prints {"policy", "saved", "events"}; "saved" is exactly the list
     of strings VeADK hands to the long-term-memory backend.
     """
-    from veadk_mem.bulk import bulk_objects
     from veadk_mem.errors import BadInput
     from veadk_mem.events import read_sessions
+    from veadk_mem.gc_pause import bulk_objects
     from veadk_mem.policy import dry_run
 
     state = get_state(ctx, json_flag=json_flag)

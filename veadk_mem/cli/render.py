@@ -164,7 +164,7 @@ def one_line(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Layout:
+class ColumnFit:
     """Where a table's columns go on a terminal: the shown columns and their widths, or
     records=True when key and text cannot fit beside the rest (one block per row instead)."""
 
@@ -173,7 +173,7 @@ class Layout:
     records: bool = False
 
 
-def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int) -> Layout:
+def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int) -> ColumnFit:
     """Give each column a width so the table fits `width` without cutting a character.
 
     Each column starts at its floor: whole cells for keys and no_wrap columns, the longest
@@ -215,7 +215,7 @@ def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width
 
     room = width - GAP * (len(shown) - 1)
     if len(shown) > 1 and sum(floor[i] for i in shown) > room:
-        return Layout(shown, [], records=True)
+        return ColumnFit(shown, [], records=True)
     widths = {i: floor[i] for i in shown}
     spare = room - sum(widths.values())
     for i in sorted(shown, key=lambda j: word[j] - floor[j]):
@@ -241,7 +241,7 @@ def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width
             spare -= give
     if len(shown) == 1:
         widths[shown[0]] = min(widths[shown[0]], max(width, 1))
-    return Layout(shown, [widths[i] for i in shown])
+    return ColumnFit(shown, [widths[i] for i in shown])
 
 
 class Renderer:

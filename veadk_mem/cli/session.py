@@ -97,17 +97,6 @@ def _summary_json(s: SessionSummary) -> dict[str, Any]:
     return s.to_json()
 
 
-def snake_keys(data: Any) -> Any:
-    """vmem's own report with its keys in snake_case (dryRun -> dry_run); values are not touched."""
-    import re
-
-    if isinstance(data, list):
-        return [snake_keys(v) for v in data]
-    if isinstance(data, dict):
-        return {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): snake_keys(v) for k, v in data.items()}
-    return data
-
-
 def _warn_all(state: AppState, store: SessionStore) -> None:
     for text in dict.fromkeys(store.warnings):
         state.render.warn(text)
@@ -236,7 +225,7 @@ EVENT_COLUMNS = [
 
 def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, shown: int, last: int | None) -> None:
     """The session's fields and its state, before the timeline."""
-    from veadk_mem.sessions.state import state_scope
+    from veadk_mem.sessions.state_scopes import state_scope
 
     state.render.fields(
         [
@@ -328,7 +317,7 @@ def delete_cmd(
     for key in report.skipped:
         state.render.warn(f"{key}: kept, it was updated after it was listed")
     if state.json_mode:
-        state.render.json(snake_keys(report.to_json()))
+        state.render.json(report.to_json())
         return
     if not report.sessions:
         state.render.message("no sessions match: nothing deleted")
@@ -451,7 +440,7 @@ def import_cmd(
     for key in report.skipped:
         state.render.warn(f"{key}: not imported, the database holds a newer version (changed meanwhile; --force)")
     if state.json_mode:
-        state.render.json(snake_keys(report.to_json()))
+        state.render.json(report.to_json())
     elif dry_run:
         state.render.message(
             f"dry run: would import {counted(report.sessions, 'session')}, {counted(report.events, 'event')}, "
@@ -853,8 +842,8 @@ async def _watch(
     import sys
 
     from veadk_mem import events as ev
+    from veadk_mem.jsonio import compact_json_out as dumps
     from veadk_mem.sessions.codec import camel_event
-    from veadk_mem.sessions.codec import dumps_out as dumps
     from veadk_mem.sessions.timeline import Timeline
     from veadk_mem.sessions.watch import Watcher, WatchEvent
 

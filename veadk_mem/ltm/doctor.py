@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from veadk_mem.check import Check
+from veadk_mem.check_outcome import Check
 from veadk_mem.errors import MissingSdk, VmemError
 
 if TYPE_CHECKING:

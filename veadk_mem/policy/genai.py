@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic.alias_generators import to_camel
 
 from veadk_mem.errors import BadInput
 
@@ -142,15 +143,10 @@ GENAI_SCHEMA: dict[str, list[tuple[str, str, Any]]] = {
 }
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(word.capitalize() for word in rest)
-
-
 # Accepted input key (snake_case or camelCase) -> (position, field, kind, arg), per genai type.
 _KEYS: dict[str, dict[str, tuple[int, str, str, Any]]] = {
     type_name: {
-        key: (position, *entry) for position, entry in enumerate(fields) for key in (entry[0], _camel(entry[0]))
+        key: (position, *entry) for position, entry in enumerate(fields) for key in (entry[0], to_camel(entry[0]))
     }
     for type_name, fields in GENAI_SCHEMA.items()
 }

@@ -323,7 +323,7 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
     with `columns` too, as the columns of their rows (`column_chunks`: the event data
     encoded already), for a write pass through `driver.InsertPlan`.
     """
-    from veadk_mem.sessions.codec import dumps
+    from veadk_mem.jsonio import compact_json as dumps
     from veadk_mem.sessions.files import remove_stale, spool_dir
 
     directory = spool_dir()

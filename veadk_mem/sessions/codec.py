@@ -10,16 +10,17 @@ checks they agree.
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from pydantic import BaseModel
-from pydantic.alias_generators import to_camel
-from pydantic_core import from_json, to_json
+from pydantic.alias_generators import to_camel, to_snake
+from pydantic_core import from_json
 
-from veadk_mem.jsonio import escape_terminal
+from veadk_mem.jsonio import compact_json
 from veadk_mem.sessions.layout import Layout, Tables, to_epoch
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions, record_undecoded
 
@@ -178,34 +179,6 @@ def camel_event(data: dict[str, Any]) -> dict[str, Any]:
     return _camel(shape, data)
 
 
-def _json_options() -> dict[str, Any]:
-    try:
-        to_json(0.0, inf_nan_mode="null")
-    except TypeError:  # pydantic-core before inf_nan_mode: its default already writes null
-        return {}
-    return {"inf_nan_mode": "null"}
-
-
-_JSON_OPTIONS = _json_options()
-
-
-def dumps(data: Any) -> str:
-    """Compact JSON, non-ASCII kept, as Session.to_json writes it (pydantic-core's fast encoder).
-
-    NaN and infinities (stored by an agent in state, say) are written as null, as ADK's own
-    `model_dump_json` does: bare NaN is not JSON.
-    """
-    return to_json(data, **_JSON_OPTIONS).decode("utf-8")
-
-
-def dumps_out(data: Any) -> str:
-    """`dumps` for output (get --json, export, watch): C1 controls and bidi overrides escaped.
-
-    Stored rows keep `dumps`; what is printed must be safe on a terminal and means the same.
-    """
-    return escape_terminal(dumps(data))
-
-
 # --- rows -> event data -----------------------------------------------------------------
 
 V0_JSON_COLUMNS = (
@@ -268,9 +241,9 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
 # --- event -> row values ----------------------------------------------------------------
 
 
-def _snake(name: str) -> str:
-    """transferToAgent -> transfer_to_agent (snake_case names pass unchanged)."""
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+# transferToAgent -> transfer_to_agent (snake_case names pass unchanged); cached: it runs per
+# key of every event written into a v0 table
+_snake = functools.lru_cache(maxsize=4096)(to_snake)
 
 
 def event_row(
@@ -293,7 +266,7 @@ def event_row(
             "session_id": session_id,
             "invocation_id": event.invocation_id,
             "timestamp": stamp,
-            "event_data": dumps(data) if layout is Layout.SQLITE else data,
+            "event_data": compact_json(data) if layout is Layout.SQLITE else data,
         }
     key = {"id": event.id, "app_name": app, "user_id": user, "session_id": session_id}
     row: dict[str, Any] = {**key, "invocation_id": event.invocation_id, "timestamp": stamp}

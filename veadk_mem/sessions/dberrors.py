@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from veadk_mem.config import mask_url, redact
 from veadk_mem.errors import StoreError, VmemError
 
-if TYPE_CHECKING:
-    pass
+T = TypeVar("T")
+RETRY_ATTEMPTS = 5  # tries in all; 50 ms x the attempt's number between them
 
 
 _AUTH_HINTS = ("password authentication failed", "access denied", "invalidpassword", "authentication failed")
@@ -48,7 +49,22 @@ def describe_db_error(exc: BaseException, url: str, password: str = "", busy_tim
     return StoreError(f"{where}: {type(orig).__name__}: {text}")
 
 
-def _retryable(exc: BaseException) -> bool:
+async def retry_db(fn: Callable[[], Awaitable[T]], when: Callable[[BaseException], bool]) -> T:
+    """Await `fn`, again while it fails with an error `when` says a second try fixes (a deadlock,
+    a table another creator just made): five tries at most, 50, 100, 150 and 200 ms apart.
+    The last error, or one a retry cannot fix, is raised as it came."""
+    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_incrementing
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(RETRY_ATTEMPTS),
+        wait=wait_incrementing(start=0.05, increment=0.05),
+        retry=retry_if_exception(lambda exc: isinstance(exc, Exception) and when(exc)),
+        reraise=True,
+    )
+    return await retrying(fn)
+
+
+def retryable(exc: BaseException) -> bool:
     """True for a deadlock or serialization failure: the transaction was rolled back whole."""
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).lower()
@@ -56,7 +72,7 @@ def _retryable(exc: BaseException) -> bool:
     return "deadlock" in text or "1213" in text or "could not serialize" in text or code in ("40001", "40P01")
 
 
-def _concurrent_ddl(exc: BaseException) -> bool:
+def concurrent_ddl(exc: BaseException) -> bool:
     """True for the errors of a table, index or metadata row another creator just made."""
     text = str(getattr(exc, "orig", None) or exc).lower()
     return any(

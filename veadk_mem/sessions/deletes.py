@@ -14,11 +14,13 @@ from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
-from veadk_mem.sessions.reads import Reads
-from veadk_mem.sessions.records import _BATCH, DeleteReport, SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.records import BATCH, DeleteReport, SessionFilter, SessionKey, SessionSummary
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from veadk_mem.sessions.read_queries import Reads
+    from veadk_mem.sessions.statements import Statements
 
 
 DELETE_BATCH = 200  # sessions per delete transaction (each well under a second)
@@ -58,10 +60,13 @@ def _batches(summaries: list[SessionSummary], sessions: int, events: int) -> lis
     return out
 
 
-class Deletes(Reads):
+class Deletes:
     """`delete_sessions` and the state rows a delete leaves orphaned."""
 
-    delete_transactions = 0  # batches committed by this store's deletes (tests count them)
+    def __init__(self, db: Statements, reads: Reads) -> None:
+        self.db = db
+        self.reads = reads
+        self.delete_transactions = 0  # batches committed by this store's deletes (tests count them)
 
     async def delete_sessions(
         self,
@@ -93,21 +98,21 @@ class Deletes(Reads):
         if isinstance(target, SessionFilter):
             if recheck is None:
                 recheck = any(v is not None for v in (target.since, target.until, target.older_than))
-            summaries = await self.list_sessions(target, oldest_first=True)
+            summaries = await self.reads.list_sessions(target, oldest_first=True)
         elif target and isinstance(target[0], SessionSummary):
             summaries = list(target)  # type: ignore[arg-type]
         else:
-            summaries = await self.find_sessions(list(target))  # type: ignore[arg-type]
+            summaries = await self.reads.find_sessions(list(target))  # type: ignore[arg-type]
         report = DeleteReport(sessions=summaries, events=sum(s.event_count for s in summaries), dry_run=dry_run)
         if not summaries:
             return report
         if dry_run:
             try:
-                async with self.reader.connect() as conn:
+                async with self.db.reader.connect() as conn:
                     if purge_state:
                         report.app_states, report.user_states = await self._orphaned_states(conn, _by_pair(summaries))
             except Exception as exc:
-                raise self._fail(exc) from None
+                raise self.db.fail(exc) from None
             return report
         report.sessions, report.events = [], 0
         size = batch or _batch_size()
@@ -115,7 +120,7 @@ class Deletes(Reads):
         try:
             for n, chunk in enumerate(_batches(summaries, size, DELETE_BATCH_EVENTS)):
                 if n:  # on sqlite, let a waiting agent write between two batches
-                    await sqlite_gap(self.dialect, held)
+                    await sqlite_gap(self.db.dialect, held)
                 started = time.monotonic()
                 # Ctrl-C lets the batch in flight (one short transaction) finish: the count
                 # the message gives is then exactly what is gone, never off by a commit
@@ -146,7 +151,7 @@ class Deletes(Reads):
             return Interrupted(f"interrupted: {done}")
         if not isinstance(exc, Exception):
             return exc
-        error = exc if isinstance(exc, VmemError) else self._fail(exc)
+        error = exc if isinstance(exc, VmemError) else self.db.fail(exc)
         if report.sessions:
             error.message = f"{error.message} -- {done}"
             error.args = (error.message,)
@@ -154,10 +159,10 @@ class Deletes(Reads):
 
     async def _delete_batch(self, chunk: list[SessionSummary], report: DeleteReport, recheck: bool) -> None:
         """Delete one batch of sessions in ONE short transaction; add what it deleted to `report`."""
-        async with self.engine.connect() as conn:
+        async with self.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
-                if self.dialect == "sqlite":  # one writer for the whole file: as few statements as can be
+                if self.db.dialect == "sqlite":  # one writer for the whole file: as few statements as can be
                     kept, events = await self._delete_sqlite(conn, chunk, report, recheck)
                 else:
                     kept, events = await self._delete_each(conn, chunk, report, recheck)
@@ -170,24 +175,24 @@ class Deletes(Reads):
         """`_delete_batch`'s work on a server: statements per (app, user), their rows locked meanwhile."""
         from sqlalchemy import delete
 
-        t = self.tables
+        t = self.db.tables
         kept = await self._unchanged(conn, chunk, report) if recheck else chunk
         events = 0
         for (app, user), ids in _by_pair(kept).items():
-            for i in range(0, len(ids), _BATCH):
-                part = ids[i : i + _BATCH]
+            for i in range(0, len(ids), BATCH):
+                part = ids[i : i + BATCH]
                 res = await conn.execute(
                     delete(t.events).where(
-                        self.key_eq(t.events.c.app_name, app),
-                        self.key_eq(t.events.c.user_id, user),
+                        self.db.key_eq(t.events.c.app_name, app),
+                        self.db.key_eq(t.events.c.user_id, user),
                         t.events.c.session_id.in_(part),
                     )
                 )
                 events += max(res.rowcount or 0, 0)
                 await conn.execute(
                     delete(t.sessions).where(
-                        self.key_eq(t.sessions.c.app_name, app),
-                        self.key_eq(t.sessions.c.user_id, user),
+                        self.db.key_eq(t.sessions.c.app_name, app),
+                        self.db.key_eq(t.sessions.c.user_id, user),
                         t.sessions.c.id.in_(part),
                     )
                 )
@@ -205,9 +210,9 @@ class Deletes(Reads):
         """
         import json
 
-        stmts = self._stmts.get("sqlite_delete")
+        stmts = self.db.stmts.get("sqlite_delete")
         if stmts is None:
-            stmts = self._stmts["sqlite_delete"] = self._sqlite_delete_stmts()
+            stmts = self.db.stmts["sqlite_delete"] = self._sqlite_delete_stmts()
         select_stmt, delete_events, delete_sessions = stmts
         keys = json.dumps([[s.app_name, s.user_id, s.id] for s in chunk])
         kept = chunk
@@ -233,7 +238,7 @@ class Deletes(Reads):
         """(select update times, delete events, delete sessions) of the keys in the JSON list k_json."""
         from sqlalchemy import bindparam, delete, func, literal_column, select, tuple_
 
-        t = self.tables
+        t = self.db.tables
         s, e = t.sessions.c, t.events.c
 
         def keys() -> Any:  # the (app, user, id) triples of the JSON list, as rows
@@ -251,11 +256,11 @@ class Deletes(Reads):
         """Delete the app/user state rows the deleted sessions left without any session (one transaction)."""
         from sqlalchemy import delete
 
-        t = self.tables
+        t = self.db.tables
         touched: dict[tuple[str, str], list[str]] = {pair: [] for pair in _by_pair(report.sessions)}
         if not touched:
             return
-        async with self.engine.connect() as conn:
+        async with self.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 apps, users = await self._orphaned_states(conn, touched)
@@ -276,14 +281,14 @@ class Deletes(Reads):
         """
         from sqlalchemy import select
 
-        s = self.tables.sessions.c
+        s = self.db.tables.sessions.c
         current: dict[tuple[str, str, str], float] = {}
         for (app, user), ids in _by_pair(summaries).items():
-            for i in range(0, len(ids), _BATCH):
+            for i in range(0, len(ids), BATCH):
                 stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
-                    s.app_name == app, s.user_id == user, s.id.in_(ids[i : i + _BATCH])
+                    s.app_name == app, s.user_id == user, s.id.in_(ids[i : i + BATCH])
                 )
-                if self.dialect != "sqlite":  # sqlite: BEGIN IMMEDIATE already holds the write lock
+                if self.db.dialect != "sqlite":  # sqlite: BEGIN IMMEDIATE already holds the write lock
                     stmt = stmt.with_for_update()
                 for a, u, sid, stamp in await conn.execute(stmt):
                     current[(a, u, sid)] = to_epoch(stamp)
@@ -302,13 +307,13 @@ class Deletes(Reads):
         """The app/user state rows left without any session once these sessions go."""
         from sqlalchemy import func, select
 
-        s = self.tables.sessions.c
+        s = self.db.tables.sessions.c
         apps = sorted({a for a, _ in by_pair})
         totals: dict[tuple[str, str], int] = {}
-        for i in range(0, len(apps), _BATCH):
+        for i in range(0, len(apps), BATCH):
             rows = await conn.execute(
                 select(s.app_name, s.user_id, func.count())
-                .where(s.app_name.in_(apps[i : i + _BATCH]))
+                .where(s.app_name.in_(apps[i : i + BATCH]))
                 .group_by(s.app_name, s.user_id)
             )
             for a, u, n in rows:

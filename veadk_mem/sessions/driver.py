@@ -89,7 +89,7 @@ class InsertPlan:
     SQLAlchemy's executemany builds, type-processes and checks every row in Python, which
     was most of an import's time. The plan keeps SQLAlchemy's compiled SQL and each
     column's own bind processor, and takes its values a column at a time: JSON columns
-    come as text (`codec.dumps`, the fast encoder the rest of vmem writes with), time
+    come as text (`jsonio.compact_json`, the fast encoder the rest of vmem writes with), time
     columns as epoch seconds, converted a batch at a time (`timecols`).
     Building the rows is plain CPU work, done in the import's reading thread; `insert`
     then only hands them to the driver.
@@ -127,7 +127,8 @@ class InsertPlan:
             column_type = table.c[name].type
             times.append(isinstance(column_type, AdkTimestamp))
             if isinstance(column_type, AdkJSON) or times[-1]:
-                processors.append(None)  # JSON given as text (`codec.dumps`); times converted a column at a time
+                # JSON given as text (`jsonio.compact_json`); times converted a column at a time
+                processors.append(None)
             else:
                 processors.append(column_type._cached_bind_processor(dialect))
         return cls(compiled.string, names, tuple(processors), tuple(times), dialect.driver, table.name, table.schema)

@@ -1,7 +1,8 @@
 """Engine setup and locking: the connection, sqlite's transaction discipline, the layout.
 
-`StoreBase` owns the engine; the read, export, delete and import mixins build on it and
-`SessionStore` (store.py) puts them together."""
+`StoreBase` owns the engine; `statements.Statements` adds the statement cache, and
+`SessionStore` (store.py) is that object with the read, export, delete and import parts,
+each given the store."""
 
 from __future__ import annotations
 
@@ -54,9 +55,10 @@ class StoreBase:
         schema: str = "",
         password: str = "",
     ) -> None:
-        from veadk_mem.sessions.url import to_async_url
+        from veadk_mem.sessions.url import to_async_url, url_dialect
 
         self.url = to_async_url(url)
+        self.dialect = url_dialect(self.url)  # sqlite, postgresql or mysql
         self.given_url = url  # as the user wrote it (a path, postgresql://): what messages name
         self.create = create
         env_timeout = os.environ.get("VMEM_SQLITE_BUSY_TIMEOUT", "") or "10"
@@ -70,9 +72,8 @@ class StoreBase:
         self._reader: AsyncEngine | None = None
         self._tables: Tables | None = None
         self._columns: frozenset[str] | None = None
-        self._stmts: dict[Any, Any] = {}
-        self._plans: dict[Any, DriverPlan | None] = {}
-        self._state_rows: set[tuple[str, str | None]] = set()
+        self.stmts: dict[Any, Any] = {}
+        self.plans: dict[Any, DriverPlan | None] = {}
         self.layout: Layout = Layout.EMPTY
         self.warnings: list[str] = []
         self.damaged: list[str] = []  # sessions skipped because a stored row could not be read
@@ -111,21 +112,17 @@ class StoreBase:
         await self.close()
 
     @property
-    def dialect(self) -> str:
-        return self.url.split("+", 1)[0].split(":", 1)[0]
-
-    @property
     def display_url(self) -> str:
         """The database as the user named it (a path, or a URL without the async driver vmem
         adds: postgresql://, not postgresql+asyncpg://), its password masked."""
-        import re
+        from veadk_mem.sessions.url import plain_url
 
         given = self.given_url
         if given == self.url:  # built by vmem from a config section: the driver is vmem's
-            given = re.sub(r"^(sqlite|postgresql|mysql)\+(aiosqlite|asyncpg|aiomysql)://", r"\1://", given)
+            given = plain_url(given)
         return mask_url(given)
 
-    def _sqlite_path(self) -> str | None:
+    def sqlite_path(self) -> str | None:
         return sqlite_file(self.url)
 
     async def open(self) -> None:
@@ -134,7 +131,7 @@ class StoreBase:
         from sqlalchemy.ext.asyncio import create_async_engine
 
         kwargs: dict[str, Any] = {}
-        path = self._sqlite_path()
+        path = self.sqlite_path()
         if self.dialect == "sqlite":
             if path is not None and Path(path).is_dir():
                 raise BadInput(f"{self.display_url}: is a directory, expected a sqlite file", hint="check --db-url")
@@ -204,6 +201,12 @@ class StoreBase:
             await self._engine.dispose()
             self._engine = None
 
+    def use_tables(self, tables: Tables, layout: Layout) -> None:
+        """Work on tables just created (an import into an empty database): statements built anew."""
+        self._tables = tables
+        self.stmts.clear()
+        self.layout = layout
+
     @property
     def tables(self) -> Tables:
         if self._tables is None:
@@ -216,7 +219,7 @@ class StoreBase:
             raise RuntimeError("SessionStore is not open")
         return self._engine
 
-    def _fail(self, exc: BaseException) -> VmemError:
+    def fail(self, exc: BaseException) -> VmemError:
         return describe_db_error(exc, self.display_url, self._password, self.busy_timeout)
 
     @property

@@ -7,17 +7,22 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import VmemError
+from veadk_mem.jsonio import compact_json_out as dumps
 from veadk_mem.sessions.codec import camel_event, event_from_row
-from veadk_mem.sessions.codec import dumps_out as dumps
-from veadk_mem.sessions.reads import Reads, _session_head, _session_tail
-from veadk_mem.sessions.records import _BATCH, Progress, SessionFilter, SessionKey, SessionSummary, _noop
+from veadk_mem.sessions.read_queries import session_head, session_tail
+from veadk_mem.sessions.records import BATCH, Progress, SessionFilter, SessionKey, SessionSummary, noop
 
 if TYPE_CHECKING:
-    pass
+    from veadk_mem.sessions.read_queries import Reads
+    from veadk_mem.sessions.statements import Statements
 
 
-class Export(Reads):
+class Export:
     """`export_jsonl`: one short read transaction per batch, nothing held while the caller writes."""
+
+    def __init__(self, db: Statements, reads: Reads) -> None:
+        self.db = db
+        self.reads = reads
 
     async def _read_batch(self, batch: Sequence[SessionSummary]) -> tuple[dict[SessionKey, SessionSummary], list[Any]]:
         """These sessions' rows and events, read in ONE short transaction, fully, before returning.
@@ -27,19 +32,19 @@ class Export(Reads):
         never keeps the agent from writing for longer than one batch takes to read.
         """
         keys = [s.key for s in batch]
-        engine = self.engine
-        if self.dialect == "postgresql":
+        engine = self.db.engine
+        if self.db.dialect == "postgresql":
             engine = engine.execution_options(isolation_level="REPEATABLE READ")
         try:
             async with engine.connect() as conn, conn.begin():
-                if self.dialect == "sqlite":
+                if self.db.dialect == "sqlite":
                     await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
-                fresh = {x.key: x for x in await self._summaries(conn, None, keys)}
-                rows = list((await conn.execute(self._batch_events_stmt(keys))).all())
+                fresh = {x.key: x for x in await self.db.summaries(conn, None, keys)}
+                rows = list((await conn.execute(self.db.batch_events_stmt(keys))).all())
         except VmemError:
             raise
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
         return fresh, rows
 
     async def _batch_lines(
@@ -49,7 +54,7 @@ class Export(Reads):
         1,000 events, so the next batch's read goes on meanwhile."""
         import asyncio
 
-        tables, warnings = self.tables, self.warnings
+        tables, warnings = self.db.tables, self.db.warnings
         events: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         broken: set[tuple[str, str, str]] = set()
         for n, row in enumerate(rows, 1):
@@ -59,7 +64,7 @@ class Export(Reads):
             except (ValueError, TypeError, AttributeError) as exc:
                 if where not in broken:
                     broken.add(where)
-                    self.damaged.append("/".join(where))
+                    self.db.damaged.append("/".join(where))
                     warnings.append(
                         f"session {'/'.join(where)}: event {row.id} is not readable "
                         f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]}); session not exported"
@@ -75,25 +80,25 @@ class Export(Reads):
             if now is None or (key.app_name, key.user_id, key.id) in broken:
                 continue  # deleted since it was listed, or damaged (named in a warning)
             body = ",".join(events.get((key.app_name, key.user_id, key.id), ()))
-            out.append(_session_head(now) + body + _session_tail(now) + "\n")
+            out.append(session_head(now) + body + session_tail(now) + "\n")
         return out
 
     async def export_jsonl(
-        self, flt: SessionFilter | None = None, *, progress: Progress = _noop, batch_events: int = 5000
+        self, flt: SessionFilter | None = None, *, progress: Progress = noop, batch_events: int = 5000
     ) -> AsyncIterator[str]:
         """The export file in text pieces: app_state and user_state records, then one session per line.
 
         Sessions are read in batches of about `batch_events` events, each in its own short
         transaction (see `_read_batch`); a session larger than that is a batch of its own.
         """
-        summaries = await self.list_sessions(flt, oldest_first=True)
+        summaries = await self.reads.list_sessions(flt, oldest_first=True)
         apps = sorted({s.app_name for s in summaries})
         pairs = sorted({(s.app_name, s.user_id) for s in summaries})
         try:
-            async with self.reader.connect() as conn:
-                app_states, user_states = await self._states(conn, apps, pairs)
+            async with self.db.reader.connect() as conn:
+                app_states, user_states = await self.reads.states(conn, apps, pairs)
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
         for app in apps:
             if app in app_states:
                 yield dumps({"kind": "app_state", "appName": app, "state": app_states[app]}) + "\n"
@@ -104,7 +109,7 @@ class Export(Reads):
         batches: list[list[SessionSummary]] = [[]]
         size = 0
         for summary in summaries:
-            if size >= batch_events or len(batches[-1]) >= _BATCH:
+            if size >= batch_events or len(batches[-1]) >= BATCH:
                 batches.append([])
                 size = 0
             batches[-1].append(summary)

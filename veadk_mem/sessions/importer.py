@@ -4,7 +4,7 @@ The file is read twice: first every record is parsed and checked against the tar
 limits (`limits.py`), the session keys are checked for collisions under the target's
 collation and for stored sessions newer than the file; only then is anything written.
 The second read, which builds the rows, runs in a child process for a large file
-(`reader.py`), started while the first is under way. Stdin is spooled to a private
+(`import_child.py`), started while the first is under way. Stdin is spooled to a private
 temporary file for the two passes (`files.spooled_stdin`). Records and reports live in
 `records.py`, the file's checks in `validate.py` and `checks.py`.
 """
@@ -15,15 +15,15 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.bulk import bulk_objects, collect_young
 from veadk_mem.errors import BadInput
+from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.bigline import BigLine, BigSession
 from veadk_mem.sessions.records import FileKey, ImportReport, file_update_time
 from veadk_mem.sessions.validate import iter_checked
 
 if TYPE_CHECKING:
+    from veadk_mem.sessions.import_child import ReaderProcess
     from veadk_mem.sessions.limits import Limits
-    from veadk_mem.sessions.reader import ReaderProcess
     from veadk_mem.sessions.records import Progress
     from veadk_mem.sessions.store import SessionStore
 
@@ -141,7 +141,7 @@ async def import_file(
 
 def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: bool) -> ReaderProcess | None:
     """A child process reading the file for the write pass, started now to overlap the check pass; or None."""
-    from veadk_mem.sessions.reader import ReaderProcess, worthwhile
+    from veadk_mem.sessions.import_child import ReaderProcess, worthwhile
 
     if dry_run or not store.takes_columns() or not worthwhile(source):
         return None

@@ -13,10 +13,10 @@ if TYPE_CHECKING:
 
 
 Progress = Callable[[int], None]
-_BATCH = 500  # rows per IN list, statement batch and partition
+BATCH = 500  # rows per IN list, statement batch and partition
 
 
-def _noop(n: int = 1) -> None:
+def noop(n: int = 1) -> None:
     """A progress callback that does nothing."""
 
 
@@ -99,14 +99,15 @@ class DeleteReport:
     skipped: list[SessionKey] = field(default_factory=list)  # changed since listed: kept
 
     def to_json(self) -> dict[str, Any]:
+        """`session delete --json`: vmem's own report, in snake_case like every vmem report."""
         return {
-            "dryRun": self.dry_run,
-            "sessions": [{"appName": s.app_name, "userId": s.user_id, "id": s.id} for s in self.sessions],
-            "sessionCount": len(self.sessions),
-            "eventCount": self.events,
-            "appStates": self.app_states,
-            "userStates": [{"appName": a, "userId": u} for a, u in self.user_states],
-            "skipped": [{"appName": k.app_name, "userId": k.user_id, "id": k.id} for k in self.skipped],
+            "dry_run": self.dry_run,
+            "sessions": [{"app_name": s.app_name, "user_id": s.user_id, "id": s.id} for s in self.sessions],
+            "session_count": len(self.sessions),
+            "event_count": self.events,
+            "app_states": self.app_states,
+            "user_states": [{"app_name": a, "user_id": u} for a, u in self.user_states],
+            "skipped": [{"app_name": k.app_name, "user_id": k.user_id, "id": k.id} for k in self.skipped],
         }
 
 
@@ -126,15 +127,16 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)  # fields an old layout could not hold, ...
 
     def to_json(self) -> dict[str, Any]:
+        """`session import --json`: vmem's own report, in snake_case like every vmem report."""
         return {
-            "dryRun": self.dry_run,
+            "dry_run": self.dry_run,
             "sessions": self.sessions,
             "replaced": self.replaced,
             "events": self.events,
-            "appStates": self.app_states,
-            "userStates": self.user_states,
+            "app_states": self.app_states,
+            "user_states": self.user_states,
             "layout": self.layout,
-            "createdTables": self.created_tables,
+            "created_tables": self.created_tables,
             "skipped": self.skipped,
         }
 

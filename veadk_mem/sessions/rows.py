@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import Any
 
-from veadk_mem.sessions.codec import dumps
+from veadk_mem.jsonio import compact_json as dumps
 from veadk_mem.sessions.rawsession import RawSession
-from veadk_mem.sessions.state import split_state
+from veadk_mem.sessions.state_scopes import split_state
 
 # A session's head: (app, user, id, update time, create time, event count).
 Head = tuple[str, str, str, float, float, int]

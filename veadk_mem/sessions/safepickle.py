@@ -106,25 +106,25 @@ class Conversion:
     undecoded: dict[tuple[str, str, str, str], str] = field(default_factory=dict)  # (app, user, session, id) -> why
 
 
-_CONVERSION: ContextVar[Conversion | None] = ContextVar("vmem_pickle_conversion", default=None)
+CONVERSION: ContextVar[Conversion | None] = ContextVar("vmem_pickle_conversion", default=None)
 
 
 @contextlib.contextmanager
 def converting(keep_raw: bool = False, bounds: Bounds | None = None) -> Iterator[Conversion]:
     """Decode every payload in this block with conversion bounds, recording the events that fail."""
     conversion = Conversion(bounds or conversion_bounds(), keep_raw)
-    token = _CONVERSION.set(conversion)
+    token = CONVERSION.set(conversion)
     try:
         yield conversion
     finally:
-        _CONVERSION.reset(token)
+        CONVERSION.reset(token)
 
 
 def record_undecoded(row: Any, error: Exception, data: dict[str, Any]) -> bool:
     """Inside `converting()`: note the event of `row` whose actions failed to decode and, when kept
     raw, put its pickle (base64) in `data`'s custom_metadata under RAW_ACTIONS_KEY. True when
     recorded (the caller warns no further); False outside a conversion."""
-    conversion = _CONVERSION.get()
+    conversion = CONVERSION.get()
     if conversion is None:
         return False
     key = (str(row.app_name), str(row.user_id), str(row.session_id), str(row.id))
@@ -330,7 +330,7 @@ def decode_actions(data: bytes | bytearray | memoryview | None, bounds: Bounds |
     if data is None:
         return {}
     if bounds is None:
-        conversion = _CONVERSION.get()
+        conversion = CONVERSION.get()
         bounds = conversion.bounds if conversion is not None else LISTING
     if len(data) > bounds.max_bytes:
         raise TooLarge(f"{len(data):,} bytes, more than {bounds.max_bytes:,}")

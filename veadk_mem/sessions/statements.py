@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.bulk import bulk_objects
+from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.sessions.driver import DriverPlan
 from veadk_mem.sessions.engine import StoreBase
 from veadk_mem.sessions.layout import (
@@ -17,8 +17,8 @@ from veadk_mem.sessions.layout import (
     stored_time,
     to_epoch,
 )
-from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
-from veadk_mem.sessions.state import _decode_json, merge_state
+from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.state_scopes import decode_json, merge_state
 
 LIST_READ_EVENTS = 5_000  # events one read of the list's compaction count covers on sqlite (a short lock)
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 class Statements(StoreBase):
     """The SQL of the read queries, built once per shape and cached."""
 
-    def _session_where(self, flt: SessionFilter | None, keys: Sequence[SessionKey] | None = None) -> list[Any]:
+    def session_where(self, flt: SessionFilter | None, keys: Sequence[SessionKey] | None = None) -> list[Any]:
         from sqlalchemy import and_, or_
 
         s = self.tables.sessions.c
@@ -51,7 +51,7 @@ class Statements(StoreBase):
             conds.append(or_(*[and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in groups.items()]))
         return conds
 
-    async def _summaries(
+    async def summaries(
         self,
         conn: AsyncConnection,
         flt: SessionFilter | None,
@@ -68,9 +68,9 @@ class Statements(StoreBase):
         t = self.tables
         s, e = t.sessions.c, t.events.c
         a, u = t.app_states.c, t.user_states.c
-        if one is not None and "one" in self._stmts:
-            return await self._rows_to_summaries(
-                conn, self._stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}, "one"
+        if one is not None and "one" in self.stmts:
+            return await self.rows_to_summaries(
+                conn, self.stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}, "one"
             )
         shape: tuple[Any, ...] | None = None
         params: dict[str, Any] = {}
@@ -86,8 +86,8 @@ class Statements(StoreBase):
             if offset:
                 params["f_offset"] = offset
             shape = ("filter", *sorted(params), oldest_first)
-            if shape in self._stmts:
-                return await self._rows_to_summaries(conn, self._stmts[shape], params, shape)
+            if shape in self.stmts:
+                return await self.rows_to_summaries(conn, self.stmts[shape], params, shape)
         count = (
             select(func.count())
             .where(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
@@ -98,12 +98,12 @@ class Statements(StoreBase):
             s.app_name,
             s.user_id,
             s.id,
-            self._raw_json(s.state, "state"),
-            self._raw_time(s.create_time, "create_time"),
-            self._raw_time(s.update_time, "update_time"),
+            self.raw_json(s.state, "state"),
+            self.raw_time(s.create_time, "create_time"),
+            self.raw_time(s.update_time, "update_time"),
             count,
-            self._raw_json(a.state, "app_state"),
-            self._raw_json(u.state, "user_state"),
+            self.raw_json(a.state, "app_state"),
+            self.raw_json(u.state, "user_state"),
         )
         stmt = select(*columns).select_from(
             t.sessions.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
@@ -111,9 +111,9 @@ class Statements(StoreBase):
             )
         )
         if one is not None:  # the hot path of get: one prepared statement, reused
-            cached = self._stmts.get("one")
+            cached = self.stmts.get("one")
             if cached is None:
-                cached = self._stmts["one"] = stmt.where(
+                cached = self.stmts["one"] = stmt.where(
                     self.key_eq(s.app_name, bindparam("k_app")),
                     self.key_eq(s.user_id, bindparam("k_user")),
                     self.key_eq(s.id, bindparam("k_id")),
@@ -135,7 +135,7 @@ class Statements(StoreBase):
                     )
             stmt = stmt.where(*conds)
         else:
-            conds = self._session_where(flt, keys)
+            conds = self.session_where(flt, keys)
             stmt = stmt.where(*conds)
         order = (s.update_time.asc() if oldest_first else s.update_time.desc(), s.app_name, s.user_id, s.id)
         page_first = self.dialect == "sqlite" and one is None and bool(limit or offset)
@@ -161,10 +161,10 @@ class Statements(StoreBase):
             paged = select(*columns).select_from(with_states).order_by(*order)
         stmt = paged
         if shape is not None:
-            self._stmts[shape] = stmt
-        return await self._rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
+            self.stmts[shape] = stmt
+        return await self.rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
 
-    async def _count_compactions(self, conn: AsyncConnection, summaries: Sequence[SessionSummary]) -> None:
+    async def count_compactions(self, conn: AsyncConnection, summaries: Sequence[SessionSummary]) -> None:
         """Set each summary's compaction_count: its events that are ADK context compactions.
 
         One grouped query over the events whose stored JSON names a compaction (actions.
@@ -245,17 +245,17 @@ class Statements(StoreBase):
                 return total
             low = tuple(end)
 
-    async def _rows_to_summaries(
+    async def rows_to_summaries(
         self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any = None
     ) -> list[SessionSummary]:
         out = []
         shared: dict[Any, Any] = {}  # app and user state repeat on many rows: decode each once
-        rows = await self._fetch_all(conn, stmt, params, key)
+        rows = await self.fetch_all(conn, stmt, params, key)
         with bulk_objects():
             for r in rows:
                 try:
-                    session_state = _decode_json(r.state, None)
-                    app_state, user_state = _decode_json(r.app_state, shared), _decode_json(r.user_state, shared)
+                    session_state = decode_json(r.state, None)
+                    app_state, user_state = decode_json(r.app_state, shared), decode_json(r.user_state, shared)
                 except (ValueError, TypeError) as exc:  # one corrupt row must not hide every other session
                     self.damaged.append(f"{r.app_name}/{r.user_id}/{r.id}")
                     self.warnings.append(
@@ -277,25 +277,25 @@ class Statements(StoreBase):
                 )
         return out
 
-    async def _fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
+    async def fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
         """Every row of the cached statement `key`, in one driver call where the types allow (driver.py)."""
         if key is not None:
-            if key not in self._plans:
-                self._plans[key] = DriverPlan.make(stmt, self.engine.dialect)
-            plan = self._plans[key]
+            if key not in self.plans:
+                self.plans[key] = DriverPlan.make(stmt, self.engine.dialect)
+            plan = self.plans[key]
             if plan is not None:
                 return await plan.fetch_all(conn, params)
         return (await conn.execute(stmt, params)).all()
 
-    def _raw_json(self, column: Any, name: str) -> Any:
-        """A JSON state column selected as text, decoded by `_decode_json` (with a cache) instead of per row."""
+    def raw_json(self, column: Any, name: str) -> Any:
+        """A JSON state column selected as text, decoded by `decode_json` (with a cache) instead of per row."""
         from sqlalchemy import Text, cast, type_coerce
 
         if self.dialect == "postgresql":
             return cast(column, Text).label(name)
         return type_coerce(column, Text).label(name)
 
-    def _raw_time(self, column: Any, name: str) -> Any:
+    def raw_time(self, column: Any, name: str) -> Any:
         """On sqlite, DATETIME text parsed by datetime.fromisoformat: much faster than the generic processor."""
         from sqlalchemy import Text, type_coerce
 
@@ -303,7 +303,7 @@ class Statements(StoreBase):
             return type_coerce(column, Text).label(name)
         return column.label(name)
 
-    def _events_stmt(self, keys_where: list[Any], last: int | None, by_session: bool = False) -> Any:
+    def events_stmt(self, keys_where: list[Any], last: int | None, by_session: bool = False) -> Any:
         from sqlalchemy import literal_column, select
 
         e = self.tables.events
@@ -312,9 +312,9 @@ class Statements(StoreBase):
         cols: list[Any] = []
         for col in e.c:
             if col.name == "event_data" and not sqlite_service:
-                cols.append(self._raw_json(col, "event_data"))  # decoded by pydantic-core in codec
+                cols.append(self.raw_json(col, "event_data"))  # decoded by pydantic-core in codec
             elif col.name == "timestamp":
-                cols.append(self._raw_time(col, "timestamp"))
+                cols.append(self.raw_time(col, "timestamp"))
             else:
                 cols.append(col)
         if tie is not None:
@@ -331,7 +331,7 @@ class Statements(StoreBase):
         lead = [e.c.app_name, e.c.user_id, e.c.session_id] if by_session else []
         return stmt.order_by(*lead, e.c.timestamp.asc(), tie_col.asc())
 
-    def _batch_events_stmt(self, keys: Sequence[SessionKey]) -> Any:
+    def batch_events_stmt(self, keys: Sequence[SessionKey]) -> Any:
         """Every event of these sessions, ordered by session then time."""
         from sqlalchemy import and_, or_
 
@@ -340,16 +340,16 @@ class Statements(StoreBase):
         for k in keys:
             groups[(k.app_name, k.user_id)].append(k.id)
         where = or_(*[and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in groups.items()])
-        return self._events_stmt([where], None, by_session=True)
+        return self.events_stmt([where], None, by_session=True)
 
 
 def _groups(summaries: list[SessionSummary], events: int) -> list[list[SessionSummary]]:
-    """`summaries` in groups of at most `_BATCH` sessions and (with `events`) about that many events each."""
+    """`summaries` in groups of at most `BATCH` sessions and (with `events`) about that many events each."""
     out: list[list[SessionSummary]] = []
     group: list[SessionSummary] = []
     held = 0
     for summary in summaries:
-        if group and (len(group) == _BATCH or (events and held + summary.event_count > events)):
+        if group and (len(group) == BATCH or (events and held + summary.event_count > events)):
             out.append(group)
             group, held = [], 0
         group.append(summary)

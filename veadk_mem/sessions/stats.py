@@ -472,7 +472,7 @@ async def collect_stats(
         exc = group.exceptions[0]
         if isinstance(exc, VmemError) or not isinstance(exc, Exception):
             raise exc from None
-        raise store._fail(exc) from None
+        raise store.fail(exc) from None
     return _figures(
         store, sessions_task.result(), events_task.result(), unavailable=unavailable, by=by, top=top, now=now
     )

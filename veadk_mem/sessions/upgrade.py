@@ -49,7 +49,7 @@ from veadk_mem.sessions.layout import (
     build_tables,
     to_epoch,
 )
-from veadk_mem.sessions.records import Progress, _noop
+from veadk_mem.sessions.records import Progress, noop
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -71,7 +71,7 @@ Phase = Callable[[str, int], AbstractContextManager[Progress]]
 
 @contextlib.contextmanager
 def _no_phase(description: str, total: int) -> Iterator[Progress]:
-    yield _noop
+    yield noop
 
 
 async def before_swap(conn: AsyncConnection) -> None:
@@ -317,7 +317,7 @@ class Upgrade:
                 "not upgrading, nothing was changed",
                 hint="stop the agents that use it, then retry (VMEM_SQLITE_BUSY_TIMEOUT sets the wait)",
             )
-        return self.store._fail(exc)
+        return self.store.fail(exc)
 
     # -- backup -----------------------------------------------------------------------------
 
@@ -349,9 +349,9 @@ class Upgrade:
 
     def _check_decoded(self) -> None:
         """StoreError naming the events whose actions could not be decoded, unless they are kept raw."""
-        from veadk_mem.sessions.safepickle import _CONVERSION
+        from veadk_mem.sessions.safepickle import CONVERSION
 
-        conversion = _CONVERSION.get()
+        conversion = CONVERSION.get()
         if conversion is None or conversion.keep_raw or not conversion.undecoded:
             return
         items = sorted(conversion.undecoded.items())
@@ -409,7 +409,7 @@ class Upgrade:
     def _event_rows(self, rows: Sequence[Any]) -> list[dict[str, Any]]:
         """v0 event rows as v1 rows: ADK event data through vmem's codec, the time column as stored."""
         from veadk_mem import events as ev
-        from veadk_mem.bulk import bulk_objects
+        from veadk_mem.gc_pause import bulk_objects
         from veadk_mem.sessions.codec import event_from_row, event_row
         from veadk_mem.sessions.rawsession import raw_event
 
@@ -665,7 +665,7 @@ async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
     except VmemError:
         raise
     except Exception as exc:
-        raise store._fail(exc) from None
+        raise store.fail(exc) from None
 
 
 def _drop_order(names: Sequence[str]) -> list[str]:
@@ -743,7 +743,7 @@ async def _table_names(store: SessionStore) -> set[str]:
         async with store.engine.connect() as conn:
             return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     except Exception as exc:
-        raise store._fail(exc) from None
+        raise store.fail(exc) from None
 
 
 async def _drop_old(store: SessionStore, names: Sequence[str]) -> list[str]:
@@ -756,5 +756,5 @@ async def _drop_old(store: SessionStore, names: Sequence[str]) -> list[str]:
                 for name in _drop_order(names):
                     await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(name)}")
     except Exception as exc:
-        raise store._fail(exc) from None
+        raise store.fail(exc) from None
     return list(_drop_order(names))

@@ -1,5 +1,5 @@
 """Reading an import file's records, each checked: the import's check pass, its write pass
-(in this process or in `reader.py`'s child) and `upgrade`'s file check read through here.
+(in this process or in `import_child.py`'s child) and `upgrade`'s file check read through here.
 """
 
 from __future__ import annotations

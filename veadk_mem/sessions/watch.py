@@ -93,7 +93,7 @@ class Watcher:
         e, s = t.events.c, t.sessions.c
         # event_data as text, decoded per row in _events: a corrupt one is then skipped, not a failed poll
         raw = t.layout is Layout.V1
-        cols = [self.store._raw_json(c, c.name) if raw and c.name == "event_data" else c for c in t.events.c]
+        cols = [self.store.raw_json(c, c.name) if raw and c.name == "event_data" else c for c in t.events.c]
         cols.append(e.timestamp.label("_cursor_ts"))
         mine = [*self._keys(e), e.session_id == bindparam("k_id")]
         if name == "after":
@@ -227,7 +227,7 @@ class Watcher:
             except Exception as exc:  # a dropped connection: the driver's own error, or described
                 if isinstance(exc, VmemError) and not isinstance(exc, StoreError):
                     raise
-                problem = exc if isinstance(exc, VmemError) else self.store._fail(exc)
+                problem = exc if isinstance(exc, VmemError) else self.store.fail(exc)
                 with contextlib.suppress(Exception):
                     # a new pool; the old one's connections are dead, and closing them politely
                     # could wait on a server that is gone

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections import defaultdict
@@ -12,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.bulk import bulk_objects, collect_young
+from pydantic.alias_generators import to_camel
+
 from veadk_mem.errors import Interrupted, StoreError, VmemError
+from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.codec import event_row
-from veadk_mem.sessions.dberrors import _concurrent_ddl, _retryable
+from veadk_mem.sessions.dberrors import concurrent_ddl, retry_db, retryable
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     LATEST_SCHEMA_VERSION,
@@ -27,8 +30,7 @@ from veadk_mem.sessions.layout import (
     to_epoch,
 )
 from veadk_mem.sessions.rawsession import RawSession
-from veadk_mem.sessions.reads import Reads
-from veadk_mem.sessions.records import _BATCH, ImportReport, Progress, _noop
+from veadk_mem.sessions.records import BATCH, ImportReport, Progress, noop
 from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of
 
 if TYPE_CHECKING:
@@ -39,14 +41,20 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.rawsession import RawEvent
     from veadk_mem.sessions.records import FileKey
+    from veadk_mem.sessions.statements import Statements
 
 
 BATCH_ROWS = 20_000  # rows an import writes per transaction (`Writes.batch_rows`)
 SQLITE_BATCH_ROWS = 5_000  # ... on sqlite, where every agent waits for the write lock meanwhile
 
 
-class Writes(Reads):
+class Writes:
     """`import_records` and the checks `importer.import_file` runs before it."""
+
+    def __init__(self, db: Statements) -> None:
+        self.db = db
+        # fields an old v0 table has no column for -> the events that had them, for one warning each
+        self._dropped: dict[str, set[tuple[str, ...]]] = {}
 
     async def _ensure_tables(self) -> bool:
         """Create ADK's v1 tables exactly as ADK 2.x does when the database has none.
@@ -56,41 +64,39 @@ class Writes(Reads):
         "already exists" half-way. Then the layout is read again and the missing tables
         created, a few times, instead of failing.
         """
-        if self.layout is not Layout.EMPTY:
+        if self.db.layout is not Layout.EMPTY:
             return False
         from sqlalchemy import insert, select
 
         tables = build_tables(Layout.EMPTY)
-        for attempt in range(5):
-            try:
-                async with self.engine.connect() as conn:
-                    conn = await conn.execution_options(vmem_write=True)
-                    async with conn.begin():
-                        await conn.run_sync(tables.metadata.create_all)
-                        assert tables.internal is not None
-                        have = await conn.execute(
-                            select(tables.internal.c.value).where(tables.internal.c.key == SCHEMA_VERSION_KEY)
+
+        async def create() -> None:
+            async with self.db.engine.connect() as conn:
+                conn = await conn.execution_options(vmem_write=True)
+                async with conn.begin():
+                    await conn.run_sync(tables.metadata.create_all)
+                    assert tables.internal is not None
+                    have = await conn.execute(
+                        select(tables.internal.c.value).where(tables.internal.c.key == SCHEMA_VERSION_KEY)
+                    )
+                    if have.first() is None:
+                        await conn.execute(
+                            insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
                         )
-                        if have.first() is None:
-                            await conn.execute(
-                                insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
-                            )
-                break
-            except Exception as exc:
-                if attempt == 4 or not _concurrent_ddl(exc):
-                    raise self._fail(exc) from None
-                await asyncio.sleep(0.05 * (attempt + 1))
-        self._tables = tables
-        self._stmts.clear()
-        self.layout = Layout.V1
+
+        try:
+            await retry_db(create, concurrent_ddl)
+        except Exception as exc:
+            raise self.db.fail(exc) from None
+        self.db.use_tables(tables, Layout.V1)
         return True
 
     def offline_limits(self) -> Limits | None:
         """The limits of a sqlite file that does not exist yet (known without creating it), else None."""
         from veadk_mem.sessions.limits import Limits
 
-        path = self._sqlite_path()
-        if self.dialect == "sqlite" and path is not None and not Path(path).exists():
+        path = self.db.sqlite_path()
+        if self.db.dialect == "sqlite" and path is not None and not Path(path).exists():
             return Limits("sqlite", Layout.V1)
         return None
 
@@ -99,15 +105,15 @@ class Writes(Reads):
         from veadk_mem.sessions.limits import Limits
 
         packet = 0
-        if self.dialect == "mysql":
+        if self.db.dialect == "mysql":
             from sqlalchemy import text
 
             try:
-                async with self.engine.connect() as conn:
+                async with self.db.engine.connect() as conn:
                     packet = int((await conn.execute(text("SELECT @@max_allowed_packet"))).scalar_one())
             except Exception as exc:
-                raise self._fail(exc) from None
-        return Limits(self.dialect, Layout.V1 if self.layout is Layout.EMPTY else self.layout, packet)
+                raise self.db.fail(exc) from None
+        return Limits(self.db.dialect, Layout.V1 if self.db.layout is Layout.EMPTY else self.db.layout, packet)
 
     async def key_collisions(
         self, keys: Sequence[FileKey], states: Sequence[tuple[str, str | None, str]] = ()
@@ -121,7 +127,7 @@ class Writes(Reads):
         (`name_collisions`): their state rows are keyed by them. Returns one description per
         collision.
         """
-        if self.dialect != "mysql" or not (keys or states):
+        if self.db.dialect != "mysql" or not (keys or states):
             return []
         names = await self.name_collisions(
             [(k.app_name, k.user_id, k.where) for k in keys] + [(a, u, w) for a, u, w in states]
@@ -132,8 +138,8 @@ class Writes(Reads):
 
         out: list[str] = []
         try:
-            async with self.engine.connect() as conn:
-                if self.layout is Layout.EMPTY:  # the columns ADK will create get the database default
+            async with self.db.engine.connect() as conn:
+                if self.db.layout is Layout.EMPTY:  # the columns ADK will create get the database default
                     await conn.execute(
                         text(
                             "CREATE TEMPORARY TABLE vmem_keys (app_name VARCHAR(128) NOT NULL, "
@@ -149,8 +155,8 @@ class Writes(Reads):
                     )
                 try:
                     insert = text("INSERT INTO vmem_keys (app_name, user_id, id, n) VALUES (:a, :u, :i, :n)")
-                    for i in range(0, len(keys), _BATCH):
-                        chunk = keys[i : i + _BATCH]
+                    for i in range(0, len(keys), BATCH):
+                        chunk = keys[i : i + BATCH]
                         await conn.execute(
                             insert,
                             [{"a": k.app_name, "u": k.user_id, "i": k.id, "n": i + j} for j, k in enumerate(chunk)],
@@ -168,7 +174,7 @@ class Writes(Reads):
                             key = keys[int(n)]
                             seen.setdefault(repr(str(key)), key)
                         out.append(" = ".join(f"{k} ({seen[k].where})" for k in seen))
-                    if self.layout is not Layout.EMPTY:
+                    if self.db.layout is not Layout.EMPTY:
                         rows = await conn.execute(
                             text(
                                 "SELECT k.n, s.app_name, s.user_id, s.id FROM vmem_keys k JOIN sessions s "
@@ -184,7 +190,7 @@ class Writes(Reads):
                 finally:
                     await conn.execute(text("DROP TEMPORARY TABLE IF EXISTS vmem_keys"))
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
         return names + out
 
     async def name_collisions(self, names: Sequence[tuple[str, str | None, str]]) -> list[str]:
@@ -208,14 +214,14 @@ class Writes(Reads):
         try:
             return await self._name_collisions(entries, name)
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
 
     async def _name_collisions(self, entries: list[tuple[tuple[str, str | None], str]], name: Any) -> list[str]:
         from sqlalchemy import text
 
         out: list[str] = []
-        async with self.engine.connect() as conn:
-            if self.layout is Layout.EMPTY:
+        async with self.db.engine.connect() as conn:
+            if self.db.layout is Layout.EMPTY:
                 await conn.execute(
                     text(
                         "CREATE TEMPORARY TABLE vmem_names (app_name VARCHAR(128) NOT NULL, "
@@ -235,8 +241,8 @@ class Writes(Reads):
                     {"a": app, "u": user or "", "n": i, "h": int(user is not None)}
                     for i, ((app, user), _) in enumerate(entries)
                 ]
-                for i in range(0, len(rows), _BATCH):
-                    await conn.execute(insert, rows[i : i + _BATCH])
+                for i in range(0, len(rows), BATCH):
+                    await conn.execute(insert, rows[i : i + BATCH])
                 app_bin, user_bin = "CAST(app_name AS BINARY)", "CAST(user_id AS BINARY)"
                 found = await conn.execute(
                     text(
@@ -258,7 +264,7 @@ class Writes(Reads):
                 )
                 for (group,) in found:
                     out.append("users " + " = ".join(name(int(n)) for n in str(group).split(",")))
-                if self.layout is not Layout.EMPTY:
+                if self.db.layout is not Layout.EMPTY:
                     stored = await conn.execute(
                         text(
                             "SELECT k.n, a.app_name FROM vmem_names k JOIN app_states a ON a.app_name = k.app_name "
@@ -283,23 +289,23 @@ class Writes(Reads):
 
     async def newer_sessions(self, keys: Sequence[FileKey]) -> list[str]:
         """The sessions of `keys` stored with an update time later than the file's."""
-        if self.layout is Layout.EMPTY or not keys:
+        if self.db.layout is Layout.EMPTY or not keys:
             return []
         from sqlalchemy import select
 
-        s = self.tables.sessions.c
+        s = self.db.tables.sessions.c
         wanted = {(k.app_name, k.user_id, k.id): k for k in keys}
         out: list[str] = []
         try:
-            async with self.reader.connect() as conn:
+            async with self.db.reader.connect() as conn:
                 groups: dict[tuple[str, str], list[str]] = defaultdict(list)
                 for k in keys:
                     groups[(k.app_name, k.user_id)].append(k.id)
                 for (a, u), ids in groups.items():
-                    for j in range(0, len(ids), _BATCH):
+                    for j in range(0, len(ids), BATCH):
                         rows = await conn.execute(
                             select(s.app_name, s.user_id, s.id, s.update_time).where(
-                                s.app_name == a, s.user_id == u, s.id.in_(ids[j : j + _BATCH])
+                                s.app_name == a, s.user_id == u, s.id.in_(ids[j : j + BATCH])
                             )
                         )
                         for app, user, sid, stamp in rows:
@@ -307,7 +313,7 @@ class Writes(Reads):
                             if key is not None and _newer(to_epoch(stamp), key.update_time):
                                 out.append(f"{key} ({key.where})")
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
         return out
 
     async def import_records(
@@ -361,7 +367,7 @@ class Writes(Reads):
         fewer round trips; a sqlite batch holds the whole file's write lock while it is
         written, and an agent's append waits that long (20,000 rows: 1 to 3 s on a busy machine).
         """
-        return SQLITE_BATCH_ROWS if self.dialect == "sqlite" else BATCH_ROWS
+        return SQLITE_BATCH_ROWS if self.db.dialect == "sqlite" else BATCH_ROWS
 
     def big_line_bytes(self) -> int:
         """The JSONL line length from which an import streams a session and writes it on its own.
@@ -373,7 +379,7 @@ class Writes(Reads):
         """
         from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, big_line_bytes
 
-        return big_line_bytes(SQLITE_BIG_LINE if self.dialect == "sqlite" else BIG_LINE)
+        return big_line_bytes(SQLITE_BIG_LINE if self.db.dialect == "sqlite" else BIG_LINE)
 
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`).
@@ -382,7 +388,11 @@ class Writes(Reads):
         or SqliteSessionService's, or into an empty database (or a sqlite file not created
         yet), which gets ADK 2.x's.
         """
-        return self.dialect in ("sqlite", "postgresql") and self.layout in (Layout.EMPTY, Layout.V1, Layout.SQLITE)
+        return self.db.dialect in ("sqlite", "postgresql") and self.db.layout in (
+            Layout.EMPTY,
+            Layout.V1,
+            Layout.SQLITE,
+        )
 
     async def import_columns(
         self,
@@ -400,7 +410,7 @@ class Writes(Reads):
 
         def reader(plans: tuple[InsertPlan, InsertPlan] | None) -> Take:
             if plans is None:
-                raise RuntimeError(f"internal: no driver plans for an import into {self.layout.value}")
+                raise RuntimeError(f"internal: no driver plans for an import into {self.db.layout.value}")
 
             def take() -> tuple[_Batch, bool]:
                 columns = next(batches, None)
@@ -418,11 +428,11 @@ class Writes(Reads):
         """Create the tables if there are none, then write what `reader(driver plans)` takes, batch by batch."""
         report = ImportReport()
         report.created_tables = await self._ensure_tables()
-        report.layout = self.layout.value
-        self._dropped: dict[str, set[tuple[str, ...]]] = {}
+        report.layout = self.db.layout.value
+        self._dropped = {}
         take = reader(self._insert_plans())
         with bulk_objects():
-            await self._write_all(take, report, progress or _noop, force)
+            await self._write_all(take, report, progress or noop, force)
         return report
 
     async def _write_all(self, take: Take, report: ImportReport, advance: Progress, force: bool) -> None:
@@ -438,24 +448,14 @@ class Writes(Reads):
             while batch.records or batch.big is not None:
                 ahead = None if done else asyncio.ensure_future(asyncio.to_thread(take))
                 started = time.monotonic()
-                for attempt in range(5):
-                    try:
-                        if batch.big is not None and self.dialect == "sqlite":
-                            pending = await self._write_big_staged(batch.big, force=force, staging=staging)
-                        elif batch.big is not None:
-                            pending = await self._write_big(batch.big, force=force)
-                        else:
-                            pending = await self._write_batch(batch, force=force)
-                        break
-                    except Exception as exc:
-                        # Another writer (a second import, the agent) deadlocked with this batch:
-                        # the database rolled it back whole; write the same records again.
-                        if attempt == 4 or not _retryable(exc):
-                            raise
-                        await asyncio.sleep(0.05 * (attempt + 1))
+                # Another writer (a second import, the agent) may deadlock with this batch: the
+                # database rolled it back whole, so the same records are written again.
+                pending = await retry_db(
+                    functools.partial(self._write_one, batch, force=force, staging=staging), retryable
+                )
                 _add(report, pending)
                 if ahead is not None:
-                    await sqlite_gap(self.dialect, time.monotonic() - started)
+                    await sqlite_gap(self.db.dialect, time.monotonic() - started)
                 advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
                 collect_young()
                 if ahead is None:
@@ -476,7 +476,7 @@ class Writes(Reads):
             if ahead is not None:  # let the reading thread finish before the iterator is dropped
                 with contextlib.suppress(Exception):
                     await ahead
-            error = exc if isinstance(exc, VmemError) else self._fail(exc)
+            error = exc if isinstance(exc, VmemError) else self.db.fail(exc)
             if report.sessions or report.app_states or report.user_states:
                 error.message = (
                     f"{error.message} -- {report.sessions:,} session(s) before it were written and committed"
@@ -491,14 +491,23 @@ class Writes(Reads):
 
     def _warn_dropped(self) -> None:
         """One warning per field an old v0 table had no column for, with how many events had it."""
-        t = self.tables
-        for name, keys in sorted(getattr(self, "_dropped", {}).items()):
-            field = "".join(w.capitalize() if i else w for i, w in enumerate(name.split("_")))
+        t = self.db.tables
+        for name, keys in sorted(self._dropped.items()):
+            field = to_camel(name)
             where = f"ADK {t.releases}" if t.releases else "this v0 database"
-            self.warnings.append(
+            self.db.warnings.append(
                 f"{field} dropped from {len(keys):,} event(s): the tables of {where} have no {name} column"
             )
         self._dropped = {}
+
+    async def _write_one(self, batch: _Batch, *, force: bool, staging: list[str]) -> ImportReport:
+        """Write one batch, or the one long session it holds, in its own transaction (on
+        sqlite, the long session in short ones: `_write_big_staged`)."""
+        if batch.big is not None and self.db.dialect == "sqlite":
+            return await self._write_big_staged(batch.big, force=force, staging=staging)
+        if batch.big is not None:
+            return await self._write_big(batch.big, force=force)
+        return await self._write_batch(batch, force=force)
 
     async def _write_batch(self, batch: _Batch, *, force: bool) -> ImportReport:
         """Write `batch` in ONE transaction and return its counts.
@@ -508,7 +517,7 @@ class Writes(Reads):
         over, and multi-row INSERTs of sessions and events.
         """
         pending = ImportReport()
-        async with self.engine.connect() as conn:
+        async with self.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 await self._write_records(conn, batch, pending, force=force)
@@ -524,18 +533,18 @@ class Writes(Reads):
         """
         from sqlalchemy import insert
 
+        from veadk_mem.jsonio import compact_json as dumps
         from veadk_mem.sessions.bigline import column_chunks, event_chunks
-        from veadk_mem.sessions.codec import dumps
-        from veadk_mem.sessions.state import split_state
+        from veadk_mem.sessions.state_scopes import split_state
 
-        t = self.tables
+        t = self.db.tables
         pending = ImportReport()
         key = (big.app_name, big.user_id, big.id)
         now = time.time()
         updated, created = big.update_time(now), big.create_time(now)
         app_part, user_part, own = split_state(big.state)
         plans = self._insert_plans()
-        async with self.engine.connect() as conn:
+        async with self.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 stored = await self._stored_times(conn, [key])
@@ -594,11 +603,11 @@ class Writes(Reads):
     async def _short_write(self) -> AsyncIterator[AsyncConnection]:
         """One write transaction (BEGIN IMMEDIATE on sqlite), then `sqlite_gap` for as long as it held the lock."""
         started = time.monotonic()
-        async with self.engine.connect() as conn:
+        async with self.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 yield conn
-        await sqlite_gap(self.dialect, time.monotonic() - started)
+        await sqlite_gap(self.db.dialect, time.monotonic() - started)
 
     async def _write_big_staged(self, big: BigSession, *, force: bool, staging: list[str]) -> ImportReport:
         """sqlite: the session of a long line in short transactions, its row in `sessions` last.
@@ -624,11 +633,11 @@ class Writes(Reads):
         """
         from sqlalchemy import delete, func, insert, literal_column, select
 
+        from veadk_mem.jsonio import compact_json as dumps
         from veadk_mem.sessions.bigline import column_chunks, event_chunks
-        from veadk_mem.sessions.codec import dumps
-        from veadk_mem.sessions.state import split_state
+        from veadk_mem.sessions.state_scopes import split_state
 
-        t = self.tables
+        t = self.db.tables
         s, e = t.sessions.c, t.events.c
         pending = ImportReport()
         key = (big.app_name, big.user_id, big.id)
@@ -752,9 +761,9 @@ class Writes(Reads):
             return await rest()
         except _Taken:
             staging.clear()
-            for i in range(0, len(written), _BATCH):  # the other writer's session, as it wrote it
+            for i in range(0, len(written), BATCH):  # the other writer's session, as it wrote it
                 async with self._short_write() as conn:
-                    await conn.execute(delete(t.events).where(*events_of, e.id.in_(written[i : i + _BATCH])))
+                    await conn.execute(delete(t.events).where(*events_of, e.id.in_(written[i : i + BATCH])))
             raise StoreError(
                 f"session {name} was created by another writer while it was being imported; left as that writer has it",
                 hint="import the file again (with --force to write the file's version over it)",
@@ -766,7 +775,7 @@ class Writes(Reads):
     async def _write_records(self, conn: AsyncConnection, batch: _Batch, pending: ImportReport, *, force: bool) -> None:
         from sqlalchemy import insert
 
-        t = self.tables
+        t = self.db.tables
         heads = [r for r in batch.records if not isinstance(r, dict)]
         # the last record of a key wins, as when they were written one after the other
         sessions: dict[tuple[str, str, str], int] = {(h[0], h[1], h[2]): i for i, h in enumerate(heads)}
@@ -819,19 +828,19 @@ class Writes(Reads):
                 }
             )
             event_rows += self._event_rows(app, user, sid, session.events)
-        for i in range(0, len(session_rows), _BATCH):
-            await conn.execute(insert(t.sessions), session_rows[i : i + _BATCH])
+        for i in range(0, len(session_rows), BATCH):
+            await conn.execute(insert(t.sessions), session_rows[i : i + BATCH])
         await self._insert_event_rows(conn, event_rows)
 
     async def _delete_stored(self, conn: AsyncConnection, existing: list[tuple[str, str, str]]) -> None:
         """Delete these stored sessions and their events (an import writes them over)."""
         from sqlalchemy import and_, delete, or_
 
-        t = self.tables
+        t = self.db.tables
         s, e = t.sessions.c, t.events.c
-        for i in range(0, len(existing), _BATCH):
+        for i in range(0, len(existing), BATCH):
             groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-            for app, user, sid in existing[i : i + _BATCH]:
+            for app, user, sid in existing[i : i + BATCH]:
                 groups[(app, user)].append(sid)
             await conn.execute(
                 delete(t.events).where(
@@ -847,7 +856,7 @@ class Writes(Reads):
                 delete(t.sessions).where(
                     or_(
                         *[
-                            and_(self.key_eq(s.app_name, a), self.key_eq(s.user_id, u), s.id.in_(ids))
+                            and_(self.db.key_eq(s.app_name, a), self.db.key_eq(s.user_id, u), s.id.in_(ids))
                             for (a, u), ids in groups.items()
                         ]
                     )
@@ -856,7 +865,7 @@ class Writes(Reads):
 
     def _event_rows(self, app: str, user: str, sid: str, events: list[RawEvent]) -> list[dict[str, Any]]:
         """The events' rows for SQLAlchemy's insert (the path without driver plans); notes fields a v0 table drops."""
-        t = self.tables
+        t = self.db.tables
         if not t.missing:
             return [event_row(t, app, user, sid, event) for event in events]
         rows: list[dict[str, Any]] = []
@@ -871,30 +880,30 @@ class Writes(Reads):
     async def _insert_event_rows(self, conn: AsyncConnection, event_rows: list[dict[str, Any]]) -> None:
         from sqlalchemy import insert
 
-        t = self.tables
+        t = self.db.tables
         stmt = insert(t.events)
-        if t.layout is Layout.V0 and self.dialect == "mysql":
+        if t.layout is Layout.V0 and self.db.dialect == "mysql":
             # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
             from sqlalchemy import bindparam, func
 
             stmt = stmt.values(actions=func.unhex(bindparam("actions_hex")))
             for row in event_rows:
                 row["actions_hex"] = row.pop("actions").hex()
-        for i in range(0, len(event_rows), _BATCH * 2):
-            await conn.execute(stmt, event_rows[i : i + _BATCH * 2])
+        for i in range(0, len(event_rows), BATCH * 2):
+            await conn.execute(stmt, event_rows[i : i + BATCH * 2])
 
     def _insert_plans(self) -> tuple[InsertPlan, InsertPlan] | None:
         """Driver plans for the sessions and events tables (ADK 2.x or SqliteSessionService tables), else None."""
         from veadk_mem.sessions.driver import InsertPlan
 
-        if "insert_plans" not in self._stmts:
-            t = self.tables
+        if "insert_plans" not in self.db.stmts:
+            t = self.db.tables
             plans = None
             if t.layout in (Layout.V1, Layout.SQLITE):
-                sessions, events = (InsertPlan.make(table, self.engine.dialect) for table in (t.sessions, t.events))
+                sessions, events = (InsertPlan.make(table, self.db.engine.dialect) for table in (t.sessions, t.events))
                 plans = None if sessions is None or events is None else (sessions, events)
-            self._stmts["insert_plans"] = plans
-        cached: tuple[InsertPlan, InsertPlan] | None = self._stmts["insert_plans"]
+            self.db.stmts["insert_plans"] = plans
+        cached: tuple[InsertPlan, InsertPlan] | None = self.db.stmts["insert_plans"]
         return cached
 
     def _prepare(
@@ -941,10 +950,10 @@ class Writes(Reads):
         """
         from sqlalchemy import bindparam, func, select, tuple_
 
-        stmt = self._stmts.get("stored_times")
+        stmt = self.db.stmts.get("stored_times")
         if stmt is None:
-            s = self.tables.sessions.c
-            if self.dialect == "postgresql":
+            s = self.db.tables.sessions.c
+            if self.db.dialect == "postgresql":
                 from sqlalchemy import Text
                 from sqlalchemy.dialects.postgresql import ARRAY
 
@@ -952,13 +961,15 @@ class Writes(Reads):
                 k = func.unnest(*arrays).table_valued("a", "u", "i").render_derived()
                 stmt = (
                     select(s.app_name, s.user_id, s.id, s.update_time)
-                    .join_from(self.tables.sessions, k, (s.app_name == k.c.a) & (s.user_id == k.c.u) & (s.id == k.c.i))
-                    .with_for_update(of=self.tables.sessions)
+                    .join_from(
+                        self.db.tables.sessions, k, (s.app_name == k.c.a) & (s.user_id == k.c.u) & (s.id == k.c.i)
+                    )
+                    .with_for_update(of=self.db.tables.sessions)
                 )
-            elif self.dialect == "sqlite":
+            elif self.db.dialect == "sqlite":
                 j = func.json_each(bindparam("k_json")).table_valued("value")
                 stmt = select(s.app_name, s.user_id, s.id, s.update_time).join_from(
-                    self.tables.sessions,
+                    self.db.tables.sessions,
                     j,
                     (s.app_name == func.json_extract(j.c.value, "$[0]"))
                     & (s.user_id == func.json_extract(j.c.value, "$[1]"))
@@ -970,19 +981,19 @@ class Writes(Reads):
                     .where(tuple_(s.app_name, s.user_id, s.id).in_(bindparam("keys", expanding=True)))
                     .with_for_update()
                 )
-            self._stmts["stored_times"] = stmt
+            self.db.stmts["stored_times"] = stmt
         wanted = set(keys)
         found: dict[Any, float] = {}
-        step = max(len(keys), 1) if self.dialect in ("postgresql", "sqlite") else _BATCH
+        step = max(len(keys), 1) if self.db.dialect in ("postgresql", "sqlite") else BATCH
         for i in range(0, len(keys), step):
             chunk = keys[i : i + step]
-            if self.dialect == "postgresql":
+            if self.db.dialect == "postgresql":
                 params: dict[str, Any] = {
                     "k_apps": [k[0] for k in chunk],
                     "k_users": [k[1] for k in chunk],
                     "k_ids": [k[2] for k in chunk],
                 }
-            elif self.dialect == "sqlite":
+            elif self.db.dialect == "sqlite":
                 params = {"k_json": json.dumps(chunk)}
             else:
                 params = {"keys": chunk}
@@ -1000,26 +1011,26 @@ class Writes(Reads):
         """Merge app and user state into their rows: create missing rows, update changed ones, skip the rest."""
         from sqlalchemy import bindparam, insert, select, update
 
-        t = self.tables
+        t = self.db.tables
         stamp = stored_time(t, time.time())
         a, u = t.app_states, t.user_states
         apps = sorted(app_parts)
         current_app: dict[str, dict[str, Any]] = {}
         current_user: dict[tuple[str, str], dict[str, Any]] = {}
-        for i in range(0, len(apps), _BATCH):
-            stmt = select(a.c.app_name, a.c.state).where(a.c.app_name.in_(apps[i : i + _BATCH]))
-            if self.dialect != "sqlite":
+        for i in range(0, len(apps), BATCH):
+            stmt = select(a.c.app_name, a.c.state).where(a.c.app_name.in_(apps[i : i + BATCH]))
+            if self.db.dialect != "sqlite":
                 stmt = stmt.with_for_update()
             for name, state in await conn.execute(stmt):
                 if name in app_parts:
                     current_app[name] = dict(state or {})
         pairs = sorted(user_parts)
-        for i in range(0, len(pairs), _BATCH):
-            chunk = pairs[i : i + _BATCH]
+        for i in range(0, len(pairs), BATCH):
+            chunk = pairs[i : i + BATCH]
             by_user = select(u.c.app_name, u.c.user_id, u.c.state).where(
                 u.c.app_name.in_(sorted({p[0] for p in chunk})), u.c.user_id.in_(sorted({p[1] for p in chunk}))
             )
-            if self.dialect != "sqlite":
+            if self.db.dialect != "sqlite":
                 by_user = by_user.with_for_update()
             for row in await conn.execute(by_user):
                 if (row.app_name, row.user_id) in user_parts:
@@ -1047,13 +1058,13 @@ class Writes(Reads):
         if new_apps:
             await conn.execute(insert(a), new_apps)
         if changed_apps:
-            await conn.execute(update(a).where(self.key_eq(a.c.app_name, bindparam("b_app"))), changed_apps)
+            await conn.execute(update(a).where(self.db.key_eq(a.c.app_name, bindparam("b_app"))), changed_apps)
         if new_users:
             await conn.execute(insert(u), new_users)
         if changed_users:
             await conn.execute(
                 update(u).where(
-                    self.key_eq(u.c.app_name, bindparam("b_app")), self.key_eq(u.c.user_id, bindparam("b_user"))
+                    self.db.key_eq(u.c.app_name, bindparam("b_app")), self.db.key_eq(u.c.user_id, bindparam("b_user"))
                 ),
                 changed_users,
             )

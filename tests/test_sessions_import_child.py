@@ -1,4 +1,4 @@
-"""A large import's write pass read in a child process (`sessions/reader.py`), against real databases.
+"""A large import's write pass read in a child process (`sessions/import_child.py`), against real databases.
 
 The child is forced on for these small files (`worthwhile`); what it writes must be what the
 in-process path writes, ADK must read it back, and a failure anywhere must stop the child.
@@ -15,9 +15,9 @@ import pytest
 from sessions_helpers import APP, adk_get, adk_view, build, sqlite_url
 
 from veadk_mem.errors import BadInput, StoreError
-from veadk_mem.sessions import reader as reader_module
+from veadk_mem.sessions import import_child
+from veadk_mem.sessions.import_child import ReaderProcess
 from veadk_mem.sessions.importer import import_file
-from veadk_mem.sessions.reader import ReaderProcess
 from veadk_mem.sessions.store import SessionStore
 
 SESSIONS = {("alice", "s1"): 12, ("alice", "s2"): 3, ("bob", "s3"): 7, ("bob", "empty"): 0}
@@ -33,7 +33,7 @@ def children(monkeypatch: pytest.MonkeyPatch) -> list[ReaderProcess]:
         original(self, *args, **kwargs)
         started.append(self)
 
-    monkeypatch.setattr(reader_module, "worthwhile", lambda source: True)
+    monkeypatch.setattr(import_child, "worthwhile", lambda source: True)
     monkeypatch.setattr(ReaderProcess, "__init__", init)
     return started
 
@@ -77,7 +77,7 @@ def test_the_child_writes_what_the_in_process_path_writes(
     assert len(children) == 1 and children[0]._proc.returncode == 0  # the child read the file, and ended
     assert (report.sessions, report.events) == (len(SESSIONS), sum(SESSIONS.values()))
 
-    monkeypatch.setattr(reader_module, "worthwhile", lambda source: False)
+    monkeypatch.setattr(import_child, "worthwhile", lambda source: False)
     in_process = sqlite_url(tmp_path / "in_process.db")
     asyncio.run(import_file(SessionStore(in_process, create=True), dump))
     assert len(children) == 1
@@ -142,7 +142,7 @@ def test_a_key_given_twice_in_one_batch_keeps_the_later_copy_whole(
 ) -> None:
     """The rows built for the earlier copy are left out: its events must not stay beside the later ones."""
     if not child:
-        monkeypatch.setattr(reader_module, "worthwhile", lambda source: False)
+        monkeypatch.setattr(import_child, "worthwhile", lambda source: False)
 
     def session(n: int, t0: float, state: dict[str, Any]) -> dict[str, Any]:
         events = [
@@ -172,21 +172,21 @@ def test_only_a_large_jsonl_file_on_two_cores_is_read_by_a_child(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A JSON list is decoded whole: a child would hold a second copy, so it is read in the thread."""
-    from veadk_mem.sessions.reader import worthwhile
+    from veadk_mem.sessions.import_child import worthwhile
 
     record = json.dumps({"id": "s", "appName": "a", "userId": "u"})
     jsonl, listed, pretty = tmp_path / "a.jsonl", tmp_path / "a.json", tmp_path / "p.json"
     jsonl.write_text(f"{record}\n{record}\n", encoding="utf-8")
     listed.write_text(f"[{record},\n{record}]", encoding="utf-8")
     pretty.write_text(json.dumps(json.loads(record), indent=2), encoding="utf-8")
-    monkeypatch.setattr(reader_module, "PROCESS_FROM", 10)
-    monkeypatch.setattr(reader_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(import_child, "PROCESS_FROM", 10)
+    monkeypatch.setattr(import_child.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert worthwhile(jsonl) and not worthwhile(listed) and not worthwhile(pretty)
     assert not worthwhile(tmp_path / "missing.jsonl")
-    monkeypatch.setattr(reader_module.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(import_child.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert not worthwhile(jsonl)  # one core: nothing to gain
-    monkeypatch.setattr(reader_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(reader_module, "PROCESS_FROM", jsonl.stat().st_size + 1)
+    monkeypatch.setattr(import_child.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(import_child, "PROCESS_FROM", jsonl.stat().st_size + 1)
     assert not worthwhile(jsonl)  # small: the child's start-up would not be hidden by the check
 
 
@@ -217,7 +217,7 @@ def test_a_frame_naming_a_class_is_refused_not_loaded() -> None:
     import pickle
     import struct
 
-    from veadk_mem.sessions.reader import _read_frame
+    from veadk_mem.sessions.import_child import _read_frame
 
     def frame(payload: bytes) -> io.BytesIO:
         return io.BytesIO(struct.pack("<Q", len(payload)) + payload)

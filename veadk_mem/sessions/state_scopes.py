@@ -23,7 +23,7 @@ def merge_state(app: dict[str, Any], user: dict[str, Any], session: dict[str, An
     return merged
 
 
-def _decode_json(raw: Any, cache: dict[Any, Any] | None) -> dict[str, Any]:
+def decode_json(raw: Any, cache: dict[Any, Any] | None) -> dict[str, Any]:
     """A state column's text as a dict (None -> {}); `cache` shares one decode among equal texts (read only)."""
     if raw is None:
         return {}

@@ -5,46 +5,50 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.bulk import bulk_objects
 from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.gc_pause import bulk_objects
+from veadk_mem.jsonio import compact_json as dumps
+from veadk_mem.jsonio import compact_json_out as dumps_escaped
 from veadk_mem.jsonio import escape_terminal
-from veadk_mem.sessions.codec import camel_event, dumps, event_from_row
-from veadk_mem.sessions.codec import dumps_out as dumps_escaped
+from veadk_mem.sessions.codec import camel_event, event_from_row
 from veadk_mem.sessions.layout import Layout
-from veadk_mem.sessions.records import _BATCH, SessionFilter, SessionKey, SessionSummary
-from veadk_mem.sessions.statements import Statements
+from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from veadk_mem import events as ev
+    from veadk_mem.sessions.statements import Statements
 
 
-class Reads(Statements):
+class Reads:
     """Sessions, summaries and events, read in short autocommit statements."""
 
-    async def _states(
+    def __init__(self, db: Statements) -> None:
+        self.db = db
+
+    async def states(
         self, conn: AsyncConnection, apps: Iterable[str], pairs: Iterable[tuple[str, str]]
     ) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
         from sqlalchemy import select
 
-        t = self.tables
+        t = self.db.tables
         app_list = sorted(set(apps))
         pair_set = set(pairs)
         app_states: dict[str, dict[str, Any]] = {}
         user_states: dict[tuple[str, str], dict[str, Any]] = {}
-        for i in range(0, len(app_list), _BATCH):
-            chunk = app_list[i : i + _BATCH]
+        for i in range(0, len(app_list), BATCH):
+            chunk = app_list[i : i + BATCH]
             rows = await conn.execute(
                 select(t.app_states.c.app_name, t.app_states.c.state).where(t.app_states.c.app_name.in_(chunk))
             )
             for row in rows:
                 app_states[row.app_name] = dict(row.state or {})
             users = sorted({u for a, u in pair_set if a in chunk})
-            for j in range(0, len(users), _BATCH):
+            for j in range(0, len(users), BATCH):
                 rows = await conn.execute(
                     select(t.user_states.c.app_name, t.user_states.c.user_id, t.user_states.c.state).where(
-                        t.user_states.c.app_name.in_(chunk), t.user_states.c.user_id.in_(users[j : j + _BATCH])
+                        t.user_states.c.app_name.in_(chunk), t.user_states.c.user_id.in_(users[j : j + BATCH])
                     )
                 )
                 for row in rows:
@@ -67,52 +71,52 @@ class Reads(Statements):
         the stored events' JSON, so only for the listing that shows them).
         """
         try:
-            async with self.reader.connect() as conn:
-                found = await self._summaries(conn, flt, limit=limit, offset=offset, oldest_first=oldest_first)
+            async with self.db.reader.connect() as conn:
+                found = await self.db.summaries(conn, flt, limit=limit, offset=offset, oldest_first=oldest_first)
                 if compactions:
-                    await self._count_compactions(conn, found)
+                    await self.db.count_compactions(conn, found)
                 return found
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
 
     async def count_sessions(self, flt: SessionFilter | None = None) -> int:
         """How many sessions match."""
         from sqlalchemy import func, select
 
         try:
-            async with self.reader.connect() as conn:
-                stmt = select(func.count()).select_from(self.tables.sessions).where(*self._session_where(flt))
+            async with self.db.reader.connect() as conn:
+                stmt = select(func.count()).select_from(self.db.tables.sessions).where(*self.db.session_where(flt))
                 return int((await conn.execute(stmt)).scalar_one())
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
 
     async def get_summary(self, app: str, user: str, session_id: str) -> SessionSummary:
         """One session's summary; NotFound (exit 3) when it does not exist."""
         try:
-            async with self.reader.connect() as conn:
+            async with self.db.reader.connect() as conn:
                 return await self._one_summary(conn, app, user, session_id)
         except VmemError:
             raise
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
 
     async def _one_summary(self, conn: AsyncConnection, app: str, user: str, session_id: str) -> SessionSummary:
-        found = await self._summaries(conn, None, None, one=(app, user, session_id))
-        if not found and f"{app}/{user}/{session_id}" in self.damaged:
-            raise StoreError(self.warnings[-1].removesuffix("; skipped"))
+        found = await self.db.summaries(conn, None, None, one=(app, user, session_id))
+        if not found and f"{app}/{user}/{session_id}" in self.db.damaged:
+            raise StoreError(self.db.warnings[-1].removesuffix("; skipped"))
         if not found:
-            raise NotFound(f"session {app}/{user}/{session_id}: not found in {self.display_url}")
+            raise NotFound(f"session {app}/{user}/{session_id}: not found in {self.db.display_url}")
         return found[0]
 
     async def find_sessions(self, keys: Sequence[SessionKey]) -> list[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""
         found: list[SessionSummary] = []
         try:
-            async with self.reader.connect() as conn:
-                for i in range(0, len(keys), _BATCH):
-                    found += await self._summaries(conn, None, keys[i : i + _BATCH])
+            async with self.db.reader.connect() as conn:
+                for i in range(0, len(keys), BATCH):
+                    found += await self.db.summaries(conn, None, keys[i : i + BATCH])
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
         wanted = set(keys)
         found = [s for s in found if s.key in wanted]  # MySQL's collation matches more than the exact key
         missing = [str(k) for k in keys if k not in {s.key for s in found}]
@@ -122,7 +126,7 @@ class Reads(Statements):
 
     async def _stream_event_rows(self, conn: AsyncConnection, stmt: Any) -> AsyncIterator[Any]:
         result = await conn.stream(stmt)
-        async for partition in result.partitions(_BATCH):
+        async for partition in result.partitions(BATCH):
             for row in partition:
                 yield row
 
@@ -130,7 +134,7 @@ class Reads(Statements):
         """WHERE terms for one session's events, bound as k_app, k_user, k_id."""
         from sqlalchemy import bindparam
 
-        e = self.tables.events.c
+        e = self.db.tables.events.c
         return [
             e.app_name == bindparam("k_app"),
             e.user_id == bindparam("k_user"),
@@ -142,13 +146,13 @@ class Reads(Statements):
     ) -> AsyncIterator[dict[str, Any]]:
 
         name = "events" if last is None else "events_last"
-        stmt = self._stmts.get(name)
+        stmt = self.db.stmts.get(name)
         if stmt is None:
-            stmt = self._stmts[name] = self._events_stmt(self._one_session_events(), None if last is None else -1)
+            stmt = self.db.stmts[name] = self.db.events_stmt(self._one_session_events(), None if last is None else -1)
         params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
         if last is not None:
             params["k_last"] = last
-        tables, warnings = self.tables, self.warnings
+        tables, warnings = self.db.tables, self.db.warnings
 
         def decode(row: Any) -> dict[str, Any]:
             try:
@@ -159,14 +163,14 @@ class Reads(Statements):
                     f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]})"
                 ) from None
 
-        if 0 <= expected <= _BATCH:  # small: one round trip beats a server-side cursor
-            for row in await self._fetch_all(conn, stmt, params, name):
+        if 0 <= expected <= BATCH:  # small: one round trip beats a server-side cursor
+            for row in await self.db.fetch_all(conn, stmt, params, name):
                 yield decode(row)
             return
         # Large: stream through a server-side cursor, which PostgreSQL only allows in a transaction.
-        async with self.engine.connect() as streaming:
+        async with self.db.engine.connect() as streaming:
             result = await streaming.stream(stmt, params)
-            async for partition in result.partitions(_BATCH):
+            async for partition in result.partitions(BATCH):
                 for row in partition:
                     yield decode(row)
 
@@ -175,13 +179,13 @@ class Reads(Statements):
     ) -> AsyncIterator[dict[str, Any]]:
         """A session's events as ADK stored them (snake_case data), oldest first, streamed."""
         try:
-            async with self.engine.connect() as conn:
+            async with self.db.engine.connect() as conn:
                 async for data in self._event_data(conn, app, user, session_id, last):
                     yield data
         except VmemError:
             raise
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
 
     async def iter_events(
         self, app: str, user: str, session_id: str, *, last: int | None = None
@@ -195,13 +199,13 @@ class Reads(Statements):
     async def get_session(self, app: str, user: str, session_id: str, *, last: int | None = None) -> ev.Session:
         """The whole session (merged state, events oldest first); NotFound (exit 3) when missing."""
         try:
-            async with self.reader.connect() as conn:
+            async with self.db.reader.connect() as conn:
                 summary = await self._one_summary(conn, app, user, session_id)
                 return await self._load_session(conn, summary, last)
         except VmemError:
             raise
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
 
     async def _load_session(self, conn: AsyncConnection, summary: SessionSummary, last: int | None) -> ev.Session:
         """A session model from its summary and its (last) events, read on `conn`."""
@@ -235,7 +239,7 @@ class Reads(Statements):
         snapshot, so an event appended meanwhile is not half in the output.
         """
         summary, pieces, cursor, end = await self._json_page(app, user, session_id, last, page, None)
-        yield _session_head(summary)
+        yield session_head(summary)
         sep = "\n"
         done = 0
         while True:
@@ -253,17 +257,17 @@ class Reads(Statements):
             _, pieces, cursor, _ = await self._json_page(
                 app, user, session_id, None, page, (cursor, min(page, end - done))
             )
-        yield "\n" + _session_tail(summary) + "\n"
+        yield "\n" + session_tail(summary) + "\n"
 
     def _keyset_terms(self) -> tuple[Any, Any]:
         """(timestamp, tie-breaker) expressions events are ordered by, as `_events_stmt` selects them."""
         from sqlalchemy import Text, literal_column, type_coerce
 
-        e = self.tables.events.c
+        e = self.db.tables.events.c
         ts: Any = e.timestamp
-        if self.dialect == "sqlite" and not self.tables.epoch_times:
+        if self.db.dialect == "sqlite" and not self.db.tables.epoch_times:
             ts = type_coerce(e.timestamp, Text)  # compared as the stored text, as it is selected and ordered
-        tie: Any = literal_column("events.rowid") if self.tables.layout is Layout.SQLITE else e.id
+        tie: Any = literal_column("events.rowid") if self.db.tables.layout is Layout.SQLITE else e.id
         return ts, tie
 
     def _page_stmt(self, after: bool) -> Any:
@@ -271,7 +275,7 @@ class Reads(Statements):
         from sqlalchemy import Integer, and_, bindparam, or_
 
         name = "events_after" if after else "events_first"
-        stmt = self._stmts.get(name)
+        stmt = self.db.stmts.get(name)
         if stmt is None:
             where = self._one_session_events()
             if after:
@@ -279,21 +283,21 @@ class Reads(Statements):
                 b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
                 # `ts >= t` is the index range; the OR only sorts out the rows that tie on t
                 where += [ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie > b_tie))]
-            stmt = self._stmts[name] = self._events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
+            stmt = self.db.stmts[name] = self.db.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
         return stmt
 
     def _start_stmt(self) -> Any:
         """The (timestamp, tie) of the k_nth-newest event: where `--events N` starts (an index-only read)."""
         from sqlalchemy import Integer, bindparam, select
 
-        stmt = self._stmts.get("events_start")
+        stmt = self.db.stmts.get("events_start")
         if stmt is None:
             ts, tie = self._keyset_terms()
-            stmt = self._stmts["events_start"] = (
+            stmt = self.db.stmts["events_start"] = (
                 select(ts.label("ts"), tie.label("tie"))
-                .select_from(self.tables.events)
+                .select_from(self.db.tables.events)
                 .where(*self._one_session_events())
-                .order_by(self.tables.events.c.timestamp.desc(), tie.desc())
+                .order_by(self.db.tables.events.c.timestamp.desc(), tie.desc())
                 .limit(1)
                 .offset(bindparam("k_nth", type_=Integer))
             )
@@ -313,18 +317,18 @@ class Reads(Statements):
         Without `after`: the session row and the first page of its (last `last`) events,
         from one snapshot. With `after` ((timestamp, tie), count): the next `count` events.
         """
-        tables, warnings = self.tables, self.warnings
-        engine = self.engine
-        if after is None and self.dialect == "postgresql":
+        tables, warnings = self.db.tables, self.db.warnings
+        engine = self.db.engine
+        if after is None and self.db.dialect == "postgresql":
             engine = engine.execution_options(isolation_level="REPEATABLE READ")
         summary: Any = None
         params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
         try:
             async with engine.connect() as conn, conn.begin():
                 if after is None:
-                    if self.dialect == "sqlite":
+                    if self.db.dialect == "sqlite":
                         await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
-                    elif self.dialect == "postgresql":
+                    elif self.db.dialect == "postgresql":
                         # asyncpg's adapter opens the transaction at its first statement; the
                         # summary may run straight on the driver, so open it (and the snapshot) here
                         await conn.exec_driver_sql("SELECT 1")
@@ -350,7 +354,7 @@ class Reads(Statements):
         except VmemError:
             raise
         except Exception as exc:
-            raise self._fail(exc) from None
+            raise self.db.fail(exc) from None
         pieces = []
         for row in rows:
             try:
@@ -370,12 +374,12 @@ class Reads(Statements):
         """As `_page_stmt(True)`, but including the bound event itself (the first page of `--events N`)."""
         from sqlalchemy import Integer, and_, bindparam, or_
 
-        stmt = self._stmts.get("events_from")
+        stmt = self.db.stmts.get("events_from")
         if stmt is None:
             ts, tie = self._keyset_terms()
             b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
             where = [*self._one_session_events(), ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie >= b_tie))]
-            stmt = self._stmts["events_from"] = self._events_stmt(where, None).limit(
+            stmt = self.db.stmts["events_from"] = self.db.events_stmt(where, None).limit(
                 bindparam("k_limit", type_=Integer)
             )
         return stmt
@@ -388,20 +392,20 @@ class Reads(Statements):
         """
         for summary in await self.list_sessions(flt, oldest_first=True):
             try:
-                async with self.reader.connect() as conn:
+                async with self.db.reader.connect() as conn:
                     session = await self._load_session(conn, summary, None)
             except VmemError:
                 raise
             except Exception as exc:
-                raise self._fail(exc) from None
+                raise self.db.fail(exc) from None
             yield session
 
 
-def _session_head(summary: SessionSummary) -> str:
+def session_head(summary: SessionSummary) -> str:
     fields = {"id": summary.id, "appName": summary.app_name, "userId": summary.user_id, "state": summary.state}
     head = dumps_escaped(fields)
     return head[:-1] + ',"events":['
 
 
-def _session_tail(summary: SessionSummary) -> str:
+def session_tail(summary: SessionSummary) -> str:
     return '],"lastUpdateTime":' + dumps_escaped(summary.update_time) + "}"

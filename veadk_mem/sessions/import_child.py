@@ -36,7 +36,7 @@ from veadk_mem.errors import BadInput, StoreError
 PROCESS_FROM = 16 * 1024 * 1024  # below this the check pass is shorter than the child's start-up
 READER_TIMEOUT = 300.0  # seconds the writer waits for the child's next bytes ($VMEM_READER_TIMEOUT)
 _FRAME = struct.Struct("<Q")
-_CHILD = "import sys; sys.path.append(sys.argv[1]); from veadk_mem.sessions.reader import main; main()"
+_CHILD = "import sys; sys.path.append(sys.argv[1]); from veadk_mem.sessions.import_child import main; main()"
 
 
 def worthwhile(source: str | Path) -> bool:
