@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from veadk_mem.check_outcome import Check
 from veadk_mem.config import VmemSettings, mask_url
@@ -21,8 +20,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
     except VmemError as exc:
         name = f"short_term_memory ({settings.short_term_memory.backend})"
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
-    from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
+    from veadk_mem.sessions.store import SessionStore
 
     # the kind of database actually checked (--db-url may name another than the configured backend)
     name = f"short_term_memory ({url_dialect(url)})"
@@ -35,43 +33,17 @@ async def check_session_db(settings: VmemSettings) -> Check:
             return Check(name, "fail", f"{shown}: no such sqlite file (VeADK creates it on first use)", store=shown)
         url = read_only_sqlite_url(path)
     started = time.perf_counter()
-    engine = create_async_engine(url)
     try:
-        async with engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-            facts = await conn.run_sync(_layout)
+        health = await SessionStore(url).health()
     except Exception as exc:  # any driver error is a failed check
         took = (time.perf_counter() - started) * 1000
         detail = f"{shown}: {type(exc).__name__}: {_first_line(exc)}"
         return Check(name, "fail", detail, store=shown, latency_ms=took)
-    finally:
-        await engine.dispose()
     took = (time.perf_counter() - started) * 1000
-    counts = facts["counts"]
+    counts = health.counts
     held = f", {counts['sessions']:,} sessions, {counts['events']:,} events" if counts else ""
-    detail = f"{shown}: {facts['layout_description']}{held} ({took:.0f} ms)"
-    return Check(name, "ok", detail, store=shown, latency_ms=took, facts=facts)
-
-
-def _layout(sync_conn: Any) -> dict[str, Any]:
-    """The database's session layout (with the ADK releases a v0 column set corresponds to)
-    and how many sessions and events it holds."""
-    from sqlalchemy import func, select
-
-    from veadk_mem.sessions.layout import Layout, build_tables, inspect_layout
-
-    try:
-        layout, columns = inspect_layout(sync_conn)
-    except ValueError as exc:
-        return {"layout": None, "layout_description": str(exc), "counts": None}
-    tables = build_tables(layout, columns)
-    counts = None
-    if layout is not Layout.EMPTY:
-        counts = {
-            "sessions": int(sync_conn.execute(select(func.count()).select_from(tables.sessions)).scalar_one()),
-            "events": int(sync_conn.execute(select(func.count()).select_from(tables.events)).scalar_one()),
-        }
-    return {"layout": layout.value, "layout_description": tables.describe(), "counts": counts}
+    detail = f"{shown}: {health.layout_description}{held} ({took:.0f} ms)"
+    return Check(name, "ok", detail, store=shown, latency_ms=took, facts=health.as_facts())
 
 
 def _first_line(exc: BaseException) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -103,6 +104,28 @@ class StoreBase:
         store = cls(url, create=create, schema=schema, password=password)
         store.given_url = given_db_url(settings, url)
         return store
+
+    async def health(self) -> StoreHealth:
+        """Reachability, layout and size of the database, for `vmem doctor`, as the long-term
+        backends' `health()` gives theirs.
+
+        Works on a store that was not opened (an empty database or an unknown layout is a
+        fact to report here, not an error), creates nothing, and lets the driver's own error
+        out when the database cannot be reached: doctor names it.
+        """
+        from sqlalchemy import text
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        kwargs: dict[str, Any] = {}
+        if self.dialect == "postgresql" and self.schema:
+            kwargs["connect_args"] = {"server_settings": {"search_path": self.schema}}
+        engine = create_async_engine(self.url, **kwargs)
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+                return await conn.run_sync(_probe)
+        finally:
+            await engine.dispose()
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -245,3 +268,34 @@ class StoreBase:
             return column == value
         typed = literal(value, String()) if isinstance(value, str) else value
         return and_(column == value, cast(column, LargeBinary) == cast(typed, LargeBinary))
+
+
+@dataclass
+class StoreHealth:
+    """What `vmem doctor` says of a session database: its layout (None when unrecognised, with
+    the reason as the description) and how many sessions and events it holds (None when empty)."""
+
+    layout: str | None
+    layout_description: str
+    counts: dict[str, int] | None
+
+    def as_facts(self) -> dict[str, Any]:
+        """The figures `doctor --json` gives scripts."""
+        return {"layout": self.layout, "layout_description": self.layout_description, "counts": self.counts}
+
+
+def _probe(sync_conn: Any) -> StoreHealth:
+    from sqlalchemy import func, select
+
+    try:
+        layout, columns = inspect_layout(sync_conn)
+    except ValueError as exc:
+        return StoreHealth(None, str(exc), None)
+    tables = build_tables(layout, columns)
+    counts = None
+    if layout is not Layout.EMPTY:
+        counts = {
+            "sessions": int(sync_conn.execute(select(func.count()).select_from(tables.sessions)).scalar_one()),
+            "events": int(sync_conn.execute(select(func.count()).select_from(tables.events)).scalar_one()),
+        }
+    return StoreHealth(layout.value, tables.describe(), counts)
