@@ -206,7 +206,7 @@ async def test_a_failure_mid_save_says_what_was_stored_and_a_rerun_stores_the_re
     settings = load_settings(environ=_env(server.port)).settings
     ltm = LongTermMemory(backend="opensearch", settings=settings, embedder=HASH, index=index)
     try:
-        new = await ltm._new_records("jo", _records("jo", texts), index)
+        new = await ltm.new_records("jo", _records("jo", texts), index)
         assert len(new) == 3
         await ltm.backend_for(index=index).save("jo", new)
     finally:

@@ -265,7 +265,7 @@ async def test_a_failure_mid_save_says_what_was_stored_and_a_rerun_stores_the_re
     ltm = LongTermMemory(backend="redis", settings=_settings(redis_stack), embedder=HASH, index=index)
     try:
         records = _records("hana", texts)
-        new = await ltm._new_records("hana", records, index)
+        new = await ltm.new_records("hana", records, index)
         assert len(new) == 3
         await ltm.backend_for(index=index).save("hana", new)
         assert sorted(r.text for r in await ltm.backend_for(index=index).list_memories("hana")) == texts

@@ -236,7 +236,7 @@ class LongTermMemory:
         records, report.dropped = self._memories_of(session, policy)
         report.memories = len(records)
         skipped: list[MemoryRecord] = []
-        new = await self._new_records(session.user_id, records, index, skipped)
+        new = await self.new_records(session.user_id, records, index, skipped)
         report.ledger_skipped = [r.event_id for r in skipped]
         report.duplicates = len(records) - len(new)
         for record in new:  # embedded with other sessions' memories by prepare_sessions
@@ -292,7 +292,7 @@ class LongTermMemory:
                 if type(backend).prepare_memories is LongTermMemoryBackend.prepare_memories:
                     return
                 records, _ = self._memories_of(session, policy)
-                new = await self._new_records(session.user_id, records, index)
+                new = await self.new_records(session.user_id, records, index)
                 groups.setdefault(index, []).extend(new)
             for index, records in groups.items():
                 unique = list({r.content_hash: r for r in records}.values())
@@ -301,7 +301,7 @@ class LongTermMemory:
         except VmemError:
             return
 
-    async def _new_records(
+    async def new_records(
         self, user_id: str, records: list[MemoryRecord], index: str, skipped: list[MemoryRecord] | None = None
     ) -> list[MemoryRecord]:
         """Records whose content hash is neither earlier in the batch nor in the store.

@@ -446,7 +446,7 @@ async def import_records(
         attempted = len(batch)  # what a failure leaves unsaved: the batch, less what was there already
         try:
             skipped: list[MemoryRecord] = []
-            new = await target._new_records(user_id, batch, name, skipped)
+            new = await target.new_records(user_id, batch, name, skipped)
             summary.ledger_skipped += len(skipped)
             attempted = len(new)
             summary.duplicates += len(batch) - len(new)
