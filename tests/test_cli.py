@@ -28,6 +28,32 @@ def test_every_command_has_help(runner: CliRunner, path: tuple[str, ...]) -> Non
     assert node.help, f"vmem {' '.join(path)} has no help text"
 
 
+def _registered(typer_app: object) -> list[object]:
+    """Every command callback registered in a Typer app and its sub-apps."""
+    found = [info.callback for info in typer_app.registered_commands]  # type: ignore[attr-defined]
+    for group in typer_app.registered_groups:  # type: ignore[attr-defined]
+        found += _registered(group.typer_instance)
+    return found
+
+
+def test_the_global_flags_are_options_of_each_commands_own_signature() -> None:
+    """Typer builds them like any declared option (issue 24 item 7: no rewriting of the Click
+    tree's callbacks); a table-shaped command's signature has the formats as well."""
+    import inspect
+
+    from veadk_mem.cli.wiring import TABLE_SHAPED
+
+    callbacks = _registered(app)
+    assert len(callbacks) >= 20
+    for callback in callbacks:
+        params = inspect.signature(callback).parameters  # type: ignore[arg-type]
+        flags = {"-c": "g_config", "-q": "g_quiet", "-v": "g_verbose"}
+        for name in flags.values():
+            assert name in params, f"{callback.__name__}: no {name}"  # type: ignore[attr-defined]
+        if getattr(callback, TABLE_SHAPED, False):
+            assert {"g_jsonl", "g_csv", "g_tsv"} <= set(params), callback.__name__  # type: ignore[attr-defined]
+
+
 def test_groups_exist(runner: CliRunner) -> None:
     out = runner.invoke(app, ["--help"]).stdout
     for group in ("session", "ltm", "policy", "config", "doctor", "forget"):

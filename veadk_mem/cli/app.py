@@ -17,7 +17,7 @@ from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.state import AppState, get_state, library_warnings
-from veadk_mem.cli.wiring import usage_error, wire_commands
+from veadk_mem.cli.wiring import add_global_options, usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ FIRST_COMMANDS = ("session", "ltm", "policy")  # listed first in `vmem --help`
 
 class VmemGroup(TyperGroup):
     """Root group that turns every VmemError, and Click's usage errors, into a one-line
-    message and its exit code, and gives every command the global flags (wiring.py)."""
+    message and its exit code, and gives every command its examples and metavars (wiring.py)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -157,6 +157,7 @@ app.add_typer(config_cmd.app, name="config")
 app.command("doctor")(doctor_cmd.doctor)
 app.command("forget")(ltm_cmd.forget)
 app.command("completion")(completion_cmd.completion)
+add_global_options(app)
 
 
 def main() -> None:

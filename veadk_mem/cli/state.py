@@ -40,6 +40,15 @@ class AppState:
             self._renderer = Renderer(json_mode=self.json_mode, quiet=self.quiet, verbose=self.verbose, fmt=self.fmt)
         return self._renderer
 
+    def use_config(self, path: str) -> None:
+        """Read settings from this file (a -c given after the subcommand); call before they are read."""
+        self.config_path = path
+        self._loaded = None
+
+    def renew_renderer(self) -> None:
+        """Build the renderer again on next use: the output flags changed."""
+        self._renderer = None
+
     def override(self, dotted: str, value: Any) -> None:
         """Let a command flag win over env and file; call before settings are read."""
         if value is not None:
@@ -76,7 +85,7 @@ def get_state(ctx: typer.Context, *, json_flag: bool = False) -> AppState:
 
             raise BadInput(f"--json and --{state.fmt}: choose one output format")
         state.json_mode = True
-        state._renderer = None
+        state.renew_renderer()
     return state
 
 

@@ -2,13 +2,15 @@
 before or after the subcommand, --jsonl/--csv/--tsv on table-shaped commands, real metavars
 in help, and Click's usage errors in vmem's own one-line form.
 
-Done once on the Click tree Typer builds, so a command added later gets all of it for free.
+The flags are shared `Annotated` options that `add_global_options` adds to each command's
+signature before Typer reads it (Typer has no options that subcommands inherit); examples and
+metavars are set on the Click tree Typer builds (`wire_commands`). Both are done once, for the
+whole app, so a command added later gets all of it for free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -25,38 +27,97 @@ def table_shaped(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _global_template(
-    g_config: Annotated[
-        str | None,
-        typer.Option("--config", "-c", metavar="FILE", help="TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG)."),
-    ] = None,
-    g_json: Annotated[bool, typer.Option("--json", help="Print stable JSON on stdout.")] = False,
-    g_quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors; no progress or notes.")] = False,
-    g_verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Tracebacks and extra detail on errors.")] = False,
-) -> None:
-    """The global flags, also accepted after the subcommand."""
+ConfigOption = Annotated[
+    str | None,
+    typer.Option("--config", "-c", metavar="FILE", help="TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG)."),
+]
+GlobalJsonOption = Annotated[bool, typer.Option("--json", help="Print stable JSON on stdout.")]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors; no progress or notes.")]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Tracebacks and extra detail on errors.")]
+JsonlOption = Annotated[bool, typer.Option("--jsonl", help="One JSON object per line on stdout.")]
+CsvOption = Annotated[bool, typer.Option("--csv", help="CSV on stdout: a header line, a row a record.")]
+TsvOption = Annotated[bool, typer.Option("--tsv", help="TSV on stdout: a header line, a row a record.")]
+
+# The global flags, also accepted after the subcommand; and the formats of table-shaped commands.
+GLOBAL_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "g_config": (ConfigOption, None),
+    "g_json": (GlobalJsonOption, False),
+    "g_quiet": (QuietOption, False),
+    "g_verbose": (VerboseOption, False),
+}
+FORMAT_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "g_jsonl": (JsonlOption, False),
+    "g_csv": (CsvOption, False),
+    "g_tsv": (TsvOption, False),
+}
 
 
-def _format_template(
-    g_jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON object per line on stdout.")] = False,
-    g_csv: Annotated[bool, typer.Option("--csv", help="CSV on stdout: a header line, a row a record.")] = False,
-    g_tsv: Annotated[bool, typer.Option("--tsv", help="TSV on stdout: a header line, a row a record.")] = False,
-) -> None:
-    """The formats of table-shaped commands."""
+def _option_names(annotation: Any) -> set[str]:
+    """The option strings (`--json`, `-c`) an `Annotated[..., typer.Option(...)]` declares."""
+    from typing import get_args
+
+    names: set[str] = set()
+    for info in get_args(annotation)[1:]:
+        decls = getattr(info, "param_decls", None) or ()
+        default = getattr(info, "default", ...)
+        names.update(d for d in (*([default] if isinstance(default, str) else []), *decls) if d.startswith("-"))
+    return names
 
 
-@cache
-def _params(template: Callable[..., None]) -> list[Any]:
-    """The Click parameters Typer makes of a template function's signature."""
-    tmp = typer.Typer(add_completion=False)
-    tmp.command()(template)
-    return list(typer.main.get_command(tmp).params)
+def with_global_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`func` as a command that also takes the global flags (and, when table-shaped, the
+    formats) it does not declare itself: shared `Annotated` options added to its signature,
+    which Typer turns into Click options as it does the command's own, and applied to the
+    invocation's state before `func` runs."""
+    import functools
+    import inspect
+    from typing import get_type_hints
+
+    if getattr(func, "_vmem_global_options", False):
+        return func
+    hints = get_type_hints(func, include_extras=True)
+    signature = inspect.signature(func)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
+    taken = set().union(*(_option_names(p.annotation) for p in own))
+    wanted = dict(GLOBAL_OPTIONS)
+    if getattr(func, TABLE_SHAPED, False):
+        wanted |= FORMAT_OPTIONS
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (annotation, default) in wanted.items()
+        if not _option_names(annotation) & taken
+    ]
+    names = {p.name for p in extra}
+
+    @functools.wraps(func)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        from veadk_mem.cli.state import get_state
+        from veadk_mem.cli.typer_internals import current_context
+
+        flags = {name: kwargs.pop(name) for name in names if name in kwargs}
+        apply_flags(get_state(current_context()), **flags)
+        return func(*args, **kwargs)
+
+    command.__signature__ = signature.replace(parameters=[*own, *extra])  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in [*own, *extra]}
+    command._vmem_global_options = True  # type: ignore[attr-defined]
+    return command
+
+
+def add_global_options(app: typer.Typer) -> None:
+    """Give every command registered under `app`, in sub-apps too, the global flags (see
+    `with_global_options`): done once on the Typer app, so a command added later gets them for free."""
+    for info in app.registered_commands:
+        if info.callback is not None:
+            info.callback = with_global_options(info.callback)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            add_global_options(group.typer_instance)
 
 
 def wire_commands(group: Any, path: str = "") -> None:
-    """Give every leaf command under `group` the global flags it lacks, the format flags when
-    table-shaped, and real metavars in its help; and every command, groups included, its
-    examples (examples.py) and a whole one-line summary in its parent's command list."""
+    """Give every command, groups included, its examples (examples.py), a whole one-line
+    summary in its parent's command list, and real metavars in its help."""
     _teach(group, path)
     for name, cmd in getattr(group, "commands", {}).items():
         sub = f"{path} {name}".strip()
@@ -64,8 +125,9 @@ def wire_commands(group: Any, path: str = "") -> None:
             wire_commands(cmd, sub)
         else:
             _teach(cmd, sub)
-            if not getattr(cmd, "_vmem_wired", False):
-                _wire(cmd)
+            for p in cmd.params:
+                if p.param_type_name == "argument":
+                    _real_metavar(p)
 
 
 def _teach(cmd: Any, path: str) -> None:
@@ -77,36 +139,6 @@ def _teach(cmd: Any, path: str) -> None:
     if not cmd.short_help and cmd.help:
         first = cmd.help.split("\n\n", 1)[0]
         cmd.short_help = " ".join(first.replace("\b", "").split())
-
-
-def _wire(cmd: Any) -> None:
-    taken = {opt for p in cmd.params for opt in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
-    extra = [p for p in _params(_global_template) if not set(p.opts) & taken]
-    if getattr(cmd.callback, TABLE_SHAPED, False):
-        extra += [p for p in _params(_format_template) if not set(p.opts) & taken]
-    help_at = next((i for i, p in enumerate(cmd.params) if "--help" in getattr(p, "opts", [])), len(cmd.params))
-    cmd.params[help_at:help_at] = extra
-    names = {p.name for p in extra}
-    inner = cmd.callback
-
-    def callback(**kwargs: Any) -> Any:
-        from veadk_mem.cli.state import get_state
-
-        flags = {name: kwargs.pop(name) for name in names if name in kwargs}
-        apply_flags(get_state(_ctx()), **flags)
-        return inner(**kwargs)
-
-    cmd.callback = callback
-    cmd._vmem_wired = True
-    for p in cmd.params:
-        if p.param_type_name == "argument":
-            _real_metavar(p)
-
-
-def _ctx() -> Any:
-    from veadk_mem.cli.typer_internals import current_context
-
-    return current_context()
 
 
 def apply_flags(
@@ -124,8 +156,7 @@ def apply_flags(
     from veadk_mem.errors import BadInput
 
     if g_config is not None:
-        state.config_path = g_config
-        state._loaded = None
+        state.use_config(g_config)
     state.json_mode = state.json_mode or g_json
     state.quiet = state.quiet or g_quiet
     state.verbose = state.verbose or g_verbose
@@ -138,7 +169,7 @@ def apply_flags(
         raise BadInput(f"{' and '.join(chosen)}: choose one output format")
     if formats:
         state.fmt = formats[0]
-    state._renderer = None
+    state.renew_renderer()
 
 
 def _real_metavar(param: Any) -> None:
