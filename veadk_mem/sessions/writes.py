@@ -531,13 +531,9 @@ class Writes:
         transaction is as long as the session is: on PostgreSQL / MySQL it holds the lock on
         that session's row (and its app / user state rows) meanwhile, nothing else.
         """
-        from sqlalchemy import insert
-
-        from veadk_mem.jsonio import compact_json as dumps
         from veadk_mem.sessions.bigline import column_chunks, event_chunks
         from veadk_mem.sessions.state_scopes import split_state
 
-        t = self.db.tables
         pending = ImportReport()
         key = (big.app_name, big.user_id, big.id)
         now = time.time()
@@ -555,16 +551,7 @@ class Writes:
                 if key in stored:
                     await self._delete_stored(conn, [key])
                     pending.replaced = 1
-                if plans is not None:
-                    row: dict[str, list[Any]] = {"app_name": [key[0]], "user_id": [key[1]], "id": [key[2]]}
-                    row["state"] = [dumps(own)]
-                    row |= {"create_time": [created], "update_time": [updated]}
-                    if not await plans[0].insert(conn, plans[0].rows(row)):
-                        raise RuntimeError(f"internal: no open transaction for the insert into {plans[0].table}")
-                else:
-                    session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
-                    session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
-                    await conn.execute(insert(t.sessions), [session_row])
+                await self._insert_session_row(conn, key, own, created, updated, plans)
                 encoded = plans is not None and big.columns  # by the check pass already
                 chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
 
@@ -599,6 +586,32 @@ class Writes:
         pending.sessions = 1
         return pending
 
+    async def _insert_session_row(
+        self,
+        conn: AsyncConnection,
+        key: tuple[str, str, str],
+        own: dict[str, Any],
+        created: float,
+        updated: float,
+        plans: tuple[InsertPlan, InsertPlan] | None,
+    ) -> None:
+        """The one row in `sessions` of a session written on its own (`_write_big`, `_write_big_staged`)."""
+        from sqlalchemy import insert
+
+        from veadk_mem.jsonio import compact_json
+
+        t = self.db.tables
+        if plans is not None:
+            row: dict[str, list[Any]] = {"app_name": [key[0]], "user_id": [key[1]], "id": [key[2]]}
+            row["state"] = [compact_json(own)]
+            row |= {"create_time": [created], "update_time": [updated]}
+            if not await plans[0].insert(conn, plans[0].rows(row)):
+                raise RuntimeError(f"internal: no open transaction for the insert into {plans[0].table}")
+        else:
+            session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
+            session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
+            await conn.execute(insert(t.sessions), [session_row])
+
     @contextlib.asynccontextmanager
     async def _short_write(self) -> AsyncIterator[AsyncConnection]:
         """One write transaction (BEGIN IMMEDIATE on sqlite), then `sqlite_gap` for as long as it held the lock."""
@@ -631,9 +644,8 @@ class Writes:
         the session deletes them first. Meanwhile `staging` holds what the import's error
         message says of it.
         """
-        from sqlalchemy import delete, func, insert, literal_column, select
+        from sqlalchemy import delete, func, literal_column, select
 
-        from veadk_mem.jsonio import compact_json as dumps
         from veadk_mem.sessions.bigline import column_chunks, event_chunks
         from veadk_mem.sessions.state_scopes import split_state
 
@@ -744,16 +756,7 @@ class Writes:
                         hint="run the import again",
                     )
                 await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
-                if plans is not None:
-                    row: dict[str, list[Any]] = {"app_name": [key[0]], "user_id": [key[1]], "id": [key[2]]}
-                    row["state"] = [dumps(own)]
-                    row |= {"create_time": [created], "update_time": [updated]}
-                    if not await plans[0].insert(conn, plans[0].rows(row)):
-                        raise RuntimeError(f"internal: no open transaction for the insert into {plans[0].table}")
-                else:
-                    session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
-                    session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
-                    await conn.execute(insert(t.sessions), [session_row])
+                await self._insert_session_row(conn, key, own, created, updated, plans)
             pending.sessions = 1
             return pending
 
