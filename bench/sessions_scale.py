@@ -369,6 +369,9 @@ def run_backend(
     step("import", ["session", "import", str(source)], events)
     if url.startswith("postgresql"):
         asyncio.run(_pg_analyze(url))
+    elif url.startswith("mysql"):  # as a database that has been in use: its statistics settled
+        name = url.rsplit("/", 1)[1].split("?")[0]
+        _mysql_admin(f"ANALYZE TABLE `{name}`.`sessions`, `{name}`.`events`")
     if "list" in only:
         step("list (first page)", ["session", "list", "--json"], adk=adk_call(url, "list", APPS[1]))
         step("list --app", ["session", "list", "--app", APPS[1], "--json"], adk=adk_call(url, "list", APPS[1]))

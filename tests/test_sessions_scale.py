@@ -461,3 +461,21 @@ def test_ctrl_c_during_a_delete_says_how_far_it_got(pg_url: str, tmp_path: Path)
     assert 0 < left < n, left
     assert f"interrupted: {n - left:,} of {n:,} session(s) (0 event(s)) were deleted and committed" in text, text
     assert "run the same command again to finish" in text
+
+
+def test_a_set_of_session_keys_is_one_row_value_in_list_on_mysql_and_grouped_elsewhere() -> None:
+    """MariaDB scanned and sorted every event for each export batch (945,529 rows read for
+    3,237) when the keys came as an OR of (app, user) groups; as one `(app, user, id) IN`
+    list it reads index ranges. PostgreSQL keeps the grouped form, which its planner serves
+    with one index condition per group."""
+    from sqlalchemy import column, select
+    from sqlalchemy.dialects import mysql, postgresql
+
+    cols = (column("app_name"), column("user_id"), column("session_id"))
+    keys = [("a", "u1", "s1"), ("a", "u1", "s2"), ("b", "u2", "s3")]
+    on_mysql = SessionStore("mysql://root@127.0.0.1:3306/x").keys_in(cols, keys)
+    sql = str(select(cols[2]).where(on_mysql).compile(dialect=mysql.dialect()))
+    assert "(app_name, user_id, session_id) IN" in sql and " OR " not in sql, sql
+    on_pg = SessionStore("postgresql://u@127.0.0.1/x").keys_in(cols, keys)
+    sql = str(select(cols[2]).where(on_pg).compile(dialect=postgresql.dialect()))
+    assert sql.count(" OR ") == 1 and "session_id IN" in sql, sql

@@ -30,7 +30,6 @@ class Statements(StoreBase):
     """The SQL of the read queries, built once per shape and cached."""
 
     def session_where(self, flt: SessionFilter | None, keys: Sequence[SessionKey] | None = None) -> list[Any]:
-        from sqlalchemy import and_, or_
 
         s = self.tables.sessions.c
         conds: list[Any] = []
@@ -45,11 +44,28 @@ class Statements(StoreBase):
             if flt.until is not None:
                 conds.append(s.update_time < stored_time(self.tables, flt.until))
         if keys is not None:
-            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-            for k in keys:
-                groups[(k.app_name, k.user_id)].append(k.id)
-            conds.append(or_(*[and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in groups.items()]))
+            conds.append(self.keys_in((s.app_name, s.user_id, s.id), [(k.app_name, k.user_id, k.id) for k in keys]))
         return conds
+
+    def keys_in(self, columns: tuple[Any, Any, Any], keys: Sequence[tuple[str, str, str]]) -> Any:
+        """`columns` (app, user, session id) equal to one of `keys`, in the form the database's
+        planner serves from ADK's key index.
+
+        PostgreSQL and sqlite: the keys grouped by (app, user), `app = a AND user = u AND id IN
+        (...)` per group, OR-ed (a bare `id IN (...)` left PostgreSQL a sequential scan of every
+        event). MySQL/MariaDB: one row-value `(app, user, id) IN ((...), ...)`, which it reads as
+        index ranges; the OR of groups made MariaDB scan and sort the whole events table for
+        each export batch (945,529 rows examined for 3,237).
+        """
+        from sqlalchemy import and_, or_, tuple_
+
+        app, user, sid = columns
+        if self.dialect == "mysql":
+            return tuple_(app, user, sid).in_(list(keys))
+        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for a, u, i in keys:
+            groups[(a, u)].append(i)
+        return or_(*[and_(app == a, user == u, sid.in_(ids)) for (a, u), ids in groups.items()])
 
     async def summaries(
         self,
@@ -171,7 +187,7 @@ class Statements(StoreBase):
         compaction set), separate from the list's own query so that it stays an index count.
         A v0 layout pickles `actions`, which SQL cannot look into: the count stays None there.
         """
-        from sqlalchemy import and_, func, or_, select
+        from sqlalchemy import func, select
 
         t = self.tables
         if t.layout not in (Layout.V1, Layout.SQLITE) or not summaries:
@@ -186,9 +202,8 @@ class Statements(StoreBase):
             )
         else:
             found = (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
-        # ADK's full key (app_name, user_id, session_id) for every listed session, grouped by
-        # (app, user): the events index serves each group, whatever apps and users a page spans.
-        # A bare `session_id IN (...)` left PostgreSQL a sequential scan of every event.
+        # ADK's full key (app_name, user_id, session_id) for every listed session (`keys_in`):
+        # the events index serves it, whatever apps and users a page spans.
         counts: dict[tuple[str, str, str], int] = {}
         ordered = sorted(summaries, key=lambda x: (x.app_name, x.user_id, x.id))
         if self.dialect == "sqlite":
@@ -199,12 +214,7 @@ class Statements(StoreBase):
                         conn, summary, found
                     )
         for group in _groups(ordered, LIST_READ_EVENTS if self.dialect == "sqlite" else 0):
-            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-            for summary in group:
-                groups[(summary.app_name, summary.user_id)].append(summary.id)
-            keys = or_(
-                *[and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in groups.items()]
-            )
+            keys = self.keys_in((e.app_name, e.user_id, e.session_id), [(x.app_name, x.user_id, x.id) for x in group])
             stmt = (
                 select(e.app_name, e.user_id, e.session_id, func.count())
                 .where(keys, found)
@@ -333,13 +343,8 @@ class Statements(StoreBase):
 
     def batch_events_stmt(self, keys: Sequence[SessionKey]) -> Any:
         """Every event of these sessions, ordered by session then time."""
-        from sqlalchemy import and_, or_
-
         e = self.tables.events.c
-        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for k in keys:
-            groups[(k.app_name, k.user_id)].append(k.id)
-        where = or_(*[and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in groups.items()])
+        where = self.keys_in((e.app_name, e.user_id, e.session_id), [(k.app_name, k.user_id, k.id) for k in keys])
         return self.events_stmt([where], None, by_session=True)
 
 
