@@ -479,3 +479,55 @@ def test_a_set_of_session_keys_is_one_row_value_in_list_on_mysql_and_grouped_els
     on_pg = SessionStore("postgresql://u@127.0.0.1/x").keys_in(cols, keys)
     sql = str(select(cols[2]).where(on_pg).compile(dialect=postgresql.dialect()))
     assert sql.count(" OR ") == 1 and "session_id IN" in sql, sql
+
+
+@pytest.mark.mysql
+def test_a_keyset_page_on_mariadb_is_a_range_on_the_timestamp_not_a_read_from_the_first_event(
+    mysql_url: str, tmp_path: Path
+) -> None:
+    """MariaDB served `get --json`'s later pages by the index's first three columns (`ref`),
+    reading the session from its first event for every page (quadratic: a 200,000-event session
+    at 14,000 events/s). The page statement vmem runs must be a range that uses the timestamp."""
+    import pymysql
+    import pymysql.cursors
+
+    base = 1_790_000_000.0
+    events = [
+        {"id": f"e{i:05d}", "invocationId": f"i{i}", "author": "user", "timestamp": base + i,
+         "content": {"role": "user", "parts": [{"text": f"turn {i}"}]}}
+        for i in range(2_500)
+    ]  # fmt: skip
+    line = {"id": "long", "appName": APP, "userId": "u", "state": {}, "lastUpdateTime": base + 3_000, "events": events}
+    source = tmp_path / "long.jsonl"
+    source.write_text(json.dumps(line) + "\n", encoding="utf-8")
+
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+
+    result = CliRunner().invoke(app, ["session", "import", str(source), "--db-url", mysql_url, "-q"])
+    assert result.exit_code == 0, result.output
+
+    async def go() -> tuple[int, list[tuple[str, Any]]]:
+        async with SessionStore(mysql_url) as store:
+            seen = _capture(store)
+            text = "".join([piece async for piece in store.session_json(APP, "u", "long", page=1000)])
+            return len(json.loads(text)["events"]), seen
+
+    count, seen = asyncio.run(go())
+    assert count == 2_500
+    later = [(s, p) for s, p in seen if "FROM events" in s and "LIMIT" in s and "events.timestamp >=" in s]
+    assert later, [s for s, _ in seen]
+    name = mysql_url.rsplit("/", 1)[1].split("?")[0]
+    conn = pymysql.connect(
+        host="127.0.0.1", port=3306, user="root", password="", database=name, cursorclass=pymysql.cursors.DictCursor
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute("ANALYZE TABLE events")
+            for sql, params in later:
+                cur.execute("EXPLAIN " + sql, params)
+                [row] = cur.fetchall()
+                assert row["type"] == "range" and row["key"] == "idx_events_app_user_session_ts_id", row
+    finally:
+        conn.close()
