@@ -14,7 +14,7 @@ from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
-from veadk_mem.sessions.records import BATCH, DeleteReport, SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.records import BATCH, DeleteReport, SessionFilter, SessionKey, SessionSummary, cut_batches
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -42,22 +42,6 @@ def _by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[
     for summary in summaries:
         by_pair[(summary.app_name, summary.user_id)].append(summary.id)
     return by_pair
-
-
-def _batches(summaries: list[SessionSummary], sessions: int, events: int) -> list[list[SessionSummary]]:
-    """`summaries` cut into batches of at most `sessions` sessions and about `events` events."""
-    out: list[list[SessionSummary]] = []
-    current: list[SessionSummary] = []
-    size = 0
-    for summary in summaries:
-        if current and (len(current) >= sessions or size + summary.event_count > events):
-            out.append(current)
-            current, size = [], 0
-        current.append(summary)
-        size += summary.event_count
-    if current:
-        out.append(current)
-    return out
 
 
 class Deletes:
@@ -118,7 +102,7 @@ class Deletes:
         size = batch or _batch_size()
         held = 0.0
         try:
-            for n, chunk in enumerate(_batches(summaries, size, DELETE_BATCH_EVENTS)):
+            for n, chunk in enumerate(cut_batches(summaries, size, DELETE_BATCH_EVENTS)):
                 if n:  # on sqlite, let a waiting agent write between two batches
                     await sqlite_gap(self.db.dialect, held)
                 started = time.monotonic()

@@ -159,3 +159,19 @@ def file_update_time(session: ev.Session | RawSession) -> float:
     """The update time an import stores for `session`: lastUpdateTime, else its newest event."""
     stamps = [e.timestamp for e in session.events]
     return session.last_update_time or (max(stamps) if stamps else 0.0)
+
+
+def cut_batches(summaries: list[SessionSummary], sessions: int, events: int) -> list[list[SessionSummary]]:
+    """`summaries` cut into batches of at most `sessions` sessions and about `events` events."""
+    out: list[list[SessionSummary]] = []
+    current: list[SessionSummary] = []
+    size = 0
+    for summary in summaries:
+        if current and (len(current) >= sessions or size + summary.event_count > events):
+            out.append(current)
+            current, size = [], 0
+        current.append(summary)
+        size += summary.event_count
+    if current:
+        out.append(current)
+    return out

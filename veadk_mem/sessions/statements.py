@@ -5,6 +5,7 @@ Small reads run in one driver call where the types allow (driver.py).
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from veadk_mem.sessions.layout import (
     stored_time,
     to_epoch,
 )
-from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary, cut_batches
 from veadk_mem.sessions.state_scopes import decode_json, merge_state
 
 LIST_READ_EVENTS = 5_000  # events one read of the list's compaction count covers on sqlite (a short lock)
@@ -213,7 +214,7 @@ class Statements(StoreBase):
                     counts[(summary.app_name, summary.user_id, summary.id)] = await self._count_in_slices(
                         conn, summary, found
                     )
-        for group in _groups(ordered, LIST_READ_EVENTS if self.dialect == "sqlite" else 0):
+        for group in cut_batches(ordered, BATCH, LIST_READ_EVENTS if self.dialect == "sqlite" else sys.maxsize):
             keys = self.keys_in((e.app_name, e.user_id, e.session_id), [(x.app_name, x.user_id, x.id) for x in group])
             stmt = (
                 select(e.app_name, e.user_id, e.session_id, func.count())
@@ -346,19 +347,3 @@ class Statements(StoreBase):
         e = self.tables.events.c
         where = self.keys_in((e.app_name, e.user_id, e.session_id), [(k.app_name, k.user_id, k.id) for k in keys])
         return self.events_stmt([where], None, by_session=True)
-
-
-def _groups(summaries: list[SessionSummary], events: int) -> list[list[SessionSummary]]:
-    """`summaries` in groups of at most `BATCH` sessions and (with `events`) about that many events each."""
-    out: list[list[SessionSummary]] = []
-    group: list[SessionSummary] = []
-    held = 0
-    for summary in summaries:
-        if group and (len(group) == BATCH or (events and held + summary.event_count > events)):
-            out.append(group)
-            group, held = [], 0
-        group.append(summary)
-        held += summary.event_count
-    if group:
-        out.append(group)
-    return out
