@@ -44,3 +44,19 @@ def test_health_reports_an_empty_or_foreign_database_without_opening_it_as_a_sto
 def test_health_lets_the_drivers_error_out_when_the_server_is_not_there() -> None:
     with pytest.raises(OSError):
         asyncio.run(SessionStore("postgresql://postgres@127.0.0.1:9/x").health())
+
+
+def test_doctor_names_the_database_a_refused_url_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --db-url SQLAlchemy cannot read (a port that is not a number) is a failed check named
+    after the database it names, not after the configured backend (sqlite by default)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    result = CliRunner().invoke(app, ["doctor", "--json", "--db-url", "postgresql://u:pw@127.0.0.1:notaport/x"])
+    [check] = [c for c in json.loads(result.stdout) if c["name"].startswith("short_term_memory")]
+    assert check["name"] == "short_term_memory (postgresql)" and check["status"] == "fail", check
+    assert "pw" not in result.stdout

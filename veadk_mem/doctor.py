@@ -13,12 +13,19 @@ __all__ = ["Check", "check_session_db", "run_checks"]
 
 async def check_session_db(settings: VmemSettings) -> Check:
     """Connect to the session database and run one trivial query."""
-    from veadk_mem.sessions.url import given_db_url, read_only_sqlite_url, session_db_url, sqlite_file, url_dialect
+    from veadk_mem.sessions.url import (
+        configured_dialect,
+        given_db_url,
+        read_only_sqlite_url,
+        session_db_url,
+        sqlite_file,
+        url_dialect,
+    )
 
     try:
         url = session_db_url(settings)
-    except VmemError as exc:
-        name = f"short_term_memory ({settings.short_term_memory.backend})"
+    except VmemError as exc:  # named by the database the URL names, as written (--db-url wins)
+        name = f"short_term_memory ({configured_dialect(settings)})"
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
     from veadk_mem.sessions.store import SessionStore
 

@@ -27,6 +27,23 @@ _PLAIN = {"sqlite+aiosqlite": "sqlite", "postgresql+asyncpg": "postgresql", "mys
 _BAD_URL_HINT = "URL-encode special characters in the user and password: p@ss:word -> p%40ss%3Aword"
 
 
+def written_dialect(url: str) -> str:
+    """The database a URL names as written (its scheme; a plain path is sqlite), read without
+    parsing the rest, so that a URL SQLAlchemy refuses can still be named by its kind."""
+    if "://" not in url:
+        return "sqlite"
+    return url.split("://", 1)[0].split("+", 1)[0].lower()
+
+
+def configured_dialect(settings: VmemSettings) -> str:
+    """The kind of session database the settings name: db_url's scheme when set, else the backend."""
+    db_url = settings.short_term_memory.db_url.get_secret_value()
+    if not db_url:
+        return settings.short_term_memory.backend
+    dialect = written_dialect(db_url)
+    return _PLAIN.get(_ASYNC_DRIVERS.get(dialect, ""), dialect)
+
+
 def to_async_url(url: str) -> str:
     """Give a sync SQLAlchemy URL the async driver vmem uses; a plain path means sqlite."""
     from sqlalchemy.engine import URL, make_url
@@ -34,8 +51,8 @@ def to_async_url(url: str) -> str:
 
     if "://" not in url:
         return _render(URL.create("sqlite+aiosqlite", database=str(Path(url).expanduser())))
-    scheme, rest = url.split("://", 1)
-    dialect = scheme.split("+", 1)[0].lower()
+    rest = url.split("://", 1)[1]
+    dialect = written_dialect(url)
     if dialect not in _ASYNC_DRIVERS:
         raise BadInput(f"db_url: unsupported database '{dialect}' (expected sqlite, postgresql or mysql)")
     # A second '@' before the path: SQLAlchemy reads such a URL without complaint, with the
