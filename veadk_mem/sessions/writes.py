@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import time
 from collections import defaultdict
@@ -448,12 +447,16 @@ class Writes:
             while batch.records or batch.big is not None:
                 ahead = None if done else asyncio.ensure_future(asyncio.to_thread(take))
                 started = time.monotonic()
+
                 # Another writer (a second import, the agent) may deadlock with this batch: the
                 # database rolled it back whole, so the same records are written again.
-                pending = await retry_db(
-                    functools.partial(self._write_one, batch, force=force, staging=staging), retryable
-                )
-                _add(report, pending)
+                # Counted inside the attempt, as soon as it returns: tenacity awaits its own
+                # bookkeeping after a successful attempt, and a Ctrl-C landing there must not
+                # lose a batch that was committed (the message says how many sessions were).
+                async def attempt(batch: _Batch = batch) -> None:
+                    _add(report, await self._write_one(batch, force=force, staging=staging))
+
+                await retry_db(attempt, retryable)
                 if ahead is not None:
                     await sqlite_gap(self.db.dialect, time.monotonic() - started)
                 advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
