@@ -129,13 +129,13 @@ def test_a_batch_the_database_rolled_back_for_a_deadlock_is_written_again(
     real = writes.Writes._write_batch
     calls: list[float] = []
 
-    async def deadlocked_once(self: Any, batch: Any, *, force: bool) -> Any:
+    async def deadlocked_once(self: Any, batch: Any, *, force: bool, **kw: Any) -> Any:
         calls.append(time.monotonic())
         if len(calls) == 1:
             raise OperationalError(
                 "INSERT INTO sessions", {}, Exception("(1213, 'Deadlock found when trying to get lock')")
             )
-        return await real(self, batch, force=force)
+        return await real(self, batch, force=force, **kw)
 
     monkeypatch.setattr(writes.Writes, "_write_batch", deadlocked_once)
     source = write_export(tmp_path / "s.jsonl", 30, 3)
@@ -147,7 +147,7 @@ def test_a_batch_the_database_rolled_back_for_a_deadlock_is_written_again(
 
     calls.clear()
 
-    async def always_deadlocked(self: Any, batch: Any, *, force: bool) -> Any:
+    async def always_deadlocked(self: Any, batch: Any, *, force: bool, **kw: Any) -> Any:
         calls.append(time.monotonic())
         raise OperationalError(
             "INSERT INTO sessions", {}, Exception("(1213, 'Deadlock found when trying to get lock')")
@@ -157,6 +157,36 @@ def test_a_batch_the_database_rolled_back_for_a_deadlock_is_written_again(
     again = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "t.db")])
     assert again.exit_code == 1 and "Deadlock found" in again.stderr and "nothing was written" in again.stderr
     assert len(calls) == 5  # five tries, then the error as it came
+
+
+def test_a_batch_that_failed_after_its_commit_is_counted_once_and_not_written_again(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is counted the moment its transaction commits (so that a Ctrl-C in the
+    connection's release cannot lose it from the message's count); a retryable error after
+    that commit must neither write the batch again nor count it twice."""
+    from sqlalchemy.exc import OperationalError
+
+    from veadk_mem.sessions import writes
+
+    real = writes.Writes._write_batch
+    calls: list[int] = []
+
+    async def fails_on_the_way_out(self: Any, batch: Any, *, force: bool, **kw: Any) -> Any:
+        calls.append(1)
+        written = await real(self, batch, force=force, **kw)
+        if len(calls) == 1:
+            raise OperationalError("ROLLBACK", {}, Exception("(1213, 'Deadlock found when trying to get lock')"))
+        return written
+
+    monkeypatch.setattr(writes.Writes, "_write_batch", fails_on_the_way_out)
+    source = write_export(tmp_path / "s.jsonl", 30, 3)
+    db = tmp_path / "s.db"
+    result = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(db), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["sessions"] == 30, result.stdout
+    assert len(calls) == 1
+    assert sqlite_rows(db, "SELECT count(*) FROM sessions") == [(30,)]
 
 
 def test_tables_another_creator_made_meanwhile_are_created_again(

@@ -7,7 +7,7 @@ import contextlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -450,13 +450,7 @@ class Writes:
 
                 # Another writer (a second import, the agent) may deadlock with this batch: the
                 # database rolled it back whole, so the same records are written again.
-                # Counted inside the attempt, as soon as it returns: tenacity awaits its own
-                # bookkeeping after a successful attempt, and a Ctrl-C landing there must not
-                # lose a batch that was committed (the message says how many sessions were).
-                async def attempt(batch: _Batch = batch) -> None:
-                    _add(report, await self._write_one(batch, force=force, staging=staging))
-
-                await retry_db(attempt, retryable)
+                await retry_db(self._counted_attempt(batch, report, force=force, staging=staging), retryable)
                 if ahead is not None:
                     await sqlite_gap(self.db.dialect, time.monotonic() - started)
                 advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
@@ -503,16 +497,46 @@ class Writes:
             )
         self._dropped = {}
 
-    async def _write_one(self, batch: _Batch, *, force: bool, staging: list[str]) -> ImportReport:
+    def _counted_attempt(
+        self, batch: _Batch, report: ImportReport, *, force: bool, staging: list[str]
+    ) -> Callable[[], Awaitable[None]]:
+        """One try at writing `batch`, for `retry_db`, adding its counts to `report`.
+
+        Counted the moment its transaction commits, before the connection goes back to the
+        pool: a Ctrl-C landing later (in that release, or in tenacity's own bookkeeping after
+        the try) must not lose a committed batch from the count the message gives. A batch
+        committed and then failed on its way out is not written, or counted, again.
+        """
+        committed: list[ImportReport] = []
+
+        def done(written: ImportReport) -> None:
+            committed.append(written)
+            _add(report, written)
+
+        async def attempt() -> None:
+            if committed:
+                return
+            written = await self._write_one(batch, force=force, staging=staging, done=done)
+            if not committed:
+                done(written)
+
+        return attempt
+
+    async def _write_one(
+        self, batch: _Batch, *, force: bool, staging: list[str], done: Callable[[ImportReport], None] | None = None
+    ) -> ImportReport:
         """Write one batch, or the one long session it holds, in its own transaction (on
-        sqlite, the long session in short ones: `_write_big_staged`)."""
+        sqlite, the long session in short ones: `_write_big_staged`); `done` is told its
+        counts as soon as that transaction has committed."""
         if batch.big is not None and self.db.dialect == "sqlite":
             return await self._write_big_staged(batch.big, force=force, staging=staging)
         if batch.big is not None:
-            return await self._write_big(batch.big, force=force)
-        return await self._write_batch(batch, force=force)
+            return await self._write_big(batch.big, force=force, done=done)
+        return await self._write_batch(batch, force=force, done=done)
 
-    async def _write_batch(self, batch: _Batch, *, force: bool) -> ImportReport:
+    async def _write_batch(
+        self, batch: _Batch, *, force: bool, done: Callable[[ImportReport], None] | None = None
+    ) -> ImportReport:
         """Write `batch` in ONE transaction and return its counts.
 
         A handful of statements per batch, not per session: one SELECT of the stored keys,
@@ -524,9 +548,13 @@ class Writes:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 await self._write_records(conn, batch, pending, force=force)
+            if done is not None:
+                done(pending)
         return pending
 
-    async def _write_big(self, big: BigSession, *, force: bool) -> ImportReport:
+    async def _write_big(
+        self, big: BigSession, *, force: bool, done: Callable[[ImportReport], None] | None = None
+    ) -> ImportReport:
         """Write the session of a long line in ONE transaction, its events read and inserted a chunk at a time.
 
         All or nothing, as every session: a failure or Ctrl-C part-way rolls the whole
@@ -586,7 +614,9 @@ class Writes:
                         ahead.cancel()
                         with contextlib.suppress(BaseException):
                             await ahead
-        pending.sessions = 1
+                pending.sessions = 1
+            if done is not None:
+                done(pending)
         return pending
 
     async def _insert_session_row(
