@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -326,7 +327,7 @@ def run_backend(
     agent = Agent(url)
     rows: list[str] = []
 
-    def step(label: str, args: list[str], per_events: int = 0, adk: float | None = None) -> None:
+    def step(label: str, args: list[str], per_events: int | Callable[[], int] = 0, adk: float | None = None) -> None:
         load0 = os.getloadavg()[0]
         t0 = time.time()
         wall, cpu, rss, code, err = vmem(args, url)
@@ -334,6 +335,8 @@ def run_backend(
         lat, errors = agent.window(t0, t1)
         waits, control = watch.window(t0, t1)
         load = max(load0, os.getloadavg()[0])
+        if callable(per_events):  # counted in what the command wrote, once it has run
+            per_events = per_events() if code == 0 else 0
         rate = f"{per_events / wall:,.0f} ev/s" if per_events else ""
         adk_text = f"{adk:.3f}" if adk is not None else ""
         slow_spans = [(end - x, end) for end, x in agent.samples if t0 <= end <= t1 and x >= 0.5]
@@ -392,9 +395,10 @@ def run_backend(
             adk=adk_call(url, "get", BIG_APP, BIG_USER, BIG_ID),
         )
     if "export" in only:
-        app_events = events // len(APPS)  # about: the big session is in app0, so export app1
-        export = ["session", "export", "--app", APPS[1], "-o", str(tmp / "app1.jsonl")]
-        step(f"export --app {APPS[1]}", export, app_events)
+        # the big session is in app0, so export app1; the rate is of the events in the file
+        out = tmp / "app1.jsonl"
+        export = ["session", "export", "--app", APPS[1], "-o", str(out)]
+        step(f"export --app {APPS[1]}", export, lambda: _exported_events(out))
     if "delete" in only:
         first_old = _first_old_user(source)
         agent.resume = first_old  # the agent resumes an old session while the delete runs
@@ -412,6 +416,12 @@ def run_backend(
         flush=True,
     )
     return rows
+
+
+def _exported_events(path: Path) -> int:
+    """The events of every session line in an export file."""
+    with path.open(encoding="utf-8") as handle:
+        return sum(len(data.get("events", ())) for data in map(json.loads, handle) if "kind" not in data)
 
 
 def _first_old_user(source: Path) -> tuple[str, str] | None:
@@ -494,6 +504,21 @@ def _reachable(port: int) -> bool:
         return False
 
 
+def _speed() -> str:
+    """How fast this machine runs Python now: the best of three 10,000,000-step loops.
+
+    A shared host's speed varies (the same loop took 0.9 to 1.6 s within minutes on one
+    machine): figures taken hours apart are only comparable beside this line.
+    """
+    best = float("inf")
+    for _ in range(3):
+        t0, total = time.perf_counter(), 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return f"speed: a 10,000,000-step Python loop in {best:.2f} s"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events in the file (about)")
@@ -513,7 +538,7 @@ def main() -> None:
     sessions, events = build_file(source, opts.events, opts.big, opts.old)
     size = source.stat().st_size / 1e6
     print(f"file: {sessions:,} sessions, {events:,} events, {size:,.0f} MB ({time.perf_counter() - t0:.0f} s)")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {_speed()}")
     for name in opts.backends.split(","):
         db = f"vmem_scale_{uuid.uuid4().hex[:8]}"
         if name == "postgresql":

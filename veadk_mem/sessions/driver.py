@@ -61,6 +61,18 @@ class DriverPlan:
         values = self.compiled.construct_params(dict(params))
         return tuple(values[name] for name in self.names)
 
+    async def not_begun(self, conn: Any) -> bool:
+        """True when `conn` is in a transaction that the driver has not begun yet.
+
+        SQLAlchemy's asyncpg adapter sends BEGIN with the first statement it runs itself, so a
+        statement sent straight to the driver before it would run outside the transaction (its
+        own snapshot, not the isolation level asked for): that first one goes through SQLAlchemy.
+        """
+        if self.driver != "asyncpg" or not conn.in_transaction():
+            return False
+        raw = (await conn.get_raw_connection()).driver_connection
+        return not raw.is_in_transaction()
+
     async def fetch_all(self, conn: Any, params: Mapping[str, Any]) -> list[Any]:
         """All rows, as named tuples, on the driver connection behind an AsyncConnection."""
         raw = (await conn.get_raw_connection()).driver_connection

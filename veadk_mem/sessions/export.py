@@ -40,7 +40,8 @@ class Export:
                 if self.db.dialect == "sqlite":
                     await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
                 fresh = {x.key: x for x in await self.db.summaries(conn, None, keys)}
-                rows = list((await conn.execute(self.db.batch_events_stmt(keys))).all())
+                params = self.db.key_params([(k.app_name, k.user_id, k.id) for k in keys])
+                rows = list(await self.db.fetch_all(conn, self.db.batch_events_stmt(), params, "batch_events"))
         except VmemError:
             raise
         except Exception as exc:
@@ -51,28 +52,32 @@ class Export:
         self, batch: Sequence[SessionSummary], fresh: dict[SessionKey, SessionSummary], rows: list[Any]
     ) -> list[str]:
         """The JSONL lines of a batch read by `_read_batch`; hands the event loop over every
-        1,000 events, so the next batch's read goes on meanwhile."""
+        200 events, so the next batch's read goes on meanwhile."""
         import asyncio
+
+        from veadk_mem.gc_pause import bulk_objects, collect_young
 
         tables, warnings = self.db.tables, self.db.warnings
         events: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         broken: set[tuple[str, str, str]] = set()
-        for n, row in enumerate(rows, 1):
-            where = (row.app_name, row.user_id, row.session_id)
-            try:
-                text = dumps(camel_event(event_from_row(tables, row, warnings)))
-            except (ValueError, TypeError, AttributeError) as exc:
-                if where not in broken:
-                    broken.add(where)
-                    self.db.damaged.append("/".join(where))
-                    warnings.append(
-                        f"session {'/'.join(where)}: event {row.id} is not readable "
-                        f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]}); session not exported"
-                    )
-                continue
-            events[where].append(text)
-            if n % 1000 == 0:
-                await asyncio.sleep(0)
+        with bulk_objects():  # acyclic dicts by the thousand: 30 µs an event with the collector, 24 without
+            for n, row in enumerate(rows, 1):
+                where = (row.app_name, row.user_id, row.session_id)
+                try:
+                    text = dumps(camel_event(event_from_row(tables, row, warnings)))
+                except (ValueError, TypeError, AttributeError) as exc:
+                    if where not in broken:
+                        broken.add(where)
+                        self.db.damaged.append("/".join(where))
+                        warnings.append(
+                            f"session {'/'.join(where)}: event {row.id} is not readable "
+                            f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]}); session not exported"
+                        )
+                    continue
+                events[where].append(text)
+                if n % 200 == 0:  # the read ahead advances only when the loop runs: every 1,000
+                    await asyncio.sleep(0)  # events left PostgreSQL's export waiting 2.4 s on it, 200: 0.7 s
+        collect_young()
         out: list[str] = []
         for summary in batch:
             key = summary.key

@@ -6,7 +6,6 @@ Small reads run in one driver call where the types allow (driver.py).
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
 class Statements(StoreBase):
     """The SQL of the read queries, built once per shape and cached."""
 
-    def session_where(self, flt: SessionFilter | None, keys: Sequence[SessionKey] | None = None) -> list[Any]:
+    def session_where(self, flt: SessionFilter | None) -> list[Any]:
 
         s = self.tables.sessions.c
         conds: list[Any] = []
@@ -44,29 +43,45 @@ class Statements(StoreBase):
                 conds.append(s.update_time >= stored_time(self.tables, flt.since))
             if flt.until is not None:
                 conds.append(s.update_time < stored_time(self.tables, flt.until))
-        if keys is not None:
-            conds.append(self.keys_in((s.app_name, s.user_id, s.id), [(k.app_name, k.user_id, k.id) for k in keys]))
         return conds
 
-    def keys_in(self, columns: tuple[Any, Any, Any], keys: Sequence[tuple[str, str, str]]) -> Any:
-        """`columns` (app, user, session id) equal to one of `keys`, in the form the database's
-        planner serves from ADK's key index.
+    def key_match(self, columns: tuple[Any, Any, Any]) -> Any:
+        """`columns` (app, user, session id) equal to one of the keys bound at execution (`key_params`).
 
-        PostgreSQL and sqlite: the keys grouped by (app, user), `app = a AND user = u AND id IN
-        (...)` per group, OR-ed (a bare `id IN (...)` left PostgreSQL a sequential scan of every
-        event). MySQL/MariaDB: one row-value `(app, user, id) IN ((...), ...)`, which it reads as
-        index ranges; the OR of groups made MariaDB scan and sort the whole events table for
-        each export batch (945,529 rows examined for 3,237).
+        The condition is the same whatever the keys, so a statement holding it is built and
+        compiled once and cached: a condition of literal keys, built per export batch, was a
+        quarter of an export's CPU. The keys go as three arrays through unnest() on PostgreSQL
+        and as one JSON list through json_each() on sqlite, both joined on ADK's key index;
+        as one expanding row-value `(app, user, id) IN (...)` on MySQL/MariaDB, which it reads
+        as index ranges (an OR of (app, user) groups made MariaDB scan and sort the whole
+        events table for each export batch: 945,529 rows examined for 3,237).
         """
-        from sqlalchemy import and_, or_, tuple_
+        from sqlalchemy import bindparam, cast, func, literal_column, select, tuple_
 
-        app, user, sid = columns
-        if self.dialect == "mysql":
-            return tuple_(app, user, sid).in_(list(keys))
-        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for a, u, i in keys:
-            groups[(a, u)].append(i)
-        return or_(*[and_(app == a, user == u, sid.in_(ids)) for (a, u), ids in groups.items()])
+        row = tuple_(*columns)
+        if self.dialect == "postgresql":
+            from sqlalchemy import Text
+            from sqlalchemy.dialects.postgresql import ARRAY
+
+            # typed by a cast, not by the bind: asyncpg takes a list for text[] as it is, and a
+            # bind with no processor lets the statement run in one driver call (driver.py)
+            arrays = [cast(bindparam(n), ARRAY(Text)) for n in ("k_apps", "k_users", "k_ids")]
+            k = func.unnest(*arrays).table_valued("a", "u", "i").render_derived()
+            return row.in_(select(k.c.a, k.c.u, k.c.i))
+        if self.dialect == "sqlite":
+            j = func.json_each(bindparam("k_json")).table_valued("value")
+            return row.in_(select(*(func.json_extract(j.c.value, literal_column(f"'$[{i}]'")) for i in range(3))))
+        return row.in_(bindparam("k_keys", expanding=True))
+
+    def key_params(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+        """The bound values of `key_match` for these (app, user, session id) keys."""
+        if self.dialect == "postgresql":
+            return {"k_apps": [k[0] for k in keys], "k_users": [k[1] for k in keys], "k_ids": [k[2] for k in keys]}
+        if self.dialect == "sqlite":
+            import json
+
+            return {"k_json": json.dumps([list(k) for k in keys])}
+        return {"k_keys": [tuple(k) for k in keys]}
 
     async def summaries(
         self,
@@ -91,7 +106,14 @@ class Statements(StoreBase):
             )
         shape: tuple[Any, ...] | None = None
         params: dict[str, Any] = {}
-        if keys is None and one is None:  # filters: one prepared statement per shape, reused
+        if keys is not None:  # the same statement for any key set (`key_match`)
+            if flt is not None or limit or offset:
+                raise ValueError("summaries: keys with a filter or a page")
+            params = self.key_params([(k.app_name, k.user_id, k.id) for k in keys])
+            shape = ("keys", oldest_first)
+            if shape in self.stmts:
+                return await self.rows_to_summaries(conn, self.stmts[shape], params, shape)
+        elif one is None:  # filters: one prepared statement per shape, reused
             f = (flt or SessionFilter()).resolved()
             values = {"f_app": f.app, "f_user": f.user, "f_since": f.since, "f_until": f.until}
             params = {k: v for k, v in values.items() if v is not None}
@@ -137,6 +159,9 @@ class Statements(StoreBase):
                 )
             stmt = cached
             params = {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
+        elif keys is not None:
+            conds = [self.key_match((s.app_name, s.user_id, s.id))]
+            stmt = stmt.where(*conds)
         elif shape is not None:
             conds = []
             for key, column, op in (
@@ -152,7 +177,7 @@ class Statements(StoreBase):
                     )
             stmt = stmt.where(*conds)
         else:
-            conds = self.session_where(flt, keys)
+            conds = self.session_where(flt)
             stmt = stmt.where(*conds)
         order = (s.update_time.asc() if oldest_first else s.update_time.desc(), s.app_name, s.user_id, s.id)
         page_first = self.dialect == "sqlite" and one is None and bool(limit or offset)
@@ -203,7 +228,7 @@ class Statements(StoreBase):
             )
         else:
             found = (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
-        # ADK's full key (app_name, user_id, session_id) for every listed session (`keys_in`):
+        # ADK's full key (app_name, user_id, session_id) for every listed session (`key_match`):
         # the events index serves it, whatever apps and users a page spans.
         counts: dict[tuple[str, str, str], int] = {}
         ordered = sorted(summaries, key=lambda x: (x.app_name, x.user_id, x.id))
@@ -214,14 +239,16 @@ class Statements(StoreBase):
                     counts[(summary.app_name, summary.user_id, summary.id)] = await self._count_in_slices(
                         conn, summary, found
                     )
-        for group in cut_batches(ordered, BATCH, LIST_READ_EVENTS if self.dialect == "sqlite" else sys.maxsize):
-            keys = self.keys_in((e.app_name, e.user_id, e.session_id), [(x.app_name, x.user_id, x.id) for x in group])
-            stmt = (
+        stmt = self.stmts.get("compactions")
+        if stmt is None:
+            stmt = self.stmts["compactions"] = (
                 select(e.app_name, e.user_id, e.session_id, func.count())
-                .where(keys, found)
+                .where(self.key_match((e.app_name, e.user_id, e.session_id)), found)
                 .group_by(e.app_name, e.user_id, e.session_id)
             )
-            counts.update({(a, u, sid): int(n) for a, u, sid, n in await conn.execute(stmt)})
+        for group in cut_batches(ordered, BATCH, LIST_READ_EVENTS if self.dialect == "sqlite" else sys.maxsize):
+            params = self.key_params([(x.app_name, x.user_id, x.id) for x in group])
+            counts.update({(a, u, sid): int(n) for a, u, sid, n in await conn.execute(stmt, params)})
         for summary in summaries:
             summary.compaction_count = counts.get((summary.app_name, summary.user_id, summary.id), 0)
 
@@ -294,7 +321,7 @@ class Statements(StoreBase):
             if key not in self.plans:
                 self.plans[key] = DriverPlan.make(stmt, self.engine.dialect)
             plan = self.plans[key]
-            if plan is not None:
+            if plan is not None and not await plan.not_begun(conn):
                 return await plan.fetch_all(conn, params)
         return (await conn.execute(stmt, params)).all()
 
@@ -342,8 +369,11 @@ class Statements(StoreBase):
         lead = [e.c.app_name, e.c.user_id, e.c.session_id] if by_session else []
         return stmt.order_by(*lead, e.c.timestamp.asc(), tie_col.asc())
 
-    def batch_events_stmt(self, keys: Sequence[SessionKey]) -> Any:
-        """Every event of these sessions, ordered by session then time."""
-        e = self.tables.events.c
-        where = self.keys_in((e.app_name, e.user_id, e.session_id), [(k.app_name, k.user_id, k.id) for k in keys])
-        return self.events_stmt([where], None, by_session=True)
+    def batch_events_stmt(self) -> Any:
+        """Every event of the sessions bound by `key_params`, ordered by session then time (cached)."""
+        stmt = self.stmts.get("batch_events")
+        if stmt is None:
+            e = self.tables.events.c
+            where = self.key_match((e.app_name, e.user_id, e.session_id))
+            stmt = self.stmts["batch_events"] = self.events_stmt([where], None, by_session=True)
+        return stmt
