@@ -529,6 +529,10 @@ def main() -> None:
         "--only", default=",".join(sorted(COMMANDS)), help="after the import, only these: list,get,export,delete,doctor"
     )
     opts = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from as_installed import compile_vmem
+
+    compile_vmem()  # vmem's bytecode, as a pip install leaves it (this machine sets PYTHONDONTWRITEBYTECODE)
     only = {c for c in opts.only.split(",") if c}
     if only - COMMANDS:
         parser.error(f"--only: unknown {', '.join(sorted(only - COMMANDS))}")

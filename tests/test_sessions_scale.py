@@ -635,3 +635,105 @@ def test_a_keyset_page_on_mariadb_is_a_range_on_the_timestamp_not_a_read_from_th
                 assert row["type"] == "range" and row["key"] == "idx_events_app_user_session_ts_id", row
     finally:
         conn.close()
+
+
+@pytest.mark.mysql
+def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
+    mysql_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import batch's locking reads (the stored update times, the app and user state rows)
+    lock the rows they match, not every row a scan passes: under REPEATABLE READ, MariaDB took
+    a whole small table's rows for an `IN` list it chose to scan, the agent's own session and
+    state rows among them, and an agent appending there waited for the batch's commit (1.9 s
+    on one machine); a list of more than 1,000 values, which MariaDB turns into a semi-join,
+    kept them under READ COMMITTED too, and so did a scan that had waited for a row the agent
+    held as it passed. Probed from another connection inside the batch's transaction, while
+    the table holds little more than the agent's session."""
+    import pymysql
+    from sqlalchemy.engine import make_url
+
+    from veadk_mem.sessions import writes
+
+    async def agent() -> None:
+        service = adk_service(mysql_url)
+        try:
+            await service.create_session(
+                app_name="agent_app", user_id="agent_user", session_id="live", state={"app:a": 1, "user:u": 1}
+            )
+        finally:
+            await service.close()
+
+    asyncio.run(agent())
+    with (tmp_path / "s.jsonl").open("w", encoding="utf-8") as out:
+        for s in range(600):  # over 1,000 values in one IN list: MariaDB makes it a semi-join
+            line = {"id": f"s{s}", "appName": f"app{s % 5}", "userId": f"u{s % 7}", "state": {"app:n": s, "user:m": s}}
+            line["events"] = [{"id": f"e{s}", "author": "user", "timestamp": 1.79e9 + s}]
+            out.write(json.dumps(line) + "\n")
+    url = make_url(mysql_url)
+    probes: list[list[str]] = []
+    real = writes.Writes._write_records
+
+    async def then_probe(self: Any, conn: Any, *args: Any, **kwargs: Any) -> None:
+        await real(self, conn, *args, **kwargs)
+        other = pymysql.connect(host=url.host, port=url.port, user="root", password="", database=url.database)
+        blocked = []
+        try:
+            with other.cursor() as cur:
+                for table, where in (
+                    ("sessions", "app_name = 'agent_app' AND user_id = 'agent_user' AND id = 'live'"),
+                    ("app_states", "app_name = 'agent_app'"),
+                    ("user_states", "app_name = 'agent_app' AND user_id = 'agent_user'"),
+                ):
+                    try:
+                        cur.execute(f"SELECT 1 FROM {table} WHERE {where} FOR UPDATE NOWAIT")
+                    except pymysql.err.OperationalError as exc:
+                        blocked.append(f"{table}: {exc.args[0]}")
+            other.rollback()
+        finally:
+            other.close()
+        probes.append(blocked)
+
+    monkeypatch.setattr(writes.Writes, "_write_records", then_probe)
+    stored_times = writes.Writes._stored_times
+
+    async def while_the_agent_holds_its_row(self: Any, conn: Any, keys: Any) -> Any:
+        """The agent's own transaction holds its session row as the batch's locking read runs."""
+        import threading
+
+        held, done = threading.Event(), threading.Event()
+
+        def agent_turn() -> None:
+            own = pymysql.connect(host=url.host, port=url.port, user="root", password="", database=url.database)
+            try:
+                with own.cursor() as cur:
+                    cur.execute("BEGIN")
+                    cur.execute(
+                        "SELECT 1 FROM sessions WHERE app_name = 'agent_app' AND user_id = 'agent_user' "
+                        "AND id = 'live' FOR UPDATE"
+                    )
+                    held.set()
+                    done.wait(0.3)
+                own.commit()
+            finally:
+                own.close()
+
+        turn = threading.Thread(target=agent_turn)
+        turn.start()
+        held.wait(10)
+        try:
+            return await stored_times(self, conn, keys)
+        finally:
+            done.set()
+            turn.join()
+
+    monkeypatch.setattr(writes.Writes, "_stored_times", while_the_agent_holds_its_row)
+
+    async def go() -> None:
+        async with SessionStore(mysql_url) as store:
+            from veadk_mem.sessions.validate import iter_import_records
+
+            records = list(iter_import_records(tmp_path / "s.jsonl"))
+            await store.import_records(records)
+
+    asyncio.run(go())
+    assert probes and probes == [[]] * len(probes), probes

@@ -272,9 +272,7 @@ class Deletes:
                 stmt = select(s.app_name, s.user_id, s.id, s.update_time).where(
                     s.app_name == app, s.user_id == user, s.id.in_(ids[i : i + BATCH])
                 )
-                if self.db.dialect != "sqlite":  # sqlite: BEGIN IMMEDIATE already holds the write lock
-                    stmt = stmt.with_for_update()
-                for a, u, sid, stamp in await conn.execute(stmt):
+                for a, u, sid, stamp in await conn.execute(self.db.for_update(stmt, self.db.tables.sessions)):
                     current[(a, u, sid)] = to_epoch(stamp)
         kept: list[SessionSummary] = []
         for summary in summaries:

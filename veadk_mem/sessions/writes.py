@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 
 BATCH_ROWS = 20_000  # rows an import writes per transaction (`Writes.batch_rows`)
 SQLITE_BATCH_ROWS = 5_000  # ... on sqlite, where every agent waits for the write lock meanwhile
+# Keys in one MySQL/MariaDB locking read: under 1,000 values (three a key), which MariaDB would
+# turn into a semi-join (in_predicate_conversion_threshold) whose scan of a small sessions table
+# kept every row it passed locked to the commit, an agent's own session included.
+LOCKING_IN_KEYS = 300
 
 
 class Writes:
@@ -981,8 +985,8 @@ class Writes:
         arrays joined through unnest() on PostgreSQL (it plans a long IN list of row values
         as one slow probe per row), as one JSON array through json_each() on sqlite (one
         call into aiosqlite's thread per batch: each call waits for the GIL behind the
-        thread reading the next batch), and `(app_name, user_id, id) IN (...)` lists of 500
-        on MySQL.
+        thread reading the next batch), and `(app_name, user_id, id) IN (...)` lists of
+        `LOCKING_IN_KEYS` on MySQL.
         """
         from sqlalchemy import bindparam, func, select, tuple_
 
@@ -1012,15 +1016,16 @@ class Writes:
                     & (s.id == func.json_extract(j.c.value, "$[2]")),
                 )
             else:
-                stmt = (
-                    select(s.app_name, s.user_id, s.id, s.update_time)
-                    .where(tuple_(s.app_name, s.user_id, s.id).in_(bindparam("keys", expanding=True)))
-                    .with_for_update()
+                stmt = self.db.for_update(
+                    select(s.app_name, s.user_id, s.id, s.update_time).where(
+                        tuple_(s.app_name, s.user_id, s.id).in_(bindparam("keys", expanding=True))
+                    ),
+                    self.db.tables.sessions,
                 )
             self.db.stmts["stored_times"] = stmt
         wanted = set(keys)
         found: dict[Any, float] = {}
-        step = max(len(keys), 1) if self.db.dialect in ("postgresql", "sqlite") else BATCH
+        step = max(len(keys), 1) if self.db.dialect in ("postgresql", "sqlite") else LOCKING_IN_KEYS
         for i in range(0, len(keys), step):
             chunk = keys[i : i + step]
             if self.db.dialect == "postgresql":
@@ -1054,9 +1059,7 @@ class Writes:
         current_app: dict[str, dict[str, Any]] = {}
         current_user: dict[tuple[str, str], dict[str, Any]] = {}
         for i in range(0, len(apps), BATCH):
-            stmt = select(a.c.app_name, a.c.state).where(a.c.app_name.in_(apps[i : i + BATCH]))
-            if self.db.dialect != "sqlite":
-                stmt = stmt.with_for_update()
+            stmt = self.db.for_update(select(a.c.app_name, a.c.state).where(a.c.app_name.in_(apps[i : i + BATCH])), a)
             for name, state in await conn.execute(stmt):
                 if name in app_parts:
                     current_app[name] = dict(state or {})
@@ -1066,8 +1069,7 @@ class Writes:
             by_user = select(u.c.app_name, u.c.user_id, u.c.state).where(
                 u.c.app_name.in_(sorted({p[0] for p in chunk})), u.c.user_id.in_(sorted({p[1] for p in chunk}))
             )
-            if self.db.dialect != "sqlite":
-                by_user = by_user.with_for_update()
+            by_user = self.db.for_update(by_user, u)
             for row in await conn.execute(by_user):
                 if (row.app_name, row.user_id) in user_parts:
                     current_user[(row.app_name, row.user_id)] = dict(row.state or {})
