@@ -737,3 +737,44 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
 
     asyncio.run(go())
     assert probes and probes == [[]] * len(probes), probes
+
+
+@pytest.mark.mysql
+def test_a_session_an_agent_creates_while_a_mariadb_batch_writes_it_stops_the_import(
+    mysql_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At READ COMMITTED no gap lock keeps an agent from creating, between the batch's read
+    of the stored sessions and its insert, a session the batch is about to write: the batch's
+    insert is then a duplicate key, the batch rolls back whole, the import stops naming the
+    session (exit 1), and the agent's session stays as the agent wrote it."""
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+    from veadk_mem.sessions import writes
+
+    with (tmp_path / "s.jsonl").open("w", encoding="utf-8") as out:
+        for s in range(3):
+            line = {"id": f"s{s}", "appName": APP, "userId": "u", "state": {"from": "file"}}
+            line["events"] = [{"id": f"e{s}", "author": "user", "timestamp": 1.79e9 + s}]
+            out.write(json.dumps(line) + "\n")
+    stored_times = writes.Writes._stored_times
+
+    async def then_the_agent_creates_one(self: Any, conn: Any, keys: Any) -> Any:
+        found = await stored_times(self, conn, keys)
+        service = adk_service(mysql_url)
+        try:
+            await service.create_session(app_name=APP, user_id="u", session_id="s1", state={"from": "agent"})
+        finally:
+            await service.close()
+        return found
+
+    monkeypatch.setattr(writes.Writes, "_stored_times", then_the_agent_creates_one)
+    result = CliRunner().invoke(app, ["session", "import", str(tmp_path / "s.jsonl"), "--db-url", mysql_url])
+    assert result.exit_code == 1, result.output
+    assert "Duplicate entry" in result.stderr and "s1" in result.stderr, result.stderr
+
+    async def stored() -> list[tuple[str, dict[str, Any]]]:
+        async with SessionStore(mysql_url) as store:
+            return [(s.id, s.state) for s in await store.list_sessions(None)]
+
+    assert asyncio.run(stored()) == [("s1", {"from": "agent"})]
