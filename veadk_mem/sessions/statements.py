@@ -213,7 +213,7 @@ class Statements(StoreBase):
         compaction set), separate from the list's own query so that it stays an index count.
         A v0 layout pickles `actions`, which SQL cannot look into: the count stays None there.
         """
-        from sqlalchemy import func, select
+        from sqlalchemy import LargeBinary, String, cast, func, literal, select
 
         t = self.tables
         if t.layout not in (Layout.V1, Layout.SQLITE) or not summaries:
@@ -223,9 +223,10 @@ class Statements(StoreBase):
         if self.dialect == "postgresql":
             found = func.jsonb_typeof(func.jsonb_extract_path(data, "actions", "compaction")) == "object"
         elif self.dialect == "mysql":
-            found = (func.locate('"compaction"', data) > 0) & (
-                func.json_type(func.json_extract(data, "$.actions.compaction")) == "OBJECT"
-            )
+            # the text test byte for byte, as sqlite's instr: LOCATE compared by the column's
+            # collation (utf8mb4_general_ci) took 2.6 times as long over a 200,000-event session
+            marker = cast(literal('%"compaction"%', String()), LargeBinary)
+            found = data.like(marker) & (func.json_type(func.json_extract(data, "$.actions.compaction")) == "OBJECT")
         else:
             found = (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
         # ADK's full key (app_name, user_id, session_id) for every listed session (`key_match`):
