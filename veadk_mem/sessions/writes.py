@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
@@ -1018,7 +1017,7 @@ class Writes:
             else:
                 stmt = self.db.for_update(
                     select(s.app_name, s.user_id, s.id, s.update_time).where(
-                        tuple_(s.app_name, s.user_id, s.id).in_(bindparam("keys", expanding=True))
+                        tuple_(s.app_name, s.user_id, s.id).in_(bindparam("k_keys", expanding=True))
                     ),
                     self.db.tables.sessions,
                 )
@@ -1027,17 +1026,7 @@ class Writes:
         found: dict[Any, float] = {}
         step = max(len(keys), 1) if self.db.dialect in ("postgresql", "sqlite") else LOCKING_IN_KEYS
         for i in range(0, len(keys), step):
-            chunk = keys[i : i + step]
-            if self.db.dialect == "postgresql":
-                params: dict[str, Any] = {
-                    "k_apps": [k[0] for k in chunk],
-                    "k_users": [k[1] for k in chunk],
-                    "k_ids": [k[2] for k in chunk],
-                }
-            elif self.db.dialect == "sqlite":
-                params = {"k_json": json.dumps(chunk)}
-            else:
-                params = {"keys": chunk}
+            params = self.db.key_params(keys[i : i + step])  # the bound names `key_match` uses too
             for app, user, sid, stamp in await conn.execute(stmt, params):
                 if (app, user, sid) in wanted:  # exact: MySQL's collation matches more
                     found[(app, user, sid)] = to_epoch(stamp)
