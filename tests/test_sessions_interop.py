@@ -112,6 +112,55 @@ def test_import_twice_changes_nothing_and_roundtrips_across_databases(db: str, t
     asyncio.run(go())
 
 
+def test_an_event_whose_json_lacks_its_time_reads_with_the_column_as_adk_does(db: str, tmp_path: Path) -> None:
+    """ADK's v1 reader takes an event's time from its stored JSON, from the time column only
+    when the JSON has none; vmem's get, get --json and export read that column as text on
+    MySQL (codec.to_epoch parses it), which must give ADK's time to the microsecond."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+
+    build(db, SESSIONS)
+
+    async def strip() -> list[str]:
+        theirs = await adk_get(db, APP, "alice", "s1")
+        assert theirs is not None
+        ids = [theirs.events[1].id, theirs.events[7].id]
+        engine = create_async_engine(db)
+        try:
+            async with engine.begin() as conn:
+                for eid in ids:
+                    found = await conn.execute(text("SELECT event_data FROM events WHERE id = :i"), {"i": eid})
+                    raw = found.scalar_one()
+                    data = json.loads(raw) if isinstance(raw, str) else dict(raw)
+                    assert data.pop("timestamp") is not None
+                    value = "CAST(:d AS JSONB)" if engine.dialect.name == "postgresql" else ":d"
+                    await conn.execute(
+                        text(f"UPDATE events SET event_data = {value} WHERE id = :i"), {"d": json.dumps(data), "i": eid}
+                    )
+        finally:
+            await engine.dispose()
+        return ids
+
+    ids = asyncio.run(strip())
+    theirs = asyncio.run(adk_get(db, APP, "alice", "s1"))
+    assert theirs is not None
+    want = {e.id: e.timestamp for e in theirs.events}
+    assert all(want[i] != 1_790_000_000.0 for i in ids)  # the column's time, not a default
+    assert adk_view(asyncio.run(_store_session(db, APP, "alice", "s1"))) == adk_view(theirs)
+    runner = CliRunner()
+    got = runner.invoke(app, ["session", "get", APP, "alice", "s1", "--json", "--db-url", db])
+    assert got.exit_code == 0, got.output
+    assert {e["id"]: e["timestamp"] for e in json.loads(got.stdout)["events"]} == want
+    out = tmp_path / "out.jsonl"
+    done = runner.invoke(app, ["session", "export", "--user", "alice", "-o", str(out), "--db-url", db])
+    assert done.exit_code == 0, done.output
+    line = next(json.loads(x) for x in out.read_text().splitlines() if json.loads(x).get("id") == "s1")
+    assert {e["id"]: e["timestamp"] for e in line["events"]} == want
+
+
 def _lines(text: str) -> list[Any]:
     return sorted((json.loads(line) for line in text.splitlines()), key=lambda d: json.dumps(d, sort_keys=True))
 

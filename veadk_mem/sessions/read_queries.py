@@ -397,7 +397,7 @@ class Reads:
         cursor = None
         if rows:
             tail = rows[-1]
-            cursor = (tail.timestamp, tail._tie if tables.layout is Layout.SQLITE else tail.id)
+            cursor = (self.db.cursor_time(tail.timestamp), tail._tie if tables.layout is Layout.SQLITE else tail.id)
         return summary, pieces, cursor, end
 
     def _page_from_stmt(self) -> Any:
