@@ -3,6 +3,7 @@
     .venv/bin/python bench/sessions_scale.py                                  # 1,000,000 events, 3 DBs
     .venv/bin/python bench/sessions_scale.py --events 100000 --big 20000 --backends postgresql
     .venv/bin/python bench/sessions_scale.py --backends sqlite --only list   # the import, then the lists only
+    .venv/bin/python bench/sessions_scale.py --backends mysql --mariadb-buffer-pool 1024   # a pool that holds it
 
 Builds an export file of about `--events` events (realistic shapes: user text, model text
 with a state delta and usage metadata, tool calls and responses) in sessions of 4 to 36
@@ -375,6 +376,15 @@ def run_backend(
     elif url.startswith("mysql"):  # as a database that has been in use: its statistics settled
         name = url.rsplit("/", 1)[1].split("?")[0]
         _mysql_admin(f"ANALYZE TABLE `{name}`.`sessions`, `{name}`.`events`")
+        # MariaDB caches pages in its buffer pool only (O_DIRECT, no OS cache): a read of the big
+        # session is disk-bound when the pool cannot hold it, so the figures name both sizes
+        pool = int(_mysql_value("SELECT @@innodb_buffer_pool_size"))
+        size = _mysql_value(
+            "SELECT SUM(data_length + index_length) FROM information_schema.TABLES "
+            f"WHERE table_schema = '{name}' AND table_name = 'events'"
+        )
+        mib = f"{pool / 2**20:,.0f} MiB; events table {int(size) / 2**20:,.0f} MiB"
+        print(f"(innodb_buffer_pool_size {mib})", flush=True)
     if "list" in only:
         step("list (first page)", ["session", "list", "--json"], adk=adk_call(url, "list", APPS[1]))
         step("list --app", ["session", "list", "--app", APPS[1], "--json"], adk=adk_call(url, "list", APPS[1]))
@@ -496,6 +506,20 @@ def _mysql_admin(sql: str) -> None:
         conn.close()
 
 
+def _mysql_value(sql: str) -> Any:
+    """The first value of a one-row MariaDB query."""
+    import pymysql
+
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            row = cur.fetchone()
+        return row[0] if row else None
+    finally:
+        conn.close()
+
+
 def _reachable(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -537,6 +561,13 @@ def main() -> None:
     parser.add_argument(
         "--only", default=",".join(sorted(COMMANDS)), help="after the import, only these: list,get,export,delete,doctor"
     )
+    parser.add_argument(
+        "--mariadb-buffer-pool",
+        type=int,
+        default=0,
+        metavar="MIB",
+        help="set MariaDB's innodb_buffer_pool_size for the run (restored after); 0: as the server has it",
+    )
     opts = parser.parse_args()
     sys.path.insert(0, str(ROOT / "bench"))
     from as_installed import compile_vmem
@@ -552,6 +583,7 @@ def main() -> None:
     size = source.stat().st_size / 1e6
     print(f"file: {sessions:,} sessions, {events:,} events, {size:,.0f} MB ({time.perf_counter() - t0:.0f} s)")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {_speed(source)}")
+    pool_before = 0  # MariaDB's own innodb_buffer_pool_size, put back after the run
     for name in opts.backends.split(","):
         db = f"vmem_scale_{uuid.uuid4().hex[:8]}"
         if name == "postgresql":
@@ -565,6 +597,9 @@ def main() -> None:
                 print("MariaDB not reachable: skipped")
                 continue
             _mysql_admin(f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4")
+            if opts.mariadb_buffer_pool:
+                pool_before = int(_mysql_value("SELECT @@innodb_buffer_pool_size"))
+                _mysql_admin(f"SET GLOBAL innodb_buffer_pool_size = {opts.mariadb_buffer_pool * 2**20}")
             url = f"mysql+aiomysql://root@127.0.0.1:3306/{db}?charset=utf8mb4"
         else:
             url = f"sqlite+aiosqlite:///{work / (db + '.db')}"
@@ -575,6 +610,8 @@ def main() -> None:
                 asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
             elif name == "mysql":
                 _mysql_admin(f"DROP DATABASE IF EXISTS `{db}`")
+                if opts.mariadb_buffer_pool:
+                    _mysql_admin(f"SET GLOBAL innodb_buffer_pool_size = {pool_before}")
     source.unlink(missing_ok=True)
 
 
