@@ -378,8 +378,8 @@ def run_backend(
         _mysql_admin(f"ANALYZE TABLE `{name}`.`sessions`, `{name}`.`events`")
         # MariaDB caches pages in its buffer pool only (O_DIRECT, no OS cache): a read of the big
         # session is disk-bound when the pool cannot hold it, so the figures name both sizes
-        pool = int(_mysql_value("SELECT @@innodb_buffer_pool_size"))
-        size = _mysql_value(
+        pool = int(_mysql_admin("SELECT @@innodb_buffer_pool_size"))
+        size = _mysql_admin(
             "SELECT SUM(data_length + index_length) FROM information_schema.TABLES "
             f"WHERE table_schema = '{name}' AND table_name = 'events'"
         )
@@ -494,20 +494,8 @@ async def _pg_analyze(url: str) -> None:
         await conn.close()
 
 
-def _mysql_admin(sql: str) -> None:
-    import pymysql
-
-    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="")
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-        conn.commit()
-    finally:
-        conn.close()
-
-
-def _mysql_value(sql: str) -> Any:
-    """The first value of a one-row MariaDB query."""
+def _mysql_admin(sql: str) -> Any:
+    """Run one statement on MariaDB as root, committed; the first value of its first row, if any."""
     import pymysql
 
     conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="")
@@ -515,6 +503,7 @@ def _mysql_value(sql: str) -> Any:
         with conn.cursor() as cur:
             cur.execute(sql)
             row = cur.fetchone()
+        conn.commit()
         return row[0] if row else None
     finally:
         conn.close()
@@ -598,7 +587,7 @@ def main() -> None:
                 continue
             _mysql_admin(f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4")
             if opts.mariadb_buffer_pool:
-                pool_before = int(_mysql_value("SELECT @@innodb_buffer_pool_size"))
+                pool_before = int(_mysql_admin("SELECT @@innodb_buffer_pool_size"))
                 _mysql_admin(f"SET GLOBAL innodb_buffer_pool_size = {opts.mariadb_buffer_pool * 2**20}")
             url = f"mysql+aiomysql://root@127.0.0.1:3306/{db}?charset=utf8mb4"
         else:
