@@ -11,7 +11,8 @@ events over 5 apps and 500 users, one session of `--big` events, and `--old` ses
 updated long ago; then, per backend (a fresh database each), with an ADK agent appending
 through google-adk's `DatabaseSessionService` the whole time (a thread of its own, an
 event every 50 ms), runs each vmem command as its own process: import; list (first page,
---app, --user, --since, a deep --offset); get of the big session (--events 50 and --json);
+--app, --user, --since, a deep --offset, and the first page with --compactions, the one
+listing that reads events); get of the big session (--events 50 and --json);
 export of one app; delete --older-than of the old sessions (the agent also resumes one of
 them meanwhile: it must be kept); doctor. Prints wall time, CPU time (user+sys) and peak
 RSS per command (from wait4), ADK's own list_sessions / get_session beside them, and the
@@ -387,6 +388,8 @@ def run_backend(
         print(f"(innodb_buffer_pool_size {mib})", flush=True)
     if "list" in only:
         step("list (first page)", ["session", "list", "--json"], adk=adk_call(url, "list", APPS[1]))
+        # the one listing that reads events: the first page holds the big session
+        step("list --compactions", ["session", "list", "--compactions", "--json"])
         step("list --app", ["session", "list", "--app", APPS[1], "--json"], adk=adk_call(url, "list", APPS[1]))
         step(
             "list --user",

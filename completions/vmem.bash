@@ -16,7 +16,7 @@ _vmem() {
     " forget") opts='--app -a --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " completion") opts='--install --config -c --json --quiet -q --verbose -v'; cmds='bash zsh fish' ;;
     " session") opts=''; cmds='list get delete export import upgrade stats watch' ;;
-    " session list") opts='--app -a --user -u --since --until --limit -n --offset --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
+    " session list") opts='--app -a --user -u --since --until --limit -n --offset --compactions --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " session get") opts='--events --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv'; cmds='' ;;
     " session delete") opts='--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v'; cmds='' ;;
     " session export") opts='--app -a --user -u --since --until --output -o --db-url --config -c --json --quiet -q --verbose -v'; cmds='' ;;

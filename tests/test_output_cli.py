@@ -268,22 +268,25 @@ def test_session_list_counts_the_compactions_adk_wrote(
             await service.close()
 
     asyncio.run(write())
-    result = runner.invoke(app, ["session", "list", "--db-url", url, "--json"])
+    result = runner.invoke(app, ["session", "list", "--db-url", url, "--json", "--compactions"])
     assert result.exit_code == 0, result.output
     counts = {s["id"]: (s["eventCount"], s["compactionCount"]) for s in json.loads(result.stdout)}
     assert counts == {"compacted": (3, 1), "plain": (1, 0)}
-    rows = runner.invoke(app, ["session", "list", "--db-url", url, "--tsv"]).stdout.splitlines()
+    rows = runner.invoke(app, ["session", "list", "--db-url", url, "--tsv", "--compactions"]).stdout.splitlines()
     header = rows[0].split("\t")
     by_id = {r["id"]: r for r in (dict(zip(header, line.split("\t"), strict=True)) for line in rows[1:])}
     assert by_id["compacted"]["compaction_count"] == "1" and by_id["plain"]["compaction_count"] == "0"
-    table = runner.invoke(app, ["session", "list", "--db-url", url, "--app", "app", "--user", "u"]).stdout
+    table = runner.invoke(app, ["session", "list", "--db-url", url, "-a", "app", "-u", "u", "--compactions"]).stdout
     header = table.splitlines()[0].split()
     assert header[2:5] == ["session_id", "events", "compactions"]  # one word a header: awk's $3 is the id
     plain = {line.split()[2]: line.split()[4] for line in table.splitlines()[1:]}
     assert plain == {"compacted": "1", "plain": "0"}  # numbers, so awk's fields stay put
     # a list with none draws no column of zeros for people; TSV keeps its field
-    none = runner.invoke(app, ["session", "list", "--db-url", url, "--app", "app", "-u", "u", "-n", "1"]).stdout
-    assert "compactions" not in none.splitlines()[0]
+    none = runner.invoke(app, ["session", "list", "--db-url", url, "-a", "app", "-u", "u", "-n", "1", "--compactions"])
+    assert "compactions" not in none.stdout.splitlines()[0]
+    # without --compactions no count is made: no column, in TSV either
+    tsv = runner.invoke(app, ["session", "list", "--db-url", url, "--tsv"]).stdout.splitlines()
+    assert "compaction_count" not in tsv[0].split("\t") and len(tsv) == 3
 
 
 # --- one contract for scripts (#23 item 3) ------------------------------------------------

@@ -210,6 +210,42 @@ def test_list_compaction_count_uses_adks_key(request: pytest.FixtureRequest, tmp
         assert "app_name=? AND user_id=? AND session_id=?" in plan, plan
 
 
+@pytest.mark.parametrize("db", ["sqlite", "postgres", "mysql"])
+def test_a_list_reads_no_event_unless_compactions_are_asked_for(
+    request: pytest.FixtureRequest, tmp_path: Path, db: str
+) -> None:
+    """`session list` is index counts only: no statement reads an event's JSON, whatever the
+    sessions hold (a page with a 200,000-event session read it all on MariaDB: 1.5-2.4 s);
+    --compactions is the one listing that reads the events, and counts what ADK wrote."""
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+
+    url = _url(request, tmp_path, db)
+    asyncio.run(_spread_sessions(url))
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        seen.append(statement)
+
+    from sqlalchemy.engine import Engine
+
+    sa_event.listen(Engine, "before_cursor_execute", record)
+    try:
+        plain = CliRunner().invoke(app, ["session", "list", "--db-url", url, "--json"])
+        plain_sql, seen[:] = list(seen), []
+        counted = CliRunner().invoke(app, ["session", "list", "--db-url", url, "--json", "--compactions"])
+    finally:
+        sa_event.remove(Engine, "before_cursor_execute", record)
+    assert plain.exit_code == 0 and counted.exit_code == 0, plain.output + counted.output
+    assert plain_sql and not [s for s in plain_sql if "event_data" in s], plain_sql
+    assert [s for s in seen if "event_data" in s], seen
+    rows = json.loads(plain.stdout)
+    assert len(rows) == 12 and all("compactionCount" not in r and r["eventCount"] > 0 for r in rows)
+    by_key = {(r["appName"], r["userId"], r["id"]): r["compactionCount"] for r in json.loads(counted.stdout)}
+    assert by_key.pop(("app_b", "u2", "app_b-u2-s1")) == 1 and set(by_key.values()) == {0}
+
+
 def _pg_plan(url: str, sql: str, params: Any) -> dict[str, Any]:
     import asyncpg
 

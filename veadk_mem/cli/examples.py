@@ -32,7 +32,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "session list": [
         ("an app's sessions updated in the last week", "vmem session list --app my_agent --since 7d"),
-        ("one user's, for a spreadsheet", "vmem session list -u user-42 --csv > s.csv"),
+        ("which sessions ADK compacted", "vmem session list --app my_agent --compactions"),
         ("every session, as JSON", "vmem session list -n 0 --json"),
     ],
     "session get": [

@@ -40,10 +40,10 @@ SUMMARY_COLUMNS = [
 COMPACTIONS = Column("compactions", "compaction_count", justify="right")
 
 
-def _list_columns(state: AppState, found: list[SessionSummary]) -> list[Column]:
-    """The list's columns: compactions beside events in CSV/TSV/JSONL always, for people only
-    when a listed session has one (a column of zeros, or of blanks, is noise and shifts awk's fields)."""
-    if state.render.fmt is not None or any(s.compaction_count for s in found):
+def _list_columns(state: AppState, found: list[SessionSummary], compactions: bool) -> list[Column]:
+    """The list's columns: with --compactions, the count beside events in CSV/TSV/JSONL always, for
+    people only when a listed session has one (a column of zeros, or of blanks, is noise and shifts awk's fields)."""
+    if compactions and (state.render.fmt is not None or any(s.compaction_count for s in found)):
         return [*SUMMARY_COLUMNS[:4], COMPACTIONS, *SUMMARY_COLUMNS[4:]]
     return SUMMARY_COLUMNS
 
@@ -92,9 +92,9 @@ def _summary_row(s: SessionSummary) -> dict[str, Any]:
     }
 
 
-def _summary_json(s: SessionSummary) -> dict[str, Any]:
+def _summary_json(s: SessionSummary, compactions: bool = False) -> dict[str, Any]:
     """ADK's own list_sessions item, camelCase as ADK writes it (no events), plus vmem's counts and createTime."""
-    return s.to_json()
+    return s.to_json(compactions=compactions)
 
 
 def _warn_all(state: AppState, store: SessionStore) -> None:
@@ -118,23 +118,34 @@ def list_cmd(
     until: UntilOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=0, metavar="N", help="At most this many (0: all).")] = 100,
     offset: Annotated[int, typer.Option("--offset", min=0, metavar="N", help="Skip this many first.")] = 0,
+    compactions: Annotated[
+        bool,
+        typer.Option(
+            "--compactions", help="Also count ADK context compactions: reads every event of the listed sessions."
+        ),
+    ] = False,
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """List sessions, most recently updated first, with event and compaction counts (events are not loaded)."""
+    """List sessions, most recently updated first, with their event counts (events are not loaded).
+
+    --compactions also counts each one's ADK context compactions, which reads the listed
+    sessions' events: a page holding a very long session costs what reading it costs.
+    """
     state = _state(ctx, db_url, json_flag)
     flt = _filter(app_name, user, since, until)
 
     async def go() -> tuple[list[SessionSummary], SessionStore]:
         async with _store(state) as store:
-            return await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=True), store
+            found = await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=compactions)
+            return found, store
 
     with state.render.spinner("listing sessions"):
         found, store = run(go())
     state.render.records(
         [_summary_row(s) for s in found],
-        _list_columns(state, found),
-        json_rows=[_summary_json(s) for s in found],
+        _list_columns(state, found, compactions),
+        json_rows=[_summary_json(s, compactions) for s in found],
         empty="no sessions match",
     )
     if limit and len(found) == limit:

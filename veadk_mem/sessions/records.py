@@ -73,18 +73,21 @@ class SessionSummary:
     def key(self) -> SessionKey:
         return SessionKey(self.app_name, self.user_id, self.id)
 
-    def to_json(self) -> dict[str, Any]:
-        """ADK's list_sessions item (no events) plus eventCount, compactionCount (null: unknown) and createTime."""
-        return {
+    def to_json(self, *, compactions: bool = False) -> dict[str, Any]:
+        """ADK's list_sessions item (no events) plus eventCount and createTime; with `compactions`
+        (the count was asked for) compactionCount too, null where it is unknown (v0)."""
+        out = {
             "id": self.id,
             "appName": self.app_name,
             "userId": self.user_id,
             "state": self.state,
             "lastUpdateTime": self.update_time,
             "eventCount": self.event_count,
-            "compactionCount": self.compaction_count,
-            "createTime": self.create_time,
         }
+        if compactions:
+            out["compactionCount"] = self.compaction_count
+        out["createTime"] = self.create_time
+        return out
 
 
 @dataclass
