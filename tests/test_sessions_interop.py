@@ -161,6 +161,60 @@ def test_an_event_whose_json_lacks_its_time_reads_with_the_column_as_adk_does(db
     assert {e["id"]: e["timestamp"] for e in line["events"]} == want
 
 
+AWKWARD = [  # (user, session id, event id, invocation id): the unit separator MySQL's packed rows use, and others
+    ("u\x1fsep", "s\x1f1", "e\x1f1", "inv\x1fa"),
+    ('quo"te\\', "s-ü-🙂", "e,2", "inv,b"),
+    ("plain", "s3", "E3", "inv c"),
+]
+
+
+def test_export_reads_keys_holding_any_character_exactly(db: str, tmp_path: Path) -> None:
+    """Export (MySQL: the small columns of a row come joined by a unit separator) gives ADK's
+    own sessions when a key holds that separator, quotes, backslashes or 4-byte text, and on
+    MySQL when a DBA made the ids case-sensitive (utf8mb4_bin beside the table's collation)."""
+    from google.adk.events import Event
+    from google.genai import types
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+    from typer.testing import CliRunner
+
+    from veadk_mem.cli.app import app
+
+    async def write() -> None:
+        service = adk_service(db)
+        try:
+            for n, (user, sid, eid, inv) in enumerate(AWKWARD):
+                session = await service.create_session(app_name=APP, user_id=user, session_id=sid, state={"n": n})
+                for i in range(3):
+                    words = types.Content(role="user", parts=[types.Part(text=f"{sid} {i}")])
+                    event = Event(id=f"{eid}-{i}", invocation_id=inv, author="user", content=words)
+                    event.timestamp = 1_790_000_000.25 + n * 10 + i
+                    await service.append_event(session, event)
+        finally:
+            await service.close()
+        if db.startswith("mysql"):
+            engine = create_async_engine(db)
+            try:
+                async with engine.begin() as conn:
+                    await conn.execute(text("ALTER TABLE events MODIFY id VARCHAR(128) COLLATE utf8mb4_bin NOT NULL"))
+            finally:
+                await engine.dispose()
+
+    asyncio.run(write())
+    out = tmp_path / "out.jsonl"
+    done = CliRunner().invoke(app, ["session", "export", "-o", str(out), "--db-url", db])
+    assert done.exit_code == 0, done.output
+    lines = [json.loads(x) for x in out.read_text().splitlines() if '"events"' in x]
+    assert len(lines) == len(AWKWARD)
+    for user, sid, _eid, _inv in AWKWARD:
+        theirs = asyncio.run(adk_get(db, APP, user, sid))
+        assert theirs is not None
+        line = next(x for x in lines if (x["userId"], x["id"]) == (user, sid))
+        want = [(e.id, e.invocation_id, e.timestamp, e.content.parts[0].text) for e in theirs.events]  # type: ignore[union-attr]
+        got = [(e["id"], e["invocationId"], e["timestamp"], e["content"]["parts"][0]["text"]) for e in line["events"]]
+        assert got == want, (user, sid)
+
+
 def _lines(text: str) -> list[Any]:
     return sorted((json.loads(line) for line in text.splitlines()), key=lambda d: json.dumps(d, sort_keys=True))
 

@@ -41,7 +41,7 @@ class Export:
                     await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
                 fresh = {x.key: x for x in await self.db.summaries(conn, None, keys)}
                 params = self.db.key_params([(k.app_name, k.user_id, k.id) for k in keys])
-                rows = list(await self.db.fetch_all(conn, self.db.batch_events_stmt(), params, "batch_events"))
+                rows = await self.db.batch_event_rows(conn, params)
         except VmemError:
             raise
         except Exception as exc:

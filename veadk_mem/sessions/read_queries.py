@@ -284,7 +284,7 @@ class Reads:
                 b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
                 # `ts >= t` is the index range; the OR only sorts out the rows that tie on t
                 where += [ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie > b_tie))]
-            stmt = self.db.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
+            stmt = self.db.packed(self.db.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer)))
             if index is not None:
                 stmt = stmt.with_hint(self.db.tables.events, f"FORCE INDEX ({index})", "mysql")
             self.db.stmts[name] = stmt
@@ -380,7 +380,7 @@ class Reads:
                     params |= {"k_ts": cursor_ts, "k_tie": cursor_tie}
                 rows = []
                 if count > 0:
-                    rows = list(await conn.execute(stmt, {**params, "k_limit": count}))
+                    rows = self.db.event_rows((await conn.execute(stmt, {**params, "k_limit": count})).all())
         except VmemError:
             raise
         except Exception as exc:
@@ -409,8 +409,8 @@ class Reads:
             ts, tie = self._keyset_terms()
             b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
             where = [*self._one_session_events(), ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie >= b_tie))]
-            stmt = self.db.stmts["events_from"] = self.db.events_stmt(where, None).limit(
-                bindparam("k_limit", type_=Integer)
+            stmt = self.db.stmts["events_from"] = self.db.packed(
+                self.db.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
             )
         return stmt
 

@@ -6,7 +6,9 @@ Small reads run in one driver call where the types allow (driver.py).
 from __future__ import annotations
 
 import sys
+from collections import namedtuple
 from collections.abc import Sequence
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.gc_pause import bulk_objects
@@ -397,5 +399,86 @@ class Statements(StoreBase):
         if stmt is None:
             e = self.tables.events.c
             where = self.key_match((e.app_name, e.user_id, e.session_id))
-            stmt = self.stmts["batch_events"] = self.events_stmt([where], None, by_session=True)
+            stmt = self.stmts["batch_events"] = self.packed(self.events_stmt([where], None, by_session=True))
         return stmt
+
+    def _packs(self) -> bool:
+        return self.dialect == "mysql" and self.tables.layout is Layout.V1
+
+    def packed(self, stmt: Any) -> Any:
+        """An `events_stmt` read in order (export, get's pages) as MySQL's v1 layout best sends
+        it: two columns a row (`select_packed`), given back by `event_rows`; as is elsewhere."""
+        return select_packed(stmt, self.tables.events) if self._packs() else stmt
+
+    def event_rows(self, rows: Sequence[Any]) -> list[Any]:
+        """Rows of a `packed` statement, each with the events table's column names."""
+        return unpack_rows(rows) if self._packs() else list(rows)
+
+    async def batch_event_rows(self, conn: AsyncConnection, params: dict[str, Any]) -> list[Any]:
+        """The rows of `batch_events_stmt` for the sessions bound by `key_params`."""
+        return self.event_rows(await self.fetch_all(conn, self.batch_events_stmt(), params, "batch_events"))
+
+
+# --- MySQL: an event row's small columns as one text -----------------------------------------
+
+PACKED = ("app_name", "user_id", "session_id", "id", "invocation_id", "timestamp")
+SEP = "\x1f"  # ASCII unit separator
+PackedRow = namedtuple("PackedRow", [*PACKED, "event_data"])  # type: ignore[misc]
+
+
+def select_packed(stmt: Any, events: Any) -> Any:
+    """`stmt` (events_stmt's columns and order) selecting two columns: the key columns and time
+    joined by SEP, then event_data.
+
+    PyMySQL parses every column of every row in Python: the five small columns were as much
+    of an export's driver time as the event's JSON. Joined by the server, a row is two. A key
+    holding SEP, or a NULL, comes as a JSON array instead (`unpack_rows` tells them apart).
+    Each column is converted to utf8mb4 with one collation: MySQL refuses to join columns of
+    two collations (a DBA's utf8mb4_bin ids beside the table's utf8mb4_general_ci).
+    """
+    from sqlalchemy import CHAR, String, case, cast, func, literal_column
+
+    e = events.c
+    as_text = _utf8mb4_bin()
+    parts = [as_text(e[name]) for name in PACKED[:-1]] + [as_text(cast(e.timestamp, CHAR(26)))]
+    sep = as_text(literal_column("CHAR(31 USING utf8mb4)"))
+    plain = func.concat_ws(sep, *parts)
+    one: Any = literal_column("1")  # constants, not binds: the SQL is the same each time
+    zero: Any = literal_column("0")
+    awkward = func.ifnull(func.instr(func.concat(*parts), sep), one) > zero
+    keys = case((awkward, func.json_array(*parts)), else_=plain)
+    data = stmt.selected_columns.event_data
+    return stmt.with_only_columns(cast(keys, String).label("k"), data)  # FROM, WHERE, ORDER BY, LIMIT kept
+
+
+@cache
+def _utf8mb4_bin() -> Any:
+    """A SQL function rendering `CONVERT(x USING utf8mb4) COLLATE utf8mb4_bin` on MySQL."""
+    from sqlalchemy import String
+    from sqlalchemy.ext.compiler import compiles
+    from sqlalchemy.sql.functions import FunctionElement
+
+    class utf8mb4_bin(FunctionElement[str]):  # named as the SQL it stands for
+        type = String()
+        inherit_cache = True
+
+    @compiles(utf8mb4_bin)
+    def _render(element: Any, compiler: Any, **kw: Any) -> str:
+        return f"CONVERT({compiler.process(element.clauses, **kw)} USING utf8mb4) COLLATE utf8mb4_bin"
+
+    return utf8mb4_bin
+
+
+def unpack_rows(rows: Sequence[Any]) -> list[Any]:
+    """`select_packed` rows as named tuples with the events table's column names."""
+    import json
+
+    make = PackedRow._make
+    out = []
+    for keys, data in rows:
+        parts = keys.split(SEP)
+        if len(parts) != len(PACKED):
+            parts = json.loads(keys)
+        parts.append(data)
+        out.append(make(parts))
+    return out
