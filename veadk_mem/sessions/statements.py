@@ -441,7 +441,7 @@ def select_packed(stmt: Any, events: Any) -> Any:
     e = events.c
     as_text = _utf8mb4_bin()
     parts = [as_text(e[name]) for name in PACKED[:-1]] + [as_text(cast(e.timestamp, CHAR(26)))]
-    sep = as_text(literal_column("CHAR(31 USING utf8mb4)"))
+    sep: Any = literal_column("CHAR(31 USING utf8mb4) COLLATE utf8mb4_bin")
     plain = func.concat_ws(sep, *parts)
     one: Any = literal_column("1")  # constants, not binds: the SQL is the same each time
     zero: Any = literal_column("0")
