@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -364,7 +365,7 @@ def run_backend(
         "\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     print(header, flush=True)
-    tmp = Path(tempfile.mkdtemp(prefix="vmem-scale-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=source.parent))  # removed with the run's directory
     seed = tmp / "seed.jsonl"
     seed.write_text(_session_line(random.Random(1), AGENT_APP, AGENT_USER, "seed", 1, NOW - 86400))
     vmem(["session", "import", str(seed)], url)  # creates ADK's tables for the agent
@@ -575,6 +576,15 @@ def main() -> None:
     size = source.stat().st_size / 1e6
     print(f"file: {sessions:,} sessions, {events:,} events, {size:,.0f} MB ({time.perf_counter() - t0:.0f} s)")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {_speed(source)}")
+    try:
+        _run_backends(opts, work, source, sessions, events, only)
+    finally:  # the file, a sqlite database and each backend's exports: a gigabyte a run
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_backends(
+    opts: argparse.Namespace, work: Path, source: Path, sessions: int, events: int, only: set[str]
+) -> None:
     pool_before = 0  # MariaDB's own innodb_buffer_pool_size, put back after the run
     for name in opts.backends.split(","):
         db = f"vmem_scale_{uuid.uuid4().hex[:8]}"
@@ -604,7 +614,6 @@ def main() -> None:
                 _mysql_admin(f"DROP DATABASE IF EXISTS `{db}`")
                 if opts.mariadb_buffer_pool:
                     _mysql_admin(f"SET GLOBAL innodb_buffer_pool_size = {pool_before}")
-    source.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
