@@ -41,7 +41,7 @@ class Export:
                     await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
                 fresh = {x.key: x for x in await self.db.summaries(conn, None, keys)}
                 params = self.db.key_params([(k.app_name, k.user_id, k.id) for k in keys])
-                rows = await self.db.batch_event_rows(conn, params)
+                rows = await self.db.batch_event_rows(conn, params, sum(s.event_count for s in batch))
         except VmemError:
             raise
         except Exception as exc:
@@ -119,26 +119,27 @@ class Export:
                 size = 0
             batches[-1].append(summary)
             size += summary.event_count + 1
-        # One batch read ahead: the database reads the next batch (PostgreSQL and MariaDB in
+        # Batches read ahead: the database reads the next batch (PostgreSQL and MariaDB in
         # their own processes, sqlite in aiosqlite's thread) while this one is converted, so an
-        # export takes about the longer of the two rather than their sum. The read-ahead is a
+        # export takes about the longer of the two rather than their sum. Each read-ahead is a
         # short transaction of its own, ended before its rows are used: nothing is held while
-        # the caller stalls.
+        # the caller stalls. MySQL builds a batch's rows (`select_joined`) about as long as
+        # the conversion takes, so one read ahead left the export waiting on it: two there.
         import asyncio
+        from collections import deque
 
         batches = [b for b in batches if b]
-        pending: asyncio.Task[tuple[dict[SessionKey, SessionSummary], list[Any]]] | None = None
+        ahead = 2 if self.db.dialect == "mysql" else 1
+        pending: deque[asyncio.Task[tuple[dict[SessionKey, SessionSummary], list[Any]]]] = deque()
         try:
             for index, batch in enumerate(batches):
-                current = pending or asyncio.ensure_future(self._read_batch(batch))
-                pending = None
-                fresh, rows = await current
-                if index + 1 < len(batches):
-                    pending = asyncio.ensure_future(self._read_batch(batches[index + 1]))
-                    await asyncio.sleep(0)  # let it send its first statement before the work below
+                while len(pending) <= ahead and index + len(pending) < len(batches):
+                    pending.append(asyncio.ensure_future(self._read_batch(batches[index + len(pending)])))
+                await asyncio.sleep(0)  # let the new read send its first statement before the work below
+                fresh, rows = await pending.popleft()
                 yield "".join(await self._batch_lines(batch, fresh, rows))
                 progress(len(batch))
         finally:
-            if pending is not None:
-                pending.cancel()
-                await asyncio.gather(pending, return_exceptions=True)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
