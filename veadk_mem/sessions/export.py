@@ -133,10 +133,13 @@ class Export:
         pending: deque[asyncio.Task[tuple[dict[SessionKey, SessionSummary], list[Any]]]] = deque()
         try:
             for index, batch in enumerate(batches):
-                while len(pending) <= ahead and index + len(pending) < len(batches):
-                    pending.append(asyncio.ensure_future(self._read_batch(batches[index + len(pending)])))
-                await asyncio.sleep(0)  # let the new read send its first statement before the work below
-                fresh, rows = await pending.popleft()
+                # the next read starts once this one is done: on sqlite, reads overlapping each
+                # other would keep a writer waiting for the later one as well
+                current = pending.popleft() if pending else asyncio.ensure_future(self._read_batch(batch))
+                fresh, rows = await current
+                while len(pending) < ahead and index + 1 + len(pending) < len(batches):
+                    pending.append(asyncio.ensure_future(self._read_batch(batches[index + 1 + len(pending)])))
+                    await asyncio.sleep(0)  # let it send its first statement before the work below
                 yield "".join(await self._batch_lines(batch, fresh, rows))
                 progress(len(batch))
         finally:
