@@ -53,9 +53,15 @@ def worthwhile(source: str | Path) -> bool:
             return False
         with open(source, "rb") as handle:
             first_line = handle.readline(1 << 20)
+            while first_line and not first_line.strip():
+                first_line = handle.readline(1 << 20)
     except OSError:
         return False
-    return first_line.lstrip().startswith(b"{") and first_line.rstrip().endswith(b"}")
+    if not first_line.lstrip().startswith(b"{"):
+        return False
+    # a first line past 1 MiB is a JSONL line (a long session, read as `bigline` reads it);
+    # a shorter one is a whole object, not the start of one written over many lines
+    return not first_line.endswith(b"\n") or first_line.rstrip().endswith(b"}")
 
 
 class ReaderProcess:
