@@ -140,8 +140,8 @@ class Statements(StoreBase):
             s.user_id,
             s.id,
             self.raw_json(s.state, "state"),
-            self.raw_time(s.create_time, "create_time"),
-            self.raw_time(s.update_time, "update_time"),
+            self.session_time(s.create_time, "create_time"),
+            self.session_time(s.update_time, "update_time"),
             count,
             self.raw_json(a.state, "app_state"),
             self.raw_json(u.state, "user_state"),
@@ -343,6 +343,18 @@ class Statements(StoreBase):
         if self.dialect == "sqlite" and not self.tables.epoch_times:
             return type_coerce(column, Text).label(name)
         return column.label(name)
+
+    def session_time(self, column: Any, name: str) -> Any:
+        """A session's create or update time as a summary reads it (`to_epoch` takes either form).
+
+        On MySQL as text: PyMySQL parses a DATETIME in Python, and an export reads each
+        session's two times twice (its list, then its batch's fresh summaries).
+        """
+        if self.dialect == "mysql":
+            from sqlalchemy import String, cast
+
+            return cast(column, String).label(name)
+        return self.raw_time(column, name)
 
     def event_time(self, column: Any) -> Any:
         """An event's time as events are read in order (export, get's pages), not re-sorted after.
