@@ -6,9 +6,9 @@
 Builds, with `bench/sessions_scale.py`'s realistic event shapes, two files: one holding
 just the big session (`--big` events, one JSONL line of tens of MB) and one holding
 about as many events in small sessions (4 to 36 events each). Imports each into a fresh
-database as its own process and prints wall time, events/s, CPU time and peak RSS (wait4's
-ru_maxrss of the import and its reader child). The import's peak should not depend on
-the largest session: both files should peak alike.
+database as its own process and prints wall time, events/s, CPU time and peak RSS (the
+import's process and its reader child together, as `sessions_scale.vmem` samples them).
+The import's peak should not depend on the largest session: both files should peak alike.
 """
 
 from __future__ import annotations

@@ -270,15 +270,38 @@ class Watch:
 # --- running commands ----------------------------------------------------------------------
 
 
-# Peak RSS and CPU come from a small helper process's RUSAGE_CHILDREN: Linux carries the
-# forking process's high-water RSS into a child's ru_maxrss across exec, so wait4 from this
-# (large) process would report its own size for every command.
+# Peak RSS and CPU come from a small helper process: Linux carries the forking process's
+# high-water RSS into a child's ru_maxrss across exec, so wait4 from this (large) process
+# would report its own size for every command. CPU is RUSAGE_CHILDREN (vmem and any process
+# it starts); peak RSS is that of the whole tree, vmem's process and its import reader child
+# together, sampled every 20 ms (ru_maxrss alone is the largest single process).
 _MEASURE = """
-import os, resource, subprocess, sys
-proc = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], "wb"), stderr=subprocess.PIPE)
+import os, resource, subprocess, sys, threading, time
+def tree_kb(pid):
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except (OSError, StopIteration):
+            pass
+    return total
+proc = subprocess.Popen(sys.argv[2:], stdout=open(sys.argv[1], "wb"), stderr=subprocess.PIPE)
+err = []
+reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))
+reader.start()
+peak = 0
+while proc.poll() is None:
+    peak = max(peak, tree_kb(proc.pid))
+    time.sleep(0.02)
+reader.join()
 use = resource.getrusage(resource.RUSAGE_CHILDREN)
-sys.stderr.buffer.write(proc.stderr)
-print(proc.returncode, use.ru_utime + use.ru_stime, use.ru_maxrss)
+sys.stderr.buffer.write(err[0])
+print(proc.returncode, use.ru_utime + use.ru_stime, max(peak, use.ru_maxrss))
 """
 
 
