@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -565,42 +565,33 @@ def split_joined(rows: Sequence[Any]) -> tuple[list[Any], list[tuple[str, str, s
     return out, missed
 
 
-@cache
-def _group_concat() -> Any:
-    """A SQL function rendering `GROUP_CONCAT(x ORDER BY a, b SEPARATOR '')` on MySQL."""
+def _text_function(name: str, render: Callable[[list[str]], str]) -> Any:
+    """A SQL function element `name`, of text type, written by `render` from its compiled arguments."""
     from sqlalchemy import String
     from sqlalchemy.ext.compiler import compiles
     from sqlalchemy.sql.functions import FunctionElement
 
-    class group_concat_in_order(FunctionElement[str]):  # named as the SQL it stands for
-        type = String()
-        inherit_cache = True
+    element = type(name, (FunctionElement,), {"type": String(), "inherit_cache": True})
 
-    @compiles(group_concat_in_order)
-    def _render(element: Any, compiler: Any, **kw: Any) -> str:
-        value, *order = element.clauses.clauses
-        by = ", ".join(compiler.process(c, **kw) for c in order)
-        return f"GROUP_CONCAT({compiler.process(value, **kw)} ORDER BY {by} SEPARATOR '')"
+    @compiles(element)
+    def _render(fn: Any, compiler: Any, **kw: Any) -> str:
+        return render([compiler.process(c, **kw) for c in fn.clauses.clauses])
 
-    return group_concat_in_order
+    return element
+
+
+@cache
+def _group_concat() -> Any:
+    """A SQL function rendering `GROUP_CONCAT(x ORDER BY a, b SEPARATOR '')` on MySQL."""
+    return _text_function(
+        "group_concat_in_order", lambda a: f"GROUP_CONCAT({a[0]} ORDER BY {', '.join(a[1:])} SEPARATOR '')"
+    )
 
 
 @cache
 def _utf8mb4_bin() -> Any:
     """A SQL function rendering `CONVERT(x USING utf8mb4) COLLATE utf8mb4_bin` on MySQL."""
-    from sqlalchemy import String
-    from sqlalchemy.ext.compiler import compiles
-    from sqlalchemy.sql.functions import FunctionElement
-
-    class utf8mb4_bin(FunctionElement[str]):  # named as the SQL it stands for
-        type = String()
-        inherit_cache = True
-
-    @compiles(utf8mb4_bin)
-    def _render(element: Any, compiler: Any, **kw: Any) -> str:
-        return f"CONVERT({compiler.process(element.clauses, **kw)} USING utf8mb4) COLLATE utf8mb4_bin"
-
-    return utf8mb4_bin
+    return _text_function("utf8mb4_bin", lambda a: f"CONVERT({a[0]} USING utf8mb4) COLLATE utf8mb4_bin")
 
 
 def unpack_rows(rows: Sequence[Any]) -> list[Any]:
