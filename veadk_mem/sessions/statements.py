@@ -529,8 +529,7 @@ def select_joined(events: Any, where: Any) -> Any:
 def split_joined(rows: Sequence[Any]) -> tuple[list[Any], list[tuple[str, str, str]]]:
     """`select_joined` rows as `unpack_rows` gives them, and the keys of the sessions whose
     text came cut (or NULL), to be read again."""
-    import json
-
+    key_parts = _key_parts
     make = PackedRow._make
     out: list[Any] = []
     missed: list[tuple[str, str, str]] = []
@@ -547,12 +546,7 @@ def split_joined(rows: Sequence[Any]) -> tuple[list[Any], list[tuple[str, str, s
                 stop = mid + max(size, 0)
                 if stop > end:
                     break
-                keys = text[start:mid]
-                parts = keys.split(SEP)
-                if len(parts) != len(PACKED):
-                    parts = json.loads(keys)
-                    if not isinstance(parts, list) or len(parts) != len(PACKED):
-                        break
+                parts = key_parts(text[start:mid])
                 parts.append(text[mid:stop] if size >= 0 else None)
                 found.append(make(parts))
                 pos = stop
@@ -596,14 +590,23 @@ def _utf8mb4_bin() -> Any:
 
 def unpack_rows(rows: Sequence[Any]) -> list[Any]:
     """`select_packed` rows as named tuples with the events table's column names."""
-    import json
-
+    key_parts = _key_parts
     make = PackedRow._make
     out = []
     for keys, data in rows:
-        parts = keys.split(SEP)
-        if len(parts) != len(PACKED):
-            parts = json.loads(keys)
+        parts = key_parts(keys)
         parts.append(data)
         out.append(make(parts))
     return out
+
+
+def _key_parts(keys: str) -> list[Any]:
+    """An event's key columns and time from `_packed_keys`' text; ValueError when it is not one."""
+    parts = keys.split(SEP)
+    if len(parts) != len(PACKED):
+        import json
+
+        parts = json.loads(keys)
+        if not isinstance(parts, list) or len(parts) != len(PACKED):
+            raise ValueError(f"not {len(PACKED)} packed keys")
+    return parts
