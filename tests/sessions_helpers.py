@@ -172,6 +172,20 @@ def build_v0(url: str, sessions: dict[tuple[str, str], int]) -> None:
     asyncio.run(go())
 
 
+async def run_sql(url: str, *statements: str) -> None:
+    """Run `statements` in one transaction on the database at `url`, as a DBA's tool would."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            for statement in statements:
+                await conn.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
 def sqlite_url(path: Path) -> str:
     return f"sqlite+aiosqlite:///{path}"
 

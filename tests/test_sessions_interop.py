@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions_helpers import APP, adk_get, adk_service, adk_view, build, build_v0, sqlite_url
+from sessions_helpers import APP, adk_get, adk_service, adk_view, build, build_v0, run_sql, sqlite_url
 
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.store import SessionFilter, SessionKey, SessionStore, iter_import_records
@@ -174,8 +174,6 @@ def test_export_reads_keys_holding_any_character_exactly(db: str, tmp_path: Path
     MySQL when a DBA made the ids case-sensitive (utf8mb4_bin beside the table's collation)."""
     from google.adk.events import Event
     from google.genai import types
-    from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
     from typer.testing import CliRunner
 
     from veadk_mem.cli.app import app
@@ -193,12 +191,7 @@ def test_export_reads_keys_holding_any_character_exactly(db: str, tmp_path: Path
         finally:
             await service.close()
         if db.startswith("mysql"):
-            engine = create_async_engine(db)
-            try:
-                async with engine.begin() as conn:
-                    await conn.execute(text("ALTER TABLE events MODIFY id VARCHAR(128) COLLATE utf8mb4_bin NOT NULL"))
-            finally:
-                await engine.dispose()
+            await run_sql(db, "ALTER TABLE events MODIFY id VARCHAR(128) COLLATE utf8mb4_bin NOT NULL")
 
     asyncio.run(write())
     out = tmp_path / "out.jsonl"
@@ -225,9 +218,7 @@ def test_mysql_export_reads_a_session_a_row_and_again_what_does_not_fit(
     from google.adk.events import Event
     from google.genai import types
     from sqlalchemy import event as sa_event
-    from sqlalchemy import text
     from sqlalchemy.engine import Engine
-    from sqlalchemy.ext.asyncio import create_async_engine
     from typer.testing import CliRunner
 
     from veadk_mem.cli.app import app
@@ -248,12 +239,7 @@ def test_mysql_export_reads_a_session_a_row_and_again_what_does_not_fit(
                     await service.append_event(session, event)
         finally:
             await service.close()
-        engine = create_async_engine(mysql_url)
-        try:
-            async with engine.begin() as conn:
-                await conn.execute(text("UPDATE events SET event_data = NULL WHERE id = 'E3-1'"))
-        finally:
-            await engine.dispose()
+        await run_sql(mysql_url, "UPDATE events SET event_data = NULL WHERE id = 'E3-1'")
 
     asyncio.run(write())
     monkeypatch.setattr(statements, "JOINED_MAX_BYTES", 20_000)
@@ -443,17 +429,8 @@ def test_an_empty_database_gets_v1_exactly_as_adk_creates_it(db: str, tmp_path: 
     build(reference, {("alice", "s1"): 1})
     adk_schema = _schema(reference)
     if reference == db:
-        from sqlalchemy import text
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        async def drop() -> None:
-            engine = create_async_engine(db)
-            async with engine.begin() as conn:
-                for table in ("events", "sessions", "app_states", "user_states", "adk_internal_metadata"):
-                    await conn.execute(text(f"DROP TABLE {table}"))
-            await engine.dispose()
-
-        asyncio.run(drop())
+        tables = ("events", "sessions", "app_states", "user_states", "adk_internal_metadata")
+        asyncio.run(run_sql(db, *(f"DROP TABLE {table}" for table in tables)))
     else:
         db = sqlite_url(tmp_path / "vmem.db")
 
