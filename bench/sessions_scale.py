@@ -4,6 +4,7 @@
     .venv/bin/python bench/sessions_scale.py --events 100000 --big 20000 --backends postgresql
     .venv/bin/python bench/sessions_scale.py --backends sqlite --only list   # the import, then the lists only
     .venv/bin/python bench/sessions_scale.py --backends mysql --mariadb-buffer-pool 1024   # a pool that holds it
+    .venv/bin/python bench/sessions_scale.py --repeat 3   # each read-only command 3 times: the median run
 
 Builds an export file of about `--events` events (realistic shapes: user text, model text
 with a state delta and usage metadata, tool calls and responses) in sessions of 4 to 36
@@ -16,8 +17,12 @@ listing that reads events); get of the big session (--events 50 and --json);
 export of one app; delete --older-than of the old sessions (the agent also resumes one of
 them meanwhile: it must be kept); doctor. Prints wall time, CPU time (user+sys) and peak
 RSS per command (from wait4), ADK's own list_sessions / get_session beside them, and the
-agent's append latency (p50, p99, max) and errors during each command. Nothing is lost:
-the agent's session is read back through ADK at the end and compared with what it wrote.
+agent's append latency (p50, p99, max) and errors during each command. With `--repeat N`
+each command that changes nothing (list, get, export, doctor) runs N times and its row is the
+run of median wall time, every wall time in brackets: this host's speed moves by a third from
+minute to minute, and one run of a 3-second command can land on either side of a target.
+Nothing is lost: the agent's session is read back through ADK at the end and compared with
+what it wrote.
 """
 
 from __future__ import annotations
@@ -347,16 +352,41 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def _runs(args: list[str], url: str, times: int) -> tuple[float, float, float, int, str, str]:
+    """`vmem` run `times` times: the run of median wall time (wall, cpu, its exit code and stderr),
+    the largest peak RSS of them all, and every wall time ("2.51-2.62") to print beside it."""
+    done = [vmem(args, url) for _ in range(times)]
+    failed = [r for r in done if r[3] != 0]
+    wall, cpu, _, code, err = failed[0] if failed else sorted(done)[len(done) // 2]
+    spread = f"{min(r[0] for r in done):.2f}-{max(r[0] for r in done):.2f}" if times > 1 else ""
+    return wall, cpu, max(r[2] for r in done), code, err, spread
+
+
 def run_backend(
-    name: str, url: str, source: Path, events: int, old: int, big: int, sessions: int, only: set[str] = COMMANDS
+    name: str,
+    url: str,
+    source: Path,
+    events: int,
+    old: int,
+    big: int,
+    sessions: int,
+    only: set[str] = COMMANDS,
+    repeat: int = 1,
 ) -> list[str]:
     agent = Agent(url)
     rows: list[str] = []
 
-    def step(label: str, args: list[str], per_events: int | Callable[[], int] = 0, adk: float | None = None) -> None:
+    def step(
+        label: str,
+        args: list[str],
+        per_events: int | Callable[[], int] = 0,
+        adk: float | None = None,
+        once: bool = False,
+    ) -> None:
+        """Run one command (`repeat` times unless `once`: import and delete change the data)."""
         load0 = os.getloadavg()[0]
         t0 = time.time()
-        wall, cpu, rss, code, err = vmem(args, url)
+        wall, cpu, rss, code, err, spread = _runs(args, url, 1 if once else repeat)
         t1 = time.time()
         lat, errors = agent.window(t0, t1)
         waits, control = watch.window(t0, t1)
@@ -370,7 +400,7 @@ def run_backend(
         if not url.startswith("sqlite"):  # how many of them saw a session of theirs wait on a lock
             slow += f" ({sum(1 for a, b in slow_spans if watch.waited(a, b))} in a lock wait)"
         rows.append(
-            f"| {label} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {rate} | {adk_text} | "
+            f"| {label} | {wall:.2f}{f' ({spread})' if spread else ''} | {cpu:.2f} | {rss:.0f} | {rate} | {adk_text} | "
             f"{_pct(lat, 0.5) * 1000:.0f} / {_pct(lat, 0.99) * 1000:.0f} / {max(lat, default=float('nan')) * 1000:.0f}"
             f" | {errors} | {slow} | {waits if not url.startswith('sqlite') else '-'} | "
             f"{_pct(control, 0.99) * 1000:.0f} / {max(control, default=float('nan')) * 1000:.0f} | "
@@ -395,7 +425,7 @@ def run_backend(
     agent.start()
     watch = Watch(url, tmp)
     watch.start()
-    step("import", ["session", "import", str(source)], events)
+    step("import", ["session", "import", str(source)], events, once=True)
     if url.startswith("postgresql"):
         asyncio.run(_pg_analyze(url))
     elif url.startswith("mysql"):  # as a database that has been in use: its statistics settled
@@ -439,7 +469,11 @@ def run_backend(
     if "delete" in only:
         first_old = _first_old_user(source)
         agent.resume = first_old  # the agent resumes an old session while the delete runs
-        step(f"delete --older-than 365d ({old:,})", ["session", "delete", "--older-than", "365d", "--yes", "--json"])
+        step(
+            f"delete --older-than 365d ({old:,})",
+            ["session", "delete", "--older-than", "365d", "--yes", "--json"],
+            once=True,
+        )
     if "doctor" in only:
         step("doctor", ["doctor"])
     agent.stop()
@@ -578,6 +612,13 @@ def main() -> None:
         "--only", default=",".join(sorted(COMMANDS)), help="after the import, only these: list,get,export,delete,doctor"
     )
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each read-only command N times and print the run of median wall time, every wall time beside it",
+    )
+    parser.add_argument(
         "--mariadb-buffer-pool",
         type=int,
         default=0,
@@ -629,7 +670,7 @@ def _run_backends(
         else:
             url = f"sqlite+aiosqlite:///{work / (db + '.db')}"
         try:
-            run_backend(name, url, source, events, opts.old, opts.big, sessions, only)
+            run_backend(name, url, source, events, opts.old, opts.big, sessions, only, max(1, opts.repeat))
         finally:
             if name == "postgresql":
                 asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
