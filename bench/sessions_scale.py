@@ -19,8 +19,8 @@ them meanwhile: it must be kept); doctor. Prints wall time, CPU time (user+sys) 
 RSS per command (from wait4), ADK's own list_sessions / get_session beside them, and the
 agent's append latency (p50, p99, max) and errors during each command. With `--repeat N`
 each command that changes nothing (list, get, export, doctor) runs N times and its row is the
-run of median wall time, every wall time in brackets: this host's speed moves by a third from
-minute to minute, and one run of a 3-second command can land on either side of a target.
+run of median wall time, every wall time in brackets: this host's speed moves by up to half
+from one run to the next, and one run of a 3-second command can land on either side of a target.
 Nothing is lost: the agent's session is read back through ADK at the end and compared with
 what it wrote.
 """
@@ -630,6 +630,8 @@ def main() -> None:
     from as_installed import compile_vmem
 
     compile_vmem()  # vmem's bytecode, as a pip install leaves it (this machine sets PYTHONDONTWRITEBYTECODE)
+    if opts.repeat < 1:
+        parser.error("--repeat: N must be 1 or more")
     only = {c for c in opts.only.split(",") if c}
     if only - COMMANDS:
         parser.error(f"--only: unknown {', '.join(sorted(only - COMMANDS))}")
@@ -670,7 +672,7 @@ def _run_backends(
         else:
             url = f"sqlite+aiosqlite:///{work / (db + '.db')}"
         try:
-            run_backend(name, url, source, events, opts.old, opts.big, sessions, only, max(1, opts.repeat))
+            run_backend(name, url, source, events, opts.old, opts.big, sessions, only, opts.repeat)
         finally:
             if name == "postgresql":
                 asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
