@@ -134,18 +134,18 @@ def validation(lines: list[str], n_events: int) -> None:
 
 def camel(stored: list[dict[str, Any]]) -> None:
     from veadk_mem import events as ev
-    from veadk_mem.sessions.codec import camel_event
+    from veadk_mem.adkjson import printed_event
 
     def ours() -> None:
         for data in stored:
-            camel_event(data)
+            printed_event(data)
 
     def pydantic_path() -> None:
         for data in stored:
             ev.Event.model_validate(data).to_dict()
 
     for data in stored[:200]:
-        assert camel_event(data) == ev.Event.model_validate(data).to_dict()
+        assert printed_event(data) == ev.Event.model_validate(data).to_dict()
     row("`camel_event` vs `Event.model_validate(...).to_dict()`", len(stored), timed(ours), timed(pydantic_path))
 
 
@@ -184,7 +184,7 @@ def _columns_of_chunk(lines: list[str]) -> Any:
     from veadk_mem.sessions.checks import check_record
     from veadk_mem.sessions.rows import build_columns
 
-    return build_columns([check_record("chunk", loads(line, "bench"), None)[1] for line in lines])
+    return build_columns([check_record("chunk", loads(line, "bench"), None)[1] for line in lines], "v1")
 
 
 def _chunks(path: Path, size: int) -> Iterator[list[str]]:
@@ -218,10 +218,10 @@ def read_pass(path: Path, n_events: int) -> None:
         for _, record in iter_checked(path, None):
             batch.append(record)
             if len(batch) >= 200:
-                total += _consume(build_columns(batch))
+                total += _consume(build_columns(batch, "v1"))
                 batch = []
         if batch:
-            total += _consume(build_columns(batch))
+            total += _consume(build_columns(batch, "v1"))
         assert total == n_events
 
     def child() -> None:

@@ -200,6 +200,7 @@ def test_export_import_roundtrip_and_idempotence(runner: CliRunner, dbfile: Path
     assert [json.loads(x).get("kind", "session") for x in result.stdout.splitlines()] == [
         "app_state",
         "user_state",
+        "session_times",  # each session's create time, on a line of its own: ADK's Session refuses extra keys
         "session",
     ]
 

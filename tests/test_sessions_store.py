@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from sessions_helpers import APP, adk_events, build, build_v0, sqlite_url
 
 from veadk_mem import events as ev
+from veadk_mem.adkjson import printed_event
 from veadk_mem.config import VmemSettings
 from veadk_mem.errors import BadInput, NotFound, StoreError
-from veadk_mem.sessions.codec import camel_event
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions
 from veadk_mem.sessions.store import DeleteReport, SessionFilter, SessionKey, SessionStore, split_state
 from veadk_mem.sessions.timespec import parse_duration, parse_time
@@ -101,9 +101,9 @@ def test_encoded_actions_only_name_event_actions() -> None:
 def test_camel_event_matches_the_models_on_adk_events() -> None:
     for event in adk_events(12):
         raw = event.model_dump(mode="json", exclude_none=True)
-        assert camel_event(raw) == ev.Event.model_validate(raw).to_dict()
+        assert printed_event(raw) == ev.Event.model_validate(raw).to_dict()
         camel = event.model_dump(mode="json", exclude_none=True, by_alias=True)
-        assert camel_event(camel) == ev.Event.model_validate(camel).to_dict()
+        assert printed_event(camel) == ev.Event.model_validate(camel).to_dict()
 
 
 _json = st.recursive(
@@ -149,7 +149,7 @@ _part = st.fixed_dictionaries(
     )
 )
 def test_camel_event_matches_the_models_on_any_event(raw: dict[str, Any]) -> None:
-    assert camel_event(raw) == ev.Event.model_validate(raw).to_dict()
+    assert printed_event(raw) == ev.Event.model_validate(raw).to_dict()
 
 
 # --- small parsers ------------------------------------------------------------------------

@@ -16,10 +16,15 @@ from typing import Any, TextIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 from pydantic.alias_generators import to_camel
 
+from veadk_mem.adkjson import printed_event
 from veadk_mem.errors import BadInput
 from veadk_mem.jsonio import dumps, loads, try_loads
 
 STATE_RECORD_KINDS = ("app_state", "user_state")
+# An export's line before each session: its sessions row's create time, which ADK's session JSON has
+# no field for (ADK's Session refuses unknown keys), so that a restore keeps it.
+TIMES_KIND = "session_times"
+RECORD_KINDS = (*STATE_RECORD_KINDS, TIMES_KIND)  # the lines that are not sessions
 
 
 class AdkModel(BaseModel):
@@ -124,8 +129,8 @@ class Event(AdkModel):
     custom_metadata: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The event as ADK camelCase JSON data."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """The event as ADK prints it: camelCase at every depth, ADK's defaults filled in."""
+        return printed_event(self.model_dump(mode="json", by_alias=False, exclude_none=True))
 
 
 class Session(AdkModel):
@@ -137,8 +142,12 @@ class Session(AdkModel):
     last_update_time: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The session as ADK camelCase JSON data."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """The session as ADK prints it (its events as `Event.to_dict` gives them)."""
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"events"})
+        out: dict[str, Any] = {k: data.pop(k) for k in ("id", "appName", "userId", "state") if k in data}
+        out["events"] = [event.to_dict() for event in self.events]
+        out.update(data)
+        return out
 
     def to_json(self) -> str:
         """The session as one line of ADK camelCase JSON, non-ASCII kept as is."""
@@ -249,7 +258,7 @@ def _iter_jsonl(stream: TextIO, name: str, start: int) -> Iterator[tuple[str, An
 def read_sessions(source: str | Path) -> Iterator[Session]:
     """Every session in a session JSON source (file path or '-'), skipping state records."""
     for where, data in iter_documents(source):
-        if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
+        if isinstance(data, dict) and data.get("kind") in RECORD_KINDS:
             continue
         yield parse_session(data, where)
 

@@ -126,6 +126,16 @@ def compact_json(data: Any) -> str:
     return to_json(data, **_FAST_OPTIONS).decode("utf-8")
 
 
+def adk_text(data: Any) -> str:
+    """JSON text as ADK's DynamicJSON column writes it (`json.dumps`: ASCII escapes, ', ' and ': '),
+    so a row vmem writes is byte for byte the row ADK would; NaN and infinities as null (ADK would
+    write a bare NaN, which is not JSON)."""
+    try:
+        return json.dumps(data, allow_nan=False)
+    except ValueError:  # a non-finite float somewhere: the rare case pays for a copy
+        return json.dumps(_finite(data), allow_nan=False)
+
+
 def compact_json_out(data: Any) -> str:
     """`compact_json` for output (get --json, export, watch): C1 controls and bidi overrides escaped.
 

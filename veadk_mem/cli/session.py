@@ -182,10 +182,10 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
     async with _store(state) as store:
         # Streamed, one event per line: a 100k-event session never sits in memory.
         if state.fmt == "jsonl":
-            from veadk_mem.sessions.codec import camel_event
+            from veadk_mem.adkjson import printed_event
 
             async for data in store.iter_event_data(app_name, user, session_id, last=last):
-                state.render.jsonl([camel_event(data)])  # a line at a time: a 100k-event session never sits in memory
+                state.render.jsonl([printed_event(data)])  # a line at a time: a 100k-event session never sits in memory
         else:
             await state.render.stream(store.session_json(app_name, user, session_id, last=last))
         _warn_all(state, store)
@@ -853,8 +853,8 @@ async def _watch(
     import sys
 
     from veadk_mem import events as ev
+    from veadk_mem.adkjson import printed_event
     from veadk_mem.jsonio import compact_json_out as dumps
-    from veadk_mem.sessions.codec import camel_event
     from veadk_mem.sessions.timeline import Timeline
     from veadk_mem.sessions.watch import Watcher, WatchEvent
 
@@ -878,7 +878,7 @@ async def _watch(
             for item in batch:
                 if isinstance(item, WatchEvent):
                     if state.json_mode:
-                        sys.stdout.write(dumps(camel_event(item.data)) + "\n")
+                        sys.stdout.write(dumps(printed_event(item.data)) + "\n")
                         sys.stdout.flush()  # a line at a time: `| jq` sees each event as it comes
                     else:
                         rows.append(_safe(timeline.row(ev.Event.model_validate(item.data))))

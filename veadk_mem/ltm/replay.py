@@ -76,12 +76,12 @@ def count_sessions(sources: list[str]) -> int | None:
 
 def file_sessions(sources: Iterable[str]) -> Iterator[Item]:
     """Every session in the files, streamed; an undecodable file or document becomes an error item."""
-    from veadk_mem.events import STATE_RECORD_KINDS, iter_documents, parse_session
+    from veadk_mem.events import RECORD_KINDS, iter_documents, parse_session
 
     for source in sources:
         try:
             for where, data in iter_documents(source):
-                if isinstance(data, dict) and data.get("kind") in STATE_RECORD_KINDS:
+                if isinstance(data, dict) and data.get("kind") in RECORD_KINDS:
                     continue
                 try:
                     yield where, parse_session(data, where)

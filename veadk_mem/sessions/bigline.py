@@ -72,6 +72,7 @@ class BigSession:
     last: float = 0.0  # latest
     spool: str | None = None  # the checked events in stored form (marshal, a chunk a record), for the write pass
     columns: bool = False  # the spool holds each chunk's event columns (`column_chunks`), not RawEvents
+    given_create_time: float | None = None  # the line's createTime (an export's), kept as given
 
     def remove_spool(self) -> None:
         """Delete the spool file, once the session is written (or the import ended)."""
@@ -85,6 +86,9 @@ class BigSession:
         return self.last_update_time or (self.last if self.count else now)
 
     def create_time(self, now: float) -> float:
+        """The create time stored for it: the line's createTime, else its first event (as `rows.head_of`)."""
+        if self.given_create_time is not None:
+            return self.given_create_time
         updated = self.update_time(now)
         return min(self.first, updated) if self.count else updated
 
@@ -312,7 +316,7 @@ def read_head(line: BigLine) -> dict[str, Any]:
     return head
 
 
-def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, columns: bool = False) -> BigSession:
+def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, columns: str = "") -> BigSession:
     """Check the long line's session as `validate.iter_checked` checks any: BadInput naming the first fault.
 
     The line is read once (`_scan`): its events, decoded, wait in a private temporary file
@@ -323,8 +327,10 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
     with `columns` too, as the columns of their rows (`column_chunks`: the event data
     encoded already), for a write pass through `driver.InsertPlan`.
     """
-    from veadk_mem.jsonio import compact_json as dumps
     from veadk_mem.sessions.files import remove_stale, spool_dir
+    from veadk_mem.sessions.rows import TEXTS
+
+    dumps = TEXTS[columns][0] if columns else None
 
     directory = spool_dir()
     remove_stale(directory, SPOOL_PREFIX + "*")
@@ -357,7 +363,7 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
                     big.first = low if not big.count else min(big.first, low)
                     big.last = high if not big.count else max(big.last, high)
                     big.count += len(events)
-                    if out is not None and columns:  # encoded here, not in the write pass: half the spool
+                    if out is not None and dumps is not None:  # encoded here, not in the write pass: half the spool
                         _dump(
                             [
                                 [e.id for e in events],
@@ -380,7 +386,7 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
                     out.close()
         assert big is not None
         if spool:
-            big.spool, big.columns = names.pop(), columns
+            big.spool, big.columns = names.pop(), bool(columns)
         return big
     finally:
         for name in names:  # the raw events, and a spool left by a failure part-way
@@ -450,11 +456,13 @@ def _chunks(
         _, record = check_record(where, {**fields, **({"events": head["events"]} if "events" in head else {})}, limits)
         assert isinstance(record, RawSession)
         big = BigSession(line, head, record.id, record.app_name, record.user_id, record.state, record.last_update_time)
+        big.given_create_time = record.create_time
         yield big, record.events
         return
     _, shell = check_record(where, {**fields, "events": []}, limits)
     assert isinstance(shell, RawSession)
     big = BigSession(line, head, shell.id, shell.app_name, shell.user_id, shell.state, shell.last_update_time)
+    big.given_create_time = shell.create_time
     app, user, sid = shell.app_name, shell.user_id, shell.id
     offset = 0
     for chunk in raw:

@@ -31,6 +31,20 @@ def _check_state_record(data: dict[str, Any], where: str) -> dict[str, Any]:
     return record
 
 
+def check_times_record(data: dict[str, Any], where: str) -> tuple[tuple[str, str, str], float]:
+    """A session_times line: (app, user, id) and its create time; BadInput naming a bad field."""
+    key = []
+    for name in ("appName", "userId", "id"):
+        value = data.get(name)
+        if not isinstance(value, str) or not value:
+            raise BadInput(f"{where}: $.{name}: expected a non-empty string")
+        key.append(value)
+    created = data.get("createTime")
+    if not isinstance(created, (int, float)) or isinstance(created, bool) or not 0 <= created < 253402300800:
+        raise BadInput(f"{where}: $.createTime: expected a time in epoch seconds")  # before year 10000, as ADK's
+    return (key[0], key[1], key[2]), float(created)
+
+
 def _fill_event_ids(session: ev.Session, where: str) -> None:
     from veadk_mem.sessions.rawsession import event_id
 

@@ -6,10 +6,11 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.adkjson import printed_event
 from veadk_mem.errors import VmemError
 from veadk_mem.jsonio import compact_json_out as dumps
-from veadk_mem.sessions.codec import camel_event, event_from_row
-from veadk_mem.sessions.read_queries import session_head, session_tail
+from veadk_mem.sessions.codec import event_from_row
+from veadk_mem.sessions.read_queries import session_head, session_tail, times_line
 from veadk_mem.sessions.records import BATCH, Progress, SessionFilter, SessionKey, SessionSummary, noop
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class Export:
             for n, row in enumerate(rows, 1):
                 where = (row.app_name, row.user_id, row.session_id)
                 try:
-                    text = dumps(camel_event(event_from_row(tables, row, warnings)))
+                    text = dumps(printed_event(event_from_row(tables, row, warnings)))
                 except (ValueError, TypeError, AttributeError) as exc:
                     if where not in broken:
                         broken.add(where)
@@ -85,7 +86,7 @@ class Export:
             if now is None or (key.app_name, key.user_id, key.id) in broken:
                 continue  # deleted since it was listed, or damaged (named in a warning)
             body = ",".join(events.get((key.app_name, key.user_id, key.id), ()))
-            out.append(session_head(now) + body + session_tail(now) + "\n")
+            out.append(times_line(now) + session_head(now) + body + session_tail(now) + "\n")
         return out
 
     async def export_jsonl(

@@ -76,6 +76,7 @@ class ReaderProcess:
         batch_seconds: float = 0.5,
         first_rows: int = 1000,
         big_bytes: int | None = None,
+        style: str = "v1",
     ) -> None:
         """Start the child; batches are cut as the thread path cuts them (rows, or seconds of reading)."""
         # -P: the working directory never shadows a module; the package's own root is searched
@@ -96,6 +97,7 @@ class ReaderProcess:
             "batch_seconds": batch_seconds,
             "first_rows": first_rows,
             "big_bytes": big_bytes,
+            "style": style,  # rows.TEXTS: the JSON text of the target's rows
         }
         self._proc.stdin.write(pickle.dumps(job))
         self._proc.stdin.close()
@@ -232,7 +234,7 @@ def _child() -> int:
         frames.put(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
     def flush(batch: list[Any]) -> None:
-        columns = build_columns(batch)
+        columns = build_columns(batch, job["style"])
         put(("batch", (columns.records, columns.splits, columns.sessions, columns.events)))
 
     try:

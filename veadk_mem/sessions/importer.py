@@ -73,9 +73,8 @@ async def import_file(
             await _check_all(limits)
 
     async def _check_all(limits: Limits) -> None:
-        records = iter_checked(
-            source, name, limits, big="check", columns=store.takes_columns(), big_bytes=store.big_line_bytes()
-        )
+        style = store.column_style() if store.takes_columns() else ""
+        records = iter_checked(source, name, limits, big="check", columns=style, big_bytes=store.big_line_bytes())
         for n, (where, record) in enumerate(records, 1):
             if n % 500 == 0:
                 # Ctrl-C cancels the running task, which only an await can notice: without
@@ -146,7 +145,9 @@ def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: 
     if dry_run or not store.takes_columns() or not worthwhile(source):
         return None
     try:
-        return ReaderProcess(source, name, batch_rows=store.batch_rows(), big_bytes=store.big_line_bytes())
+        return ReaderProcess(
+            source, name, batch_rows=store.batch_rows(), big_bytes=store.big_line_bytes(), style=store.column_style()
+        )
     except OSError:  # no interpreter to start: the write pass reads in this process
         return None
 

@@ -12,7 +12,6 @@ writes each database in the layout it already has and creates v1 exactly as ADK 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -35,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from veadk_mem.jsonio import adk_text
 from veadk_mem.sessions.timecols import naive_utc
 
 KEY_LEN = 128
@@ -82,7 +82,7 @@ class AdkJSON(TypeDecorator[Any]):
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
         if value is None or dialect.name == "postgresql":
             return value
-        return json.dumps(value, ensure_ascii=False)
+        return adk_text(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         if value is None or dialect.name == "postgresql" or not isinstance(value, (str, bytes, bytearray)):

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from veadk_mem.adkjson import stored_event
+
 if TYPE_CHECKING:
     from veadk_mem import events as ev
 
@@ -214,7 +216,7 @@ def _session_shape() -> _Strict:
 
 def dump_event(event: ev.Event) -> dict[str, Any]:
     """The event data ADK stores for `event` (what `raw_session` gives for canonical input)."""
-    return event.model_dump(mode="json", by_alias=False, exclude_none=True)
+    return stored_event(event.model_dump(mode="json", by_alias=False, exclude_none=True))
 
 
 @dataclass(slots=True)
@@ -240,6 +242,7 @@ class RawSession:
     state: dict[str, Any]
     last_update_time: float
     events: list[RawEvent]
+    create_time: float | None = None  # given by the export's session_times line; None: the import derives it
 
 
 def raw_session(data: Any) -> RawSession | None:
@@ -271,7 +274,7 @@ def raw_session(data: Any) -> RawSession | None:
                 event["timestamp"],
                 event.get("branch"),
                 event.get("error_code"),
-                event,
+                stored_event(event),
             )
         )
     return RawSession(sid, app, user, session["state"], session["last_update_time"], events)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.adkjson import printed_event
 from veadk_mem.errors import NotFound, StoreError, VmemError
 from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.jsonio import compact_json as dumps
 from veadk_mem.jsonio import compact_json_out as dumps_escaped
 from veadk_mem.jsonio import escape_terminal
-from veadk_mem.sessions.codec import camel_event, event_from_row
+from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary
 
@@ -388,7 +389,7 @@ class Reads:
         pieces = []
         for row in rows:
             try:
-                pieces.append(dumps(camel_event(event_from_row(tables, row, warnings))))  # escaped by the page
+                pieces.append(dumps(printed_event(event_from_row(tables, row, warnings))))  # escaped by the page
             except (ValueError, TypeError, AttributeError) as exc:
                 raise StoreError(
                     f"session {app}/{user}/{session_id}: event {row.id} is not readable "
@@ -439,3 +440,11 @@ def session_head(summary: SessionSummary) -> str:
 
 def session_tail(summary: SessionSummary) -> str:
     return '],"lastUpdateTime":' + dumps_escaped(summary.update_time) + "}"
+
+
+def times_line(summary: SessionSummary) -> str:
+    """The export's line before a session's: its create time, which a restore gives back."""
+    from veadk_mem.events import TIMES_KIND
+
+    fields = {"kind": TIMES_KIND, "appName": summary.app_name, "userId": summary.user_id, "id": summary.id}
+    return dumps_escaped({**fields, "createTime": summary.create_time}) + "\n"

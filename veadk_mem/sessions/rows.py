@@ -9,11 +9,12 @@ text, times as epoch seconds (`driver.InsertPlan.rows` converts them for its col
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import Any
 
-from veadk_mem.jsonio import compact_json as dumps
+from veadk_mem.jsonio import adk_text, compact_json
 from veadk_mem.sessions.rawsession import RawSession
 from veadk_mem.sessions.state_scopes import split_state
 
@@ -21,12 +22,29 @@ from veadk_mem.sessions.state_scopes import split_state
 Head = tuple[str, str, str, float, float, int]
 Split = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]  # split_state: app, user and own parts
 
+# The JSON text of (events, states) as each ADK service writes it: DatabaseSessionService's DynamicJSON
+# `json.dumps` on sqlite and MySQL ("v1"), SqliteSessionService's `model_dump_json` for events
+# ("service"); PostgreSQL parses it into JSONB, so there the fast encoder's text is the same row.
+TEXTS: dict[str, tuple[Callable[[Any], str], Callable[[Any], str]]] = {
+    "v1": (adk_text, adk_text),
+    "service": (compact_json, adk_text),
+    "jsonb": (compact_json, compact_json),
+}
+
+
+def text_style(dialect: str, sqlite_service: bool) -> str:
+    """The TEXTS key for a database: its dialect, and whether it holds SqliteSessionService's tables."""
+    if sqlite_service:
+        return "service"
+    return "jsonb" if dialect == "postgresql" else "v1"
+
 
 def head_of(session: RawSession, now: float) -> Head:
     """What the writer decides on for `session`: its key, its stored times, its size."""
     stamps = [e.timestamp for e in session.events]
     updated = session.last_update_time or (max(stamps) if stamps else now)
-    return (session.app_name, session.user_id, session.id, updated, min([*stamps, updated]), len(stamps))
+    created = session.create_time if session.create_time is not None else min([*stamps, updated])
+    return (session.app_name, session.user_id, session.id, updated, created, len(stamps))
 
 
 @dataclass(slots=True)
@@ -51,8 +69,10 @@ def heads_of(records: list[RawSession | dict[str, Any]]) -> tuple[list[Head | di
     return [r if isinstance(r, dict) else next(heads) for r in records], [split_state(s.state) for s in sessions]
 
 
-def build_columns(records: list[RawSession | dict[str, Any]]) -> Columns:
-    """The columns of `records` (checked sessions and state records), in ADK's v1 / sqlite layout."""
+def build_columns(records: list[RawSession | dict[str, Any]], style: str) -> Columns:
+    """The columns of `records` (checked sessions and state records), in ADK's v1 / sqlite layout,
+    JSON as text in `style` (TEXTS)."""
+    event_text, state_text = TEXTS[style]
     out = Columns()
     sessions = [r for r in records if not isinstance(r, dict)]
     out.records, out.splits = heads_of(records)
@@ -61,7 +81,7 @@ def build_columns(records: list[RawSession | dict[str, Any]]) -> Columns:
         "app_name": [s.app_name for s in sessions],
         "user_id": [s.user_id for s in sessions],
         "id": [s.id for s in sessions],
-        "state": [dumps(split[2]) for split in out.splits],
+        "state": [state_text(split[2]) for split in out.splits],
         "create_time": [h[4] for h in session_heads],
         "update_time": [h[3] for h in session_heads],
     }
@@ -78,6 +98,6 @@ def build_columns(records: list[RawSession | dict[str, Any]]) -> Columns:
         "session_id": each(out.sessions["id"]),
         "invocation_id": [e.invocation_id for e in events],
         "timestamp": [e.timestamp for e in events],
-        "event_data": [dumps(e.data) for e in events],
+        "event_data": [event_text(e.data) for e in events],
     }
     return out

@@ -246,6 +246,10 @@ class SessionStore(Statements):
         """True when this database's import can write batches built elsewhere (`import_columns`)."""
         return self._writes.takes_columns()
 
+    def column_style(self) -> str:
+        """How such batches hold JSON text (`rows.TEXTS`), for the rows ADK itself writes here."""
+        return self._writes.column_style()
+
     async def import_columns(
         self,
         batches: Iterator[Columns | int],

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput
-from veadk_mem.sessions.checks import check_record
+from veadk_mem.sessions.checks import check_record, check_times_record
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.limits import Limits
@@ -22,7 +22,7 @@ def iter_checked(
     limits: Limits | None = None,
     *,
     big: str | None = None,
-    columns: bool = False,
+    columns: str = "",
     big_bytes: int | None = None,
 ) -> Iterator[tuple[str, Any]]:
     """(where, record) for each session and app_state / user_state record, validated.
@@ -31,24 +31,45 @@ def iter_checked(
     `big` streams JSONL lines of `big_bytes` (`bigline.big_line_bytes()`) and more instead of decoding
     them: "check" checks such a line and gives a `bigline.BigSession` (its events spooled:
     the caller removes the spool, `BigSession.remove_spool`), "skip" only locates
-    it (a `bigline.BigLine`: the write pass, after the check pass checked it); `columns`
-    spools a checked one's events as row columns (`bigline.check_big`). Without it,
+    it (a `bigline.BigLine`: the write pass, after the check pass checked it); `columns` (a
+    `rows.TEXTS` style) spools a checked one's events as row columns (`bigline.check_big`). Without it,
     a record is a RawSession or a state record dict.
     """
-    from veadk_mem.events import iter_documents
+    from veadk_mem.events import TIMES_KIND, iter_documents
     from veadk_mem.sessions import bigline
 
     limit = bigline.big_line_bytes() if big_bytes is None else big_bytes
     documents = bigline.iter_lines(source, name, limit) if big else None
+    times: tuple[tuple[str, str, str], float] | None = None  # the session_times line just read
     for where, data in documents or iter_documents(source, name):
         try:
+            if isinstance(data, dict) and data.get("kind") == TIMES_KIND:
+                times = check_times_record(data, where)
+                continue
+            found: tuple[str, Any]
             if isinstance(data, bigline.BigLine):
                 checked = big == "check"
-                yield where, (bigline.check_big(data, limits, spool=True, columns=columns) if checked else data)
+                found = where, bigline.check_big(data, limits, spool=True, columns=columns) if checked else data
             else:
-                yield check_record(where, data, limits)
+                found = check_record(where, data, limits)
         except RecursionError:
             raise BadInput(f"{where}: JSON nested too deeply") from None
+        _given_times(found[1], times)
+        times = None
+        yield found
+
+
+def _given_times(record: Any, times: tuple[tuple[str, str, str], float] | None) -> None:
+    """The create time of the session_times line before a session, on that session (a line of
+    another session's key, or of none, gives nothing)."""
+    if times is None or isinstance(record, dict) or not hasattr(record, "app_name"):
+        return
+    key, created = times
+    if key == (record.app_name, record.user_id, record.id):
+        if hasattr(record, "given_create_time"):  # a long line's session (bigline.BigSession)
+            record.given_create_time = created
+        else:
+            record.create_time = created
 
 
 def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[RawSession | dict[str, Any]]:

@@ -29,7 +29,7 @@ from veadk_mem.sessions.layout import (
 )
 from veadk_mem.sessions.rawsession import RawSession
 from veadk_mem.sessions.records import BATCH, ImportReport, Progress, noop
-from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of
+from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of, text_style
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -383,6 +383,10 @@ class Writes:
 
         return big_line_bytes(SQLITE_BIG_LINE if self.db.dialect == "sqlite" else BIG_LINE)
 
+    def column_style(self) -> str:
+        """How this database's rows hold JSON text (`rows.TEXTS`), so they are the rows ADK writes."""
+        return text_style(self.db.dialect, self.db.layout is Layout.SQLITE)
+
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`).
 
@@ -598,7 +602,9 @@ class Writes:
                         return len(events["id"]), plans[1].rows(events)
                     if plans is None:
                         return len(events), self._event_rows(key[0], key[1], key[2], events)
-                    columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)])
+                    columns = build_columns(
+                        [RawSession(key[2], key[0], key[1], {}, updated, events)], self.column_style()
+                    )
                     return len(events), plans[1].rows(columns.events)
 
                 ahead = asyncio.ensure_future(asyncio.to_thread(rows))
@@ -634,12 +640,12 @@ class Writes:
         """The one row in `sessions` of a session written on its own (`_write_big`, `_write_big_staged`)."""
         from sqlalchemy import insert
 
-        from veadk_mem.jsonio import compact_json
+        from veadk_mem.sessions.rows import TEXTS
 
         t = self.db.tables
         if plans is not None:
             row: dict[str, list[Any]] = {"app_name": [key[0]], "user_id": [key[1]], "id": [key[2]]}
-            row["state"] = [compact_json(own)]
+            row["state"] = [TEXTS[self.column_style()][1](own)]
             row |= {"create_time": [created], "update_time": [updated]}
             if not await plans[0].insert(conn, plans[0].rows(row)):
                 raise RuntimeError(f"internal: no open transaction for the insert into {plans[0].table}")
@@ -759,7 +765,7 @@ class Writes:
                 ids = [event.id for event in events]
                 if plans is None:
                     return ids, self._event_rows(key[0], key[1], key[2], events)
-                columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)])
+                columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)], self.column_style())
                 return ids, plans[1].rows(columns.events)
 
             ahead = asyncio.ensure_future(asyncio.to_thread(group))
@@ -954,7 +960,7 @@ class Writes:
         Python work, and here it overlaps the database's own work on the previous batch.
         """
         if plans is not None:
-            return _rows_batch(build_columns(records), plans)
+            return _rows_batch(build_columns(records, self.column_style()), plans)
         mixed, splits = heads_of(records)
         return _Batch(mixed, splits, [r for r in records if not isinstance(r, dict)])
 

@@ -1,0 +1,291 @@
+"""vmem's JSON is ADK's own dump, and a restore gives back the rows ADK wrote (issue 39, item 0).
+
+Real google-adk writes a session holding every event kind it has into sqlite, PostgreSQL and
+MariaDB. What vmem prints of it (`get --json`, `get --jsonl`, `export`) must equal, parsed and at
+every depth, ADK's `model_dump(mode="json", by_alias=True, exclude_none=True)`; `export | import`
+into each database must give back the source's rows (event_data, times, states), and
+`session stats` the same totals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sessions_helpers import adk_service, sqlite_url
+from typer.testing import CliRunner
+
+from veadk_mem.adk_schema import ADK_SCHEMA
+from veadk_mem.adkjson import mixed_keys, printed_event, stored_event
+from veadk_mem.cli.app import app
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+APP, USER, SID = "exact_app", "u-1", "s-every-kind"
+
+
+def every_kind_events() -> list[Any]:
+    """One event of each kind ADK writes: text, thoughts, tools, usage, grounding, custom metadata,
+    state and artifact deltas, transfer, escalation, long-running tools, branches, errors, compaction."""
+    from google.adk.events import Event, EventActions
+    from google.adk.events.event_actions import EventCompaction
+    from google.adk.tools.tool_confirmation import ToolConfirmation
+    from google.genai import types
+
+    t0 = 1_790_000_000.125
+    usage = types.GenerateContentResponseUsageMetadata(
+        prompt_token_count=300,
+        candidates_token_count=5,
+        total_token_count=317,
+        thoughts_token_count=12,
+        prompt_tokens_details=[types.ModalityTokenCount(modality=types.MediaModality.TEXT, token_count=300)],
+    )
+    grounding = types.GroundingMetadata(
+        web_search_queries=["peanut free recipes"],
+        grounding_chunks=[types.GroundingChunk(web=types.GroundingChunkWeb(uri="https://example.org/a", title="A"))],
+        grounding_supports=[
+            types.GroundingSupport(
+                segment=types.Segment(start_index=0, end_index=4, text="Dal."), grounding_chunk_indices=[0]
+            )
+        ],
+    )
+    call = types.FunctionCall(id="fc-1", name="find_recipes", args={"diet_kind": "vegetarian", "maxCount": 3})
+    reply = types.FunctionResponse(id="fc-1", name="find_recipes", response={"result_list": ["dal"]})
+    return [
+        Event(
+            id="e1",
+            invocation_id="inv-1",
+            author="user",
+            timestamp=t0,
+            content=types.Content(role="user", parts=[types.Part(text="I'm allergic to peanuts — 花生过敏.")]),
+        ),
+        Event(
+            id="e2",
+            invocation_id="inv-1",
+            author="chef",
+            timestamp=t0 + 1,
+            branch="root.chef",
+            content=types.Content(
+                role="model",
+                parts=[
+                    types.Part(text="thinking about it", thought=True, thought_signature=b"\x00\xffsig"),
+                    types.Part(function_call=call),
+                ],
+            ),
+            long_running_tool_ids={"fc-1", "fc-0"},
+            usage_metadata=usage,
+            model_version="gemini-test-001",
+        ),
+        Event(
+            id="e3",
+            invocation_id="inv-1",
+            author="chef",
+            timestamp=t0 + 2,
+            content=types.Content(role="user", parts=[types.Part(function_response=reply)]),
+            actions=EventActions(
+                state_delta={"user:diet": "vegetarian", "snake_key": {"inner_key": 1}, "app:version": 2},
+                artifact_delta={"menu.pdf": 1},
+                skip_summarization=True,
+                requested_tool_confirmations={"fc-1": ToolConfirmation(hint="ok?", payload={"some_key": 1})},
+            ),
+        ),
+        Event(
+            id="e4",
+            invocation_id="inv-2",
+            author="chef",
+            timestamp=t0 + 3,
+            content=types.Content(role="model", parts=[types.Part(text="Dal is safe.")]),
+            grounding_metadata=grounding,
+            finish_reason=types.FinishReason.STOP,
+            custom_metadata={"trace_id": "abc", "nested_map": {"deep_key": [1, 2]}},
+            actions=EventActions(transfer_to_agent="critic", escalate=True),
+        ),
+        Event(
+            id="e5",
+            invocation_id="inv-2",
+            author="critic",
+            timestamp=t0 + 4,
+            error_code="RESOURCE_EXHAUSTED",
+            error_message="quota exceeded",
+            turn_complete=True,
+            interrupted=True,
+            usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=7, total_token_count=7),
+        ),
+        Event(
+            id="e6",
+            invocation_id="inv-3",
+            author="user",
+            timestamp=t0 + 5,
+            actions=EventActions(
+                compaction=EventCompaction(
+                    start_timestamp=t0,
+                    end_timestamp=t0 + 4,
+                    compacted_content=types.Content(role="model", parts=[types.Part(text="summary")]),
+                )
+            ),
+            input_transcription=types.Transcription(text="what can I eat", finished=True),
+        ),
+    ]
+
+
+def write_with_adk(url: str) -> None:
+    """The session of every kind, written by ADK's own service (state of all three scopes)."""
+
+    async def go() -> None:
+        service = adk_service(url)
+        try:
+            session = await service.create_session(
+                app_name=APP,
+                user_id=USER,
+                session_id=SID,
+                state={"topic": "food", "app:region": "cn", "user:lang": "zh"},
+            )
+            for event in every_kind_events():
+                await service.append_event(session, event)
+        finally:
+            await service.close()
+
+    asyncio.run(go())
+
+
+def adk_dump(url: str) -> dict[str, Any]:
+    """ADK's own JSON of the session, as its API and `adk run --save_session` print it."""
+
+    async def go() -> dict[str, Any]:
+        service = adk_service(url)
+        try:
+            session = await service.get_session(app_name=APP, user_id=USER, session_id=SID)
+            assert session is not None
+            dumped: dict[str, Any] = json.loads(session.model_dump_json(by_alias=True, exclude_none=True))
+            return dumped
+        finally:
+            await service.close()
+
+    return asyncio.run(go())
+
+
+def vmem(*args: str, input: str | None = None) -> Any:
+    result = CliRunner().invoke(app, list(args), input=input)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def rows(url: str) -> dict[str, list[Any]]:
+    """Every row of ADK's four tables, values normalised (JSON parsed, times as epoch seconds)."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    def norm(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return round(value.timestamp() if value.tzinfo else (value - datetime(1970, 1, 1)).total_seconds(), 6)
+        if isinstance(value, (str, bytes)) and value[:1] in ("{", b"{", "[", b"["):
+            return json.loads(value)
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?", value):
+            return norm(datetime.fromisoformat(value))  # sqlite's DATETIME, as text
+        return value
+
+    queries = {
+        "sessions": "SELECT app_name, user_id, id, state, create_time, update_time FROM sessions",
+        "events": "SELECT id, app_name, user_id, session_id, invocation_id, timestamp, event_data FROM events",
+        "app_states": "SELECT app_name, state FROM app_states",
+        "user_states": "SELECT app_name, user_id, state FROM user_states",
+    }
+
+    async def go() -> dict[str, list[Any]]:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as conn:
+                out = {}
+                for table, sql in queries.items():
+                    found = [tuple(norm(v) for v in row) for row in (await conn.execute(text(sql))).all()]
+                    out[table] = sorted(found, key=repr)
+                return out
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database of each kind holding the session of every kind, written by ADK."""
+    if request.param == "sqlite":
+        url = sqlite_url(tmp_path / "adk.db")
+    else:
+        url = str(request.getfixturevalue("pg_url" if request.param == "postgres" else "mysql_url"))
+    write_with_adk(url)
+    return url
+
+
+def test_the_embedded_table_is_the_installed_adks() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        from adk_schema import adk_schema
+    finally:
+        sys.path.remove(str(BENCH))
+    assert adk_schema() == ADK_SCHEMA, "google-adk changed: regenerate veadk_mem/adk_schema.py with bench/adk_schema.py"
+
+
+def test_printed_json_is_adks_dump_at_every_depth(source: str) -> None:
+    theirs = adk_dump(source)
+    assert theirs["events"][1]["usageMetadata"]["candidatesTokenCount"] == 5  # the oracle is camelCase inside
+    got = json.loads(vmem("--json", "session", "get", APP, USER, SID, "--db-url", source).stdout)
+    assert got == theirs
+    lines = vmem("session", "get", APP, USER, SID, "--jsonl", "--db-url", source).stdout.splitlines()
+    assert [json.loads(line) for line in lines] == theirs["events"]
+    exported = [json.loads(line) for line in vmem("session", "export", "--db-url", source).stdout.splitlines()]
+    [session] = [line for line in exported if "kind" not in line]
+    assert session == theirs
+
+
+def test_a_restore_gives_back_the_rows_adk_wrote(source: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    dump = vmem("session", "export", "--db-url", source).stdout
+    before = rows(source)
+    targets = {"sqlite": sqlite_url(tmp_path / "restored.db")}
+    for name in ("pg_url", "mysql_url"):
+        targets[name] = str(request.getfixturevalue(name)) if source.split(":")[0] != name else ""
+    stats_before = json.loads(vmem("--json", "session", "stats", "--db-url", source).stdout)["totals"]
+    for name, target in targets.items():
+        if not target or target == source:
+            continue
+        vmem("session", "import", "-", "--db-url", target, input=dump)
+        after = rows(target)
+        assert after == before, f"restored into {name}"
+        stats_after = json.loads(vmem("--json", "session", "stats", "--db-url", target).stdout)["totals"]
+        if name != "sqlite" or "sqlite" not in source:  # bytes are the database's own measure of its JSON
+            stats_after.pop("bytes"), stats_before.pop("bytes", None)
+        assert stats_after == stats_before, f"session stats after a restore into {name}"
+        # and ADK reads the restored session as the one it wrote
+        assert adk_dump(target) == adk_dump(source)
+
+
+def test_stored_and_printed_shapes_convert_into_each_other() -> None:
+    """Any mix of the two shapes becomes each one exactly; free dictionaries keep their keys."""
+    from google.adk.events import Event
+
+    for event in every_kind_events():
+        stored = event.model_dump(mode="json", exclude_none=True)
+        printed = event.model_dump(mode="json", by_alias=True, exclude_none=True)
+        assert stored_event(printed) == stored
+        assert printed_event(stored) == printed
+        assert not mixed_keys(stored)
+        assert mixed_keys(printed) == (printed != stored)
+        assert Event.model_validate(stored_event(printed)) == event
+
+
+@pytest.mark.skipif(importlib.util.find_spec("google.adk") is None, reason="google-adk is not installed")
+def test_stats_reads_a_restored_session_s_tokens(tmp_path: Path) -> None:
+    """The 0-token report of the issue: a restore of a session with usage metadata counts its tokens."""
+    source = sqlite_url(tmp_path / "src.db")
+    write_with_adk(source)
+    target = sqlite_url(tmp_path / "dst.db")
+    vmem("session", "import", "-", "--db-url", target, input=vmem("session", "export", "--db-url", source).stdout)
+    stats = json.loads(vmem("--json", "session", "stats", "--db-url", target).stdout)["totals"]
+    tokens = {k: v for k, v in stats.items() if "token" in k}
+    assert tokens and all(v for v in tokens.values()), stats
