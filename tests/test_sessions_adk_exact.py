@@ -289,3 +289,62 @@ def test_stats_reads_a_restored_session_s_tokens(tmp_path: Path) -> None:
     stats = json.loads(vmem("--json", "session", "stats", "--db-url", target).stdout)["totals"]
     tokens = {k: v for k, v in stats.items() if "token" in k}
     assert tokens and all(v for v in tokens.values()), stats
+
+
+def _mix(data: dict[str, Any]) -> dict[str, Any]:
+    """Event data as vmem 0.1 restored it: some fields under their camelCase alias beside snake_case keys."""
+    out = {
+        ("usageMetadata" if k == "usage_metadata" else "nodeInfo" if k == "node_info" else k): v
+        for k, v in data.items()
+    }
+    actions = dict(out.get("actions") or {})
+    if "requested_auth_configs" in actions:
+        actions["requestedAuthConfigs"] = actions.pop("requested_auth_configs")
+    out["actions"] = actions
+    return out
+
+
+def _spoil(url: str) -> int:
+    """Rewrite every event row of `url` in the mixed shape; how many rows changed."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def go() -> int:
+        engine = create_async_engine(url)
+        try:
+            async with engine.begin() as conn:
+                found = (await conn.execute(text("SELECT id, event_data FROM events"))).all()
+                for event_id, value in found:
+                    data = value if isinstance(value, dict) else json.loads(value)
+                    mixed = json.dumps(_mix(data))
+                    cast = "CAST(:d AS JSONB)" if url.startswith("postgresql") else ":d"
+                    await conn.execute(
+                        text(f"UPDATE events SET event_data = {cast} WHERE id = :i"), {"d": mixed, "i": event_id}
+                    )
+                return len(found)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(go())
+
+
+def test_upgrade_rewrites_rows_restored_in_the_mixed_shape(source: str, tmp_path: Path) -> None:
+    """A database restored by vmem 0.1: `upgrade --dry-run` counts its mixed rows, `upgrade` rewrites
+    them in ADK's shape after its verified backup, and `session stats` reads the tokens again."""
+    original = rows(source)
+    tokens = json.loads(vmem("--json", "session", "stats", "--db-url", source).stdout)["totals"]
+    assert _spoil(source) == 6
+    assert rows(source) != original
+    backup = tmp_path / "backup.jsonl"
+    dry = json.loads(
+        vmem("--json", "session", "upgrade", "--dry-run", "--backup", str(backup), "--db-url", source).stdout
+    )
+    assert (dry["status"], dry["mixed_events"], dry["rewritten"]) == ("dry_run", 6, 0)
+    assert rows(source) != original and not backup.exists()
+    done = vmem("session", "upgrade", "--backup", str(backup), "--db-url", source)
+    assert "rewrote 6 events in the shape ADK stores" in done.stderr
+    assert rows(source) == original
+    assert json.loads(vmem("--json", "session", "stats", "--db-url", source).stdout)["totals"] == tokens
+    assert backup.is_file() and sum(1 for line in backup.read_text().splitlines() if '"kind"' not in line) == 1
+    again = json.loads(vmem("--json", "session", "upgrade", "--dry-run", "--db-url", source).stdout)
+    assert again["mixed_events"] == 0 and again["status"] == "current"

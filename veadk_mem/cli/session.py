@@ -536,6 +536,8 @@ def upgrade_lines(report: Any) -> list[str]:
         f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}"
     )
     kept = ", ".join(report.old_tables)
+    if report.layout != "v0" and report.mixed_events:
+        return _reshape_lines(report, counts)
     if report.layout != "v0":
         lines = [f"{report.database}: already in the current layout, {report.description}; nothing to upgrade"]
         if report.dropped:
@@ -574,6 +576,23 @@ def upgrade_lines(report: Any) -> list[str]:
     else:
         lines.append(f"old tables kept as {kept}: `vmem session upgrade --drop-old` drops them")
     return lines
+
+
+def _reshape_lines(report: Any, counts: str) -> list[str]:
+    """`session upgrade` of a current layout whose event rows are in a mixed shape."""
+    mixed = counted(report.mixed_events, "event")
+    what = f"{mixed} stored in a mixed shape (camelCase keys beside ADK's snake_case, as vmem 0.1 restored them)"
+    if report.status == "dry_run":
+        return [
+            f"{report.database}: {report.description}, {what}",
+            f"would back up {counts} to {report.backup}, read it back and count it",
+            f"would then rewrite those {mixed} in the shape ADK stores; dry run: nothing changed",
+        ]
+    return [
+        f"{report.database}: {report.description}, {what}",
+        f"backup: {report.backup} ({counts}, read back and counted)",
+        f"rewrote {counted(report.rewritten, 'event')} in the shape ADK stores",
+    ]
 
 
 # --- stats -------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def _check_state_record(data: dict[str, Any], where: str) -> dict[str, Any]:
 def check_times_record(data: dict[str, Any], where: str) -> tuple[tuple[str, str, str], float]:
     """A session_times line: (app, user, id) and its create time; BadInput naming a bad field."""
     key = []
-    for name in ("appName", "userId", "id"):
+    for name in ("appName", "userId", "sessionId"):
         value = data.get(name)
         if not isinstance(value, str) or not value:
             raise BadInput(f"{where}: $.{name}: expected a non-empty string")

@@ -446,5 +446,5 @@ def times_line(summary: SessionSummary) -> str:
     """The export's line before a session's: its create time, which a restore gives back."""
     from veadk_mem.events import TIMES_KIND
 
-    fields = {"kind": TIMES_KIND, "appName": summary.app_name, "userId": summary.user_id, "id": summary.id}
+    fields = {"kind": TIMES_KIND, "appName": summary.app_name, "userId": summary.user_id, "sessionId": summary.id}
     return dumps_escaped({**fields, "createTime": summary.create_time}) + "\n"

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
+from veadk_mem.sessions import reshape
 from veadk_mem.sessions.layout import (
     EVENTS_INDEX,
     LATEST_SCHEMA_VERSION,
@@ -125,6 +126,8 @@ class UpgradeReport:
     leftovers: list[str] = field(default_factory=list)  # tables of an interrupted upgrade, removed first
     drop_old: bool = False
     kept_raw: list[str] = field(default_factory=list)  # events whose undecodable actions were kept raw
+    mixed_events: int = 0  # event rows in a mixed shape (sessions/reshape.py), found
+    rewritten: int = 0  # ... and rewritten in ADK's shape
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +148,8 @@ class UpgradeReport:
             "leftovers": self.leftovers,
             "drop_old": self.drop_old,
             "kept_raw": self.kept_raw,
+            "mixed_events": self.mixed_events,
+            "rewritten": self.rewritten,
         }
 
 
@@ -200,13 +205,17 @@ async def upgrade_store(
             leftovers=sorted(n for n in names if n.startswith(NEW_PREFIX)),
             drop_old=drop_old,
         )
-        if store.layout is Layout.SQLITE:
+        if reshape.applies(store):
+            report.mixed_events = await reshape.count_mixed(store)
+            if report.mixed_events:
+                await _reshape(store, report, phase, backup, dry_run)
+        if store.layout is Layout.SQLITE and not report.mixed_events:
             raise NotSupported(
                 f"{store.display_url}: an ADK SqliteSessionService file, not DatabaseSessionService tables; "
                 "current ADK's SqliteSessionService reads it as it is"
             )
         if store.layout is not Layout.V0:
-            if drop_old and report.old_tables:
+            if drop_old and report.old_tables and not report.mixed_events:
                 if dry_run:
                     report.status = "dry_run"
                 else:
@@ -238,6 +247,23 @@ async def upgrade_store(
         else:
             report.old_tables = sorted({*report.old_tables, *report.renamed.values()})
         return report
+
+
+async def _reshape(store: SessionStore, report: UpgradeReport, phase: Phase, backup: Path, dry_run: bool) -> None:
+    """Rewrite the event rows stored in a mixed shape in ADK's, after the verified backup a layout
+    upgrade takes (the backup restores the rows as they were read: in ADK's shape)."""
+    report.backup = str(backup)
+    async with store.reader.connect() as conn:
+        before = await _snapshot(conn)
+    _count(report, before)
+    if dry_run:
+        report.status = "dry_run"
+        return
+    check_backup(backup)
+    await Upgrade(store, report, phase)._backup(backup, before)
+    with phase("rewriting events in ADK's shape", before.events) as advance:
+        report.rewritten = await reshape.rewrite_mixed(store, advance)
+    report.status = "reshaped"
 
 
 def _count(report: UpgradeReport, snap: Snapshot) -> None:
