@@ -348,3 +348,66 @@ def test_upgrade_rewrites_rows_restored_in_the_mixed_shape(source: str, tmp_path
     assert backup.is_file() and sum(1 for line in backup.read_text().splitlines() if '"kind"' not in line) == 1
     again = json.loads(vmem("--json", "session", "upgrade", "--dry-run", "--db-url", source).stdout)
     assert again["mixed_events"] == 0 and again["status"] == "current"
+
+
+def _v0_with_nan(url: str) -> None:
+    """A v0 database (ADK's own v0 tables) holding one event whose pickled state_delta holds NaN and infinity."""
+    from google.adk.events import Event, EventActions
+    from google.adk.sessions import Session
+    from google.adk.sessions.schemas.v0 import Base, StorageEvent, StorageSession
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    if url.startswith("mysql"):  # as sessions_helpers.build_v0: aiomysql cannot bind bytes under PyMySQL 1.2
+        import aiomysql.connection
+        import pymysql.converters
+
+        aiomysql.connection.escape_bytes_prefixed = pymysql.converters.escape_bytes  # type: ignore[attr-defined]
+
+    async def go() -> None:
+        engine = create_async_engine(url)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(Base.metadata.create_all)
+            session = Session(id=SID, app_name=APP, user_id=USER)
+            event = Event(
+                id="nan-1",
+                invocation_id="inv",
+                author="agent",
+                timestamp=1_790_000_000.5,
+                actions=EventActions(state_delta={"ratio": float("nan"), "limit": float("inf"), "ok": 1}),
+            )
+            async with AsyncSession(engine) as orm:
+                orm.add(StorageSession(app_name=APP, user_id=USER, id=SID, state={}))
+                await orm.flush()
+                orm.add(StorageEvent.from_event(session, event))
+                await orm.commit()
+        finally:
+            await engine.dispose()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "mysql"])
+def test_nan_is_written_as_null_by_an_upgrade_of_a_v0_pickle(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every write path writes NaN and infinities as null (import refuses them at its check): here the
+    upgrade of a pickle holding them, into text (sqlite, MariaDB) and JSONB (PostgreSQL) alike."""
+    if kind == "sqlite":
+        url = sqlite_url(tmp_path / "v0.db")
+    else:
+        url = str(request.getfixturevalue("pg_url" if kind == "postgres" else "mysql_url"))
+    _v0_with_nan(url)
+    vmem("session", "upgrade", "--backup", str(tmp_path / "b.jsonl"), "--db-url", url)
+    [(_id, *_rest, data)] = rows(url)["events"]
+    assert data["actions"]["state_delta"] == {"ratio": None, "limit": None, "ok": 1}
+    assert "NaN" not in json.dumps(data, allow_nan=True) and "Infinity" not in json.dumps(data, allow_nan=True)
+    got = json.loads(vmem("--json", "session", "get", APP, USER, SID, "--db-url", url).stdout)
+    assert got["events"][0]["actions"]["stateDelta"] == {"ratio": None, "limit": None, "ok": 1}
+
+
+def test_an_import_refuses_nan_naming_where(tmp_path: Path) -> None:
+    line = json.dumps({"id": "s", "appName": "a", "userId": "u", "state": {"x": float("nan")}, "events": []})
+    result = CliRunner().invoke(app, ["session", "import", "-", "--db-url", str(tmp_path / "t.db")], input=line)
+    assert result.exit_code == 2 and "$.state.x" in result.stderr, result.output
+    assert not (tmp_path / "t.db").exists()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from veadk_mem.config import mask_url
 from veadk_mem.errors import BadInput, StoreError, VmemError
+from veadk_mem.jsonio import adk_text
 from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.driver import DriverPlan, skip_idle_rollback
 from veadk_mem.sessions.layout import (
@@ -171,6 +172,8 @@ class StoreBase:
             kwargs["pool_reset_on_return"] = None  # see driver.skip_idle_rollback
         elif self.dialect == "postgresql" and self.schema:
             kwargs["connect_args"] = {"server_settings": {"search_path": self.schema}}
+        # JSON columns (PostgreSQL's JSONB) get the one writer of the text columns: NaN as null, not a refused bare NaN
+        kwargs["json_serializer"] = adk_text
         try:
             engine = create_async_engine(self.url, **kwargs)
         except Exception as exc:
