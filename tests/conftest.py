@@ -74,6 +74,7 @@ _SLOW_TESTS = {
     "test_a_streamed_session_reads_back_through_adk_as_a_decoded_one",  # 5,000 events imported 3 times
     "test_ltm_search_loads_numpy_with_one_blas_thread",  # child processes: the fast tier keeps the save's
     "test_a_users_own_setting_wins",
+    "test_exporting_a_million_event_session_stays_under_200_mb",  # imports and exports 1,000,000 events
 }
 
 

@@ -89,13 +89,50 @@ class Export:
             out.append(times_line(now) + session_head(now) + body + session_tail(now) + "\n")
         return out
 
+    async def _paged_line(self, listed: SessionSummary) -> AsyncIterator[str]:
+        """The export line of a session larger than a batch, read a page of events at a time (as
+        `get --json` reads one) into a private temporary file, then handed out from it in pieces:
+        memory holds a page whatever the session's size, and a session found damaged part-way, or
+        deleted since it was listed, is left out whole (named in a warning), never half a line."""
+        import tempfile
+
+        from veadk_mem.errors import NotFound, StoreError
+        from veadk_mem.jsonio import escape_terminal
+
+        key = listed.key
+        name = f"{key.app_name}/{key.user_id}/{key.id}"
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:  # unnamed: nothing is left if vmem dies
+            try:
+                pages = self.reads.session_pages(key.app_name, key.user_id, key.id)
+                summary = await anext(pages)
+                assert isinstance(summary, SessionSummary)
+                spool.write(times_line(summary) + session_head(summary))
+                sep = ""
+                async for pieces in pages:
+                    assert isinstance(pieces, list)
+                    if pieces:
+                        spool.write(escape_terminal(sep + ",".join(pieces)))
+                        sep = ","
+                spool.write(session_tail(summary) + "\n")
+            except NotFound:
+                return  # deleted since it was listed
+            except StoreError as exc:
+                if "is not readable" not in exc.message:
+                    raise
+                self.db.damaged.append(name)
+                self.db.warnings.append(f"{exc.message}; session not exported")
+                return
+            spool.seek(0)
+            while piece := spool.read(1 << 20):
+                yield piece
+
     async def export_jsonl(
         self, flt: SessionFilter | None = None, *, progress: Progress = noop, batch_events: int = 5000
     ) -> AsyncIterator[str]:
         """The export file in text pieces: app_state and user_state records, then one session per line.
 
         Sessions are read in batches of about `batch_events` events, each in its own short
-        transaction (see `_read_batch`); a session larger than that is a batch of its own.
+        transaction (see `_read_batch`); a session larger than that is read a page at a time (`_paged_line`).
         """
         summaries = await self.reads.list_sessions(flt, oldest_first=True)
         apps = sorted({s.app_name for s in summaries})
@@ -115,11 +152,15 @@ class Export:
         batches: list[list[SessionSummary]] = [[]]
         size = 0
         for summary in summaries:
-            if size >= batch_events or len(batches[-1]) >= BATCH:
+            alone = summary.event_count > batch_events  # read a page at a time, in a batch of its own
+            if size >= batch_events or len(batches[-1]) >= BATCH or (alone and batches[-1]):
                 batches.append([])
                 size = 0
             batches[-1].append(summary)
             size += summary.event_count + 1
+            if alone:
+                batches.append([])
+                size = 0
         # Batches read ahead: the database reads the next batch (PostgreSQL and MariaDB in
         # their own processes, sqlite in aiosqlite's thread) while this one is converted, so an
         # export takes about the longer of the two rather than their sum. Each read-ahead is a
@@ -131,14 +172,25 @@ class Export:
 
         batches = [b for b in batches if b]
         ahead = 2 if self.db.dialect == "mysql" else 1
+
+        def paged(batch: list[SessionSummary]) -> bool:  # a session larger than a batch: read a page at a time
+            return len(batch) == 1 and batch[0].event_count > batch_events
+
         pending: deque[asyncio.Task[tuple[dict[SessionKey, SessionSummary], list[Any]]]] = deque()
         try:
             for index, batch in enumerate(batches):
+                if paged(batch):  # never read ahead: pending holds only the batches before it, all used
+                    async for piece in self._paged_line(batch[0]):
+                        yield piece
+                    progress(1)
+                    continue
                 # the next read starts once this one is done: on sqlite, reads overlapping each
                 # other would keep a writer waiting for the later one as well
                 current = pending.popleft() if pending else asyncio.ensure_future(self._read_batch(batch))
                 fresh, rows = await current
                 while len(pending) < ahead and index + 1 + len(pending) < len(batches):
+                    if paged(batches[index + 1 + len(pending)]):
+                        break
                     pending.append(asyncio.ensure_future(self._read_batch(batches[index + 1 + len(pending)])))
                     await asyncio.sleep(0)  # let it send its first statement before the work below
                 yield "".join(await self._batch_lines(batch, fresh, rows))

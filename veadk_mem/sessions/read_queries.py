@@ -239,17 +239,31 @@ class Reads:
         snapshot; later pages continue in the same order up to the event count of that
         snapshot, so an event appended meanwhile is not half in the output.
         """
-        summary, pieces, cursor, end = await self._json_page(app, user, session_id, last, page, None)
+        pages = self.session_pages(app, user, session_id, last=last, page=page)
+        summary = await anext(pages)
+        assert isinstance(summary, SessionSummary)
         yield session_head(summary)
         sep = "\n"
-        done = 0
-        while True:
+        async for pieces in pages:
+            assert isinstance(pieces, list)
             if pieces:  # a page a piece: one escape pass and one write for a thousand events
                 yield escape_terminal(sep + ",\n".join(pieces))
                 sep = ",\n"
+        yield "\n" + session_tail(summary) + "\n"
+
+    async def session_pages(
+        self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
+    ) -> AsyncIterator[SessionSummary | list[str]]:
+        """The session's summary, then its events' JSON (not yet escaped for a terminal) a page at a
+        time, as `session_json` reads them: the one paged read of a session that may not fit in memory."""
+        summary, pieces, cursor, end = await self._json_page(app, user, session_id, last, page, None)
+        yield summary
+        done = 0
+        while True:
+            yield pieces
             done += len(pieces)
             if done >= end:
-                break
+                return
             if not pieces or cursor is None:
                 raise StoreError(
                     f"session {app}/{user}/{session_id} changed while it was read (deleted, or events removed)",
@@ -258,7 +272,6 @@ class Reads:
             _, pieces, cursor, _ = await self._json_page(
                 app, user, session_id, None, page, (cursor, min(page, end - done))
             )
-        yield "\n" + session_tail(summary) + "\n"
 
     def _keyset_terms(self) -> tuple[Any, Any]:
         """(timestamp, tie-breaker) expressions events are ordered by, as `_events_stmt` selects them."""
