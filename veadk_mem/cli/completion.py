@@ -324,6 +324,7 @@ def completion(
     Commands, options and known option values (policy presets and the config's named
     policies, shells). Install: vmem completion bash --install (or redirect the output).
     """
+    from veadk_mem import files
     from veadk_mem.cli.state import get_state
     from veadk_mem.errors import BadInput, VmemError
 
@@ -342,13 +343,9 @@ def completion(
     target = install_path(shell)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(target.name + ".part")
-        part.unlink(missing_ok=True)
-        with part.open("x", encoding="utf-8") as handle:  # never follows a planted link
-            handle.write(text if text.endswith("\n") else text + "\n")
-        part.replace(target)
     except OSError as exc:
         raise VmemError(f"completion: cannot write {target}: {exc.strerror}") from None
+    files.write_text(target, text if text.endswith("\n") else text + "\n")  # refuses a link there
     state.render.message(f"wrote {target}")
     if shell == "zsh":
         state.render.message("zsh: have fpath=(~/.zfunc $fpath) before compinit in ~/.zshrc, then start a new shell")
