@@ -9,11 +9,14 @@ unquoted into the command line (where Enter would run them).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pty
 import select
 import shutil
+import struct
 import subprocess
+import termios
 import time
 from pathlib import Path
 
@@ -119,38 +122,35 @@ def test_fish_runs_no_config_word(hostile: tuple[dict[str, Path], dict[str, Path
         assert _created(names) == [], line
 
 
-def _pty_session(argv: list[str], env: dict[str, str], keys: list[bytes], cwd: Path) -> str:
-    """Run an interactive shell on a pseudo-terminal, type `keys` one chunk at a time
-    (letting the shell answer in between) and return everything it printed."""
+def _pty_session(argv: list[str], env: dict[str, str], steps: list[tuple[bytes, str]], cwd: Path) -> str:
+    """Run an interactive shell on a pseudo-terminal; for each step type its keys and wait
+    (up to 30 s: the host is shared) until the shell has printed its expected text. Returns
+    everything the shell printed."""
     pid, fd = pty.fork()
-    if pid == 0:  # the child: the shell
+    if pid == 0:  # the child: the shell, on a terminal wide enough to show a whole command line
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 1000, 0, 0))
         os.chdir(cwd)
         os.execvpe(argv[0], argv, env)
     out = bytearray()
 
-    def drain(quiet: float = 0.4, longest: float = 8.0) -> None:
-        """Read until the shell has been silent for `quiet` seconds."""
-        end = time.monotonic() + longest
-        while time.monotonic() < end:
-            ready, _, _ = select.select([fd], [], [], quiet)
-            if not ready:
-                return
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            out.extend(chunk)
+    def wait_for(text: str, longest: float = 30.0) -> None:
+        start, end = len(out), time.monotonic() + longest
+        while text.encode() not in out[start:] and time.monotonic() < end:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                out.extend(chunk)
 
     try:
-        drain(1.0)
-        for key in keys:
-            os.write(fd, key)
-            drain()
+        for keys, expected in steps:
+            os.write(fd, keys)
+            wait_for(expected)
     finally:
-        os.write(fd, b"\x03exit\n")
-        drain()
         os.close(fd)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)  # the shell this test started
@@ -168,14 +168,24 @@ def test_zsh_runs_no_config_word_and_inserts_it_quoted(
     env = {"PATH": os.environ["PATH"], "HOME": str(isolated_env), "TERM": "dumb", "LANG": "C.UTF-8"}
     setup = (
         f"fpath=({scripts['zsh'].parent} $fpath); autoload -Uz compinit; compinit -u -D; "
-        "zstyle ':completion:*' list-prompt ''; PS1='READY> '\n"
+        "zstyle ':completion:*' list-prompt ''; vmem() { print -r -- \"ARG<${argv[-1]}>\" }; PS1='READY> '\n"
     ).encode()
+    first = next(iter(names))
     typed = _pty_session(
         [exe, "-f", "-i"],
         env,
-        [setup, b"vmem policy show \t", b"\x03", b"vmem policy show x\t", b"\x03", b"vmem policy test -p \t"],
+        [
+            (setup, "\rREADY> "),
+            (b"vmem policy show \t", "custom"),  # the listing: presets and the config's names
+            (b"\x03", "\rREADY> "),
+            (b"vmem policy show x\t", "vmem policy show x\\$\\(touch\\$\\{IFS\\}"),  # inserted quoted
+            (b"\n", "ARG<"),  # Enter: the name reaches the command as text, nothing runs
+            (b"vmem policy test -p f\t", "fish-paren\\)"),
+            (b"\n", "ARG<f("),
+        ],
         isolated_env,
     )
     assert "custom" in typed and "default" in typed, typed  # the completion really ran
-    assert "x\\$\\(touch" in typed, typed  # the one match was inserted quoted
+    assert f"ARG<{first}>" in typed, typed
+    assert f"ARG<{next(n for n in names if n.startswith('f('))}>" in typed, typed
     assert _created(names) == [], typed
