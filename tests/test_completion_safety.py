@@ -189,3 +189,31 @@ def test_zsh_runs_no_config_word_and_inserts_it_quoted(
     assert f"ARG<{first}>" in typed, typed
     assert f"ARG<{next(n for n in names if n.startswith('f('))}>" in typed, typed
     assert _created(names) == [], typed
+
+
+def test_bash_readline_inserts_a_config_word_quoted_and_enter_runs_nothing(
+    hostile: tuple[dict[str, Path], dict[str, Path]], isolated_env: Path
+) -> None:
+    """The same in an interactive bash on a terminal: TAB, then Enter."""
+    names, scripts = hostile
+    env = {"PATH": os.environ["PATH"], "HOME": str(isolated_env), "TERM": "dumb", "LANG": "C.UTF-8"}
+    setup = (
+        f"source {scripts['bash']}; vmem() {{ printf 'ARG<%s>\\n' \"${{@: -1}}\"; }}; bind 'set bell-style none'; "
+        "PS1='READY> '\n"
+    ).encode()
+    first = next(iter(names))
+    typed = _pty_session(
+        ["bash", "--norc", "--noprofile", "-i"],
+        env,
+        [
+            (setup, "\nREADY> "),
+            (b"vmem policy show x\t", "vmem policy show x\\$\\(touch\\$\\{IFS\\}"),  # inserted quoted
+            (b"\n", "ARG<"),  # Enter: the name reaches the command as text, nothing runs
+            (b"vmem ltm save -p f\t", "fish-paren\\)"),
+            (b"\n", "ARG<f("),
+        ],
+        isolated_env,
+    )
+    assert f"ARG<{first}>" in typed, typed
+    assert f"ARG<{next(n for n in names if n.startswith('f('))}>" in typed, typed
+    assert _created(names) == [], typed
