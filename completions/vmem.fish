@@ -430,7 +430,7 @@ complete -c vmem -n "__vmem_at 'policy show'" -l 'csv' -d 'CSV on stdout: a head
 complete -c vmem -n "__vmem_at 'policy show'" -l 'tsv' -d 'TSV on stdout: a header line, a row a record.'
 complete -c vmem -n "__vmem_at 'policy show'" -a 'default all custom'
 complete -c vmem -n "__vmem_at 'config'" -a 'show' -d 'Print every effective setting with its source; secrets are masked.'
-complete -c vmem -n "__vmem_at 'config'" -a 'init' -d 'Write a commented starter config: every key with its default as a comment.'
+complete -c vmem -n "__vmem_at 'config'" -a 'init' -d 'Write a commented starter config (mode 0600): every key with its default as a comment.'
 complete -c vmem -n "__vmem_at 'config'" -a 'path' -d 'Print the config file in use and the places vmem looks for one.'
 complete -c vmem -n "__vmem_at 'config show'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
 complete -c vmem -n "__vmem_at 'config show'" -l 'json' -d 'Print JSON on stdout.'

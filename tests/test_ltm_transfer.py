@@ -261,7 +261,7 @@ def test_cli_round_trip_and_failed_write_leaves_no_file(tmp_path: Path, monkeypa
     )
     assert result.exit_code == 1
     assert out.read_text() == before
-    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl")]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")]
 
 
 def test_cli_usage_errors(tmp_path: Path) -> None:
@@ -269,7 +269,7 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
     result = runner.invoke(app, ["ltm", "export"])
     assert result.exit_code == 2 and "--user U or --all-users" in result.stderr
     result = runner.invoke(app, ["ltm", "export", "-u", "u", "-o", str(tmp_path / "nowhere" / "f.jsonl")])
-    assert result.exit_code == 2 and "does not exist" in result.stderr
+    assert result.exit_code == 2 and "no such directory" in result.stderr
     result = runner.invoke(app, ["ltm", "import", str(tmp_path / "missing.jsonl")])
     assert result.exit_code == 2 and "no such file" in result.stderr
     result = runner.invoke(app, ["ltm", "copy", "--from-backend", "local", "--to-backend", "nope"])

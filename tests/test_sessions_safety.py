@@ -646,12 +646,18 @@ def test_export_never_follows_a_planted_part_symlink_and_is_private(runner: CliR
     assert victim.read_text(encoding="utf-8") == "precious"
     assert '"id":"s1"' in out.read_text(encoding="utf-8")
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
-    # a .part a killed export left an hour ago goes; a fresh one (a running export) stays
+    # a .part a killed export left goes; a running export's (it holds the part's lock) stays
+    import fcntl
+
     old, fresh = tmp_path / "out.jsonl.abc123.part", tmp_path / "out.jsonl.def456.part"
     old.write_text("x", encoding="utf-8")
     fresh.write_text("x", encoding="utf-8")
-    os.utime(old, (1_000_000_000, 1_000_000_000))
-    assert vmem(runner, "session", "export", "-o", str(out), "--db-url", str(db)).exit_code == 0
+    holder = os.open(fresh, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        assert vmem(runner, "session", "export", "-o", str(out), "--db-url", str(db)).exit_code == 0
+    finally:
+        os.close(holder)
     assert not old.exists() and fresh.exists()
 
 

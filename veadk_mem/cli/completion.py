@@ -9,6 +9,7 @@ named policies, backend names, shells). `completions/` in the checkout is writte
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,8 +92,17 @@ def walk(node: Node) -> list[Node]:
     return out
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_./-]+")  # a word no shell expands: written as it is
+
+
 def _sq(text: str) -> str:
-    return text.replace("'", "'\\''")
+    """One word for a POSIX shell (bash, zsh): single-quoted unless plain, so nothing in it is expanded."""
+    return text if _PLAIN.fullmatch(text) else "'" + text.replace("'", "'\\''") + "'"
+
+
+def _words(values: Sequence[str]) -> str:
+    """A bash array's elements, each single-quoted: a config's policy name is data, never code."""
+    return " ".join(_sq(v) for v in values)
 
 
 def bash_completion(tree: Node) -> str:
@@ -104,8 +114,9 @@ def bash_completion(tree: Node) -> str:
         "# Install: source this file from ~/.bashrc, or copy it to",
         "# ~/.local/share/bash-completion/completions/vmem",
         "_vmem() {",
-        '  local cur="${COMP_WORDS[COMP_CWORD]}" path="" w i opts="" cmds=""',
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" path="" w q i',
         '  local prev="${COMP_WORDS[COMP_CWORD-1]}"',
+        "  local -a opts=() cmds=() words=()",
         "  for ((i = 1; i < COMP_CWORD; i++)); do",
         '    w="${COMP_WORDS[i]}"',
         '    case "$path $w" in',
@@ -116,22 +127,25 @@ def bash_completion(tree: Node) -> str:
     ]
     values = []
     for node in nodes:
-        opts = " ".join(opt for opt, _ in node.options)
-        cmds = " ".join([*(c.path[-1] for c in node.children), *node.arg_values])
+        opts = _words([opt for opt, _ in node.options])
+        cmds = _words([*(c.path[-1] for c in node.children), *node.arg_values])
         key = f'" {node.key}"' if node.path else '""'
-        lines.append(f"    {key}) opts='{_sq(opts)}'; cmds='{_sq(cmds)}' ;;")
+        lines.append(f"    {key}) opts=({opts}); cmds=({cmds}) ;;")
         for opt, vals in node.option_values.items():
             where = (" " + node.key) if node.path else ""
-            values.append(f"""    "{where} {opt}") cmds='{_sq(" ".join(vals))}'; opts='' ;;""")
+            values.append(f"""    "{where} {opt}") cmds=({_words(vals)}); opts=() ;;""")
     lines += ["  esac"]
     if values:
         lines += ['  case "$path $prev" in', *values, "  esac"]
+    # No `compgen -W`: it expands its word list, so a `$(...)` in a config's policy name would
+    # run at every TAB. Words are matched as plain text and handed to readline quoted.
     lines += [
-        '  if [[ "$cur" == -* ]]; then',
-        '    COMPREPLY=($(compgen -W "$opts" -- "$cur"))',
-        "  else",
-        '    COMPREPLY=($(compgen -W "$cmds" -- "$cur"))',
-        "  fi",
+        '  if [[ "$cur" == -* ]]; then words=("${opts[@]}"); else words=("${cmds[@]}"); fi',
+        "  COMPREPLY=()",
+        '  for w in "${words[@]}"; do',
+        '    printf -v q "%q" "$w"',
+        '    if [[ "$w" == "$cur"* || "$q" == "$cur"* ]]; then COMPREPLY+=("$q"); fi',
+        "  done",
         "}",
         "complete -o default -o bashdefault -F _vmem vmem",
         "",
@@ -177,7 +191,7 @@ def zsh_completion(tree: Node) -> str:
         lines.append(f"    ({key}) cmds=({cmds}); opts=({opts}); local files={files} ;;")
         for opt, vals in node.option_values.items():
             where = (" " + node.key) if node.path else ""
-            values.append(f"""    ("{where} {opt}") compadd -- {" ".join(f"'{_zq(v)}'" for v in vals)}; return ;;""")
+            values.append(f"""    ("{where} {opt}") compadd -- {_words(vals)}; return ;;""")
     lines += ["  esac"]
     if values:
         lines += ['  case "$path_ $prev" in', *values, "  esac"]
@@ -198,6 +212,13 @@ def zsh_completion(tree: Node) -> str:
 
 def _fq(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _fish_values(values: Sequence[str]) -> str:
+    """The argument of `complete -a`, which fish expands at every TAB: each value is quoted
+    inside it (a config's `(cmd)` or `$(cmd)` stays text), then the whole is quoted once more."""
+    inner = " ".join(v if _PLAIN.fullmatch(v) else f"'{_fq(v)}'" for v in values)
+    return f"'{_fq(inner)}'"
 
 
 def fish_completion(tree: Node) -> str:
@@ -230,15 +251,15 @@ def fish_completion(tree: Node) -> str:
     for node in nodes:
         cond = f"-n \"__vmem_at '{_fq(node.key)}'\""
         for child in node.children:
-            lines.append(f"complete -c vmem {cond} -a '{_fq(child.path[-1])}' -d '{_fq(child.help)}'")
+            lines.append(f"complete -c vmem {cond} -a {_fish_values([child.path[-1]])} -d '{_fq(child.help)}'")
         for opt, desc in node.options:
             flag = f"-l '{_fq(opt[2:])}'" if opt.startswith("--") else f"-s '{_fq(opt[1:])}'"
             vals = node.option_values.get(opt)
             if vals:
-                flag += f" -x -a '{_fq(' '.join(vals))}'"
+                flag += f" -x -a {_fish_values(vals)}"
             lines.append(f"complete -c vmem {cond} {flag} -d '{_fq(desc)}'")
         if node.arg_values:
-            lines.append(f"complete -c vmem {cond} -a '{_fq(' '.join(node.arg_values))}'")
+            lines.append(f"complete -c vmem {cond} -a {_fish_values(node.arg_values)}")
         if _is_leaf(node) and node.takes_files:
             lines.append(f"complete -c vmem {cond} -F")
     return "\n".join(lines) + "\n"
@@ -303,6 +324,7 @@ def completion(
     Commands, options and known option values (policy presets and the config's named
     policies, shells). Install: vmem completion bash --install (or redirect the output).
     """
+    from veadk_mem import files
     from veadk_mem.cli.state import get_state
     from veadk_mem.errors import BadInput, VmemError
 
@@ -321,13 +343,9 @@ def completion(
     target = install_path(shell)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(target.name + ".part")
-        part.unlink(missing_ok=True)
-        with part.open("x", encoding="utf-8") as handle:  # never follows a planted link
-            handle.write(text if text.endswith("\n") else text + "\n")
-        part.replace(target)
     except OSError as exc:
         raise VmemError(f"completion: cannot write {target}: {exc.strerror}") from None
+    files.write_text(target, text if text.endswith("\n") else text + "\n")  # refuses a link there
     state.render.message(f"wrote {target}")
     if shell == "zsh":
         state.render.message("zsh: have fpath=(~/.zfunc $fpath) before compinit in ~/.zshrc, then start a new shell")

@@ -50,23 +50,25 @@ def init(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
-    """Write a commented starter config: every key with its default as a comment.
+    """Write a commented starter config (mode 0600): every key with its default as a comment.
 
     Nothing is pinned: a key keeps following its default and its environment variable until
     you uncomment its line.
     """
+    from veadk_mem import files
     from veadk_mem.config import config_candidates, starter_toml
     from veadk_mem.errors import BadInput
 
     state = get_state(ctx)
     target = path or config_candidates()[-1]
-    if target.exists() and not force:
+    if (target.exists() or target.is_symlink()) and not force:  # a dangling link too
         raise BadInput(f"{target}: already exists (use --force to overwrite)")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(starter_toml(), encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         raise BadInput(f"{target}: cannot write: {exc.strerror}") from None
+    # 0600: it has slots for passwords and API keys; --force replaces a link, never writes through it
+    files.write_text(target, starter_toml(), replace_link=force)
     state.render.message(f"wrote {target}")
     if state.json_mode:
         state.render.json({"path": str(target)})

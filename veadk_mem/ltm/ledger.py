@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from veadk_mem.files import private_sqlite
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sent (
     backend TEXT NOT NULL,
@@ -62,11 +64,12 @@ class Ledger:
         if self._conn is None:
             if not create and not self.path.exists():
                 return None
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # created 0600 before sqlite opens it, so its -wal and -shm are too: it names users
+            # and what they said, by hash
+            private_sqlite(self.path)
             self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(SCHEMA)
-            os.chmod(self.path, 0o600)  # it names users and what they said, by hash
         return self._conn
 
     def sent(self, scope: Scope, hashes: Iterable[str]) -> set[str]:

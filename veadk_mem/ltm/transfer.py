@@ -17,12 +17,12 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from veadk_mem import jsonio
+from veadk_mem import files, jsonio
 from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreUnreachable, VmemError
 from veadk_mem.jsonio import loads
 from veadk_mem.ltm.base import MemoryRecord
@@ -131,30 +131,10 @@ def dumps(line: dict[str, Any]) -> str:
     return jsonio.dumps(line, compact=True)
 
 
-@contextmanager
-def atomic_output(path: str) -> Iterator[IO[str]]:
-    """A new file that appears whole on success and not at all on failure.
-
-    The temporary file is created exclusively (mode 0600, a random name in the target's
-    directory), so a planted link is never followed; it replaces the target only at the end.
-    """
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise BadInput(f"{path}: directory {folder} does not exist")
-    if target.is_dir():
-        raise BadInput(f"{path}: is a directory")
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+def atomic_output(path: str) -> AbstractContextManager[IO[str]]:
+    """The export's `-o` file, written by the one writer (`veadk_mem.files`): it appears whole
+    or not at all, 0600, never through a link; a full disk is exit 1 naming it."""
+    return files.atomic_output(path, option="-o")
 
 
 # --- reading an export --------------------------------------------------------------------

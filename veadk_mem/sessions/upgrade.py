@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from veadk_mem import files
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
 from veadk_mem.sessions import reshape
 from veadk_mem.sessions.layout import (
@@ -64,7 +64,6 @@ KEPT = re.compile(r"^(sessions|events|app_states|user_states|adk_internal_metada
 _PAGE = 1000  # rows per keyset page and per INSERT
 _PAGE_BYTES = 64 << 20  # pickled actions per events page, about: heavier pages shrink the next
 DEFAULT_BACKUP = re.compile(r"^vmem-upgrade-backup-\d{14}\.jsonl$")
-_PART = re.compile(r"^(?P<name>.+)\.[A-Za-z0-9_]+\.part$")  # <backup name>.<mkstemp's random>.part
 _NAMED = 10  # undecodable events named in an error; the rest are counted
 
 Phase = Callable[[str, int], AbstractContextManager[Progress]]
@@ -164,14 +163,9 @@ def _stamp(now: datetime | None = None) -> str:
 
 def check_backup(path: Path) -> None:
     """BadInput, before anything is read, for a --backup that exists (never written over) or cannot be made."""
-    from veadk_mem.sessions.files import check_output
-
     if path.exists() or path.is_symlink():
         raise BadInput(f"--backup {path}: exists; name a new file (an earlier backup is never written over)")
-    try:
-        check_output(path)
-    except BadInput as exc:
-        raise BadInput(exc.message.replace("-o ", "--backup ", 1)) from None
+    files.check_target(path, option="--backup")
 
 
 # --- the upgrade ----------------------------------------------------------------------------
@@ -575,90 +569,12 @@ def _raw_key() -> str:
 # -- the backup file --------------------------------------------------------------------------
 
 
-def _own_parts(path: Path) -> list[Path]:
-    """Temporary files of this backup next to it: `<name>.<random>.part`, and with a default
-    name (vmem-upgrade-backup-<time>.jsonl), those of any default-named backup."""
-    default = bool(DEFAULT_BACKUP.match(path.name))
-    try:
-        entries = list(path.parent.iterdir())
-    except OSError:
-        return []
-    out = []
-    for entry in entries:
-        match = _PART.match(entry.name)
-        if match and (match["name"] == path.name or (default and DEFAULT_BACKUP.match(match["name"]))):
-            out.append(entry)
-    return sorted(out)
-
-
-def _try_lock(fd: int) -> bool:
-    """Take the exclusive lock a writing run holds on its part file; False while a live run holds it."""
-    try:
-        import fcntl
-    except ImportError:  # no flock: a part counts as stale after an hour untouched
-        import time
-
-        return os.fstat(fd).st_mtime < time.time() - 3600
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def remove_stale_parts(path: Path) -> list[Path]:
-    """Remove the part files a killed run (kill -9) left of this backup; a live run's (locked) stay."""
-    removed = []
-    for part in _own_parts(path):
-        try:
-            if part.is_symlink():
-                part.unlink()
-                removed.append(part)
-                continue
-            if not part.is_file():
-                continue
-            fd = os.open(part, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            try:
-                if _try_lock(fd):
-                    part.unlink()
-                    removed.append(part)
-            finally:
-                os.close(fd)
-        except OSError:
-            continue
-    return removed
-
-
-@contextlib.contextmanager
-def backup_output(path: Path) -> Iterator[IO[str]]:
-    """A text stream that becomes the backup `path` (mode 0600) when the block ends without error.
-
-    Written to `<path>.<random>.part` (created exclusively, locked while written), which becomes
-    `path` only when whole; stale parts of earlier killed runs are removed first.
-    """
+def backup_output(path: Path) -> AbstractContextManager[IO[str]]:
+    """A text stream that becomes the backup `path` (mode 0600) when the block ends without error,
+    by the one writer (`veadk_mem.files`): never over an existing file, stale parts removed first."""
     check_backup(path)
-    remove_stale_parts(path)
-    try:
-        fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".part", dir=path.parent)
-    except OSError as exc:
-        raise BadInput(f"--backup {path}: cannot write: {exc.strerror}") from None
-    tmp = Path(name)
-    try:
-        _try_lock(fd)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-            try:
-                os.link(tmp, path)  # never over a file that appeared meanwhile
-            except FileExistsError:
-                raise BadInput(f"--backup {path}: exists; name a new file") from None
-            except OSError:  # no hard links on this filesystem
-                os.replace(tmp, path)
-    except OSError as exc:  # a full disk, say: nothing half-written is left
-        raise StoreError(f"--backup {path}: write failed: {exc.strerror}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    family = DEFAULT_BACKUP if DEFAULT_BACKUP.match(path.name) else None
+    return files.atomic_output(path, option="--backup", overwrite=False, family=family)
 
 
 # -- dropping the kept tables -----------------------------------------------------------------
