@@ -3,8 +3,8 @@
 google-adk prints an event as `model_dump(mode="json", by_alias=True, exclude_none=True)` and
 stores it in `events.event_data` as the same dump without `by_alias`: every field of every
 nested model (usage metadata, grounding, actions, node info ...) under its alias or its name,
-free dictionaries (state deltas, tool arguments, custom metadata) with their keys untouched, and
-the defaults a field left out takes. `printed_event` and `stored_event` give those two shapes
+free dictionaries (state deltas, tool arguments, custom metadata) with their keys untouched.
+`printed_event` and `stored_event` give those two shapes
 for event data in either shape or a mix of both, from the table of ADK's models in
 `adk_schema` (so vmem needs no google-adk at run time). Keys ADK does not know are kept (camelCase
 when printed, snake_case when stored), so nothing is lost on a round trip.
@@ -52,7 +52,7 @@ def _tree(printed: bool) -> _Node:
     nodes = {name: _Node(name) for name in ADK_SCHEMA}
     for name, entry in ADK_SCHEMA.items():
         node = nodes[name]
-        for fname, alias, container, nested in entry["fields"]:
+        for fname, alias, container, nested in entry:
             out = alias if printed else fname
             sub = nodes[nested] if nested else None
             node.fields[fname] = (out, sub, container, False)
@@ -72,14 +72,28 @@ def _event_node(printed: bool) -> _Node:
 
 
 # ADK stamps an event left without a time with the clock; vmem reads it as 0.0, as its model does
-_OWN_DEFAULTS = {"Event": {"timestamp": 0.0}}
+# The defaults a printed event gets for a field its data leaves out: those of the fields every ADK
+# release has (the `events.Event` model's). Fields a newer ADK added (`node_info`, more `actions`
+# maps) are not filled in: a release without them refuses an event that has them (ADK 1.x models
+# forbid extra keys), and a row an ADK wrote holds every default of its own release already.
+# Stored data gets none: it is kept as given, defaults and all.
+_PRINTED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "Event": {
+        "id": "",
+        "invocation_id": "",
+        "author": "",
+        "timestamp": 0.0,
+        "actions": {"state_delta": {}, "artifact_delta": {}},
+    },
+    "EventActions": {"state_delta": {}, "artifact_delta": {}},
+}
 
 
 def _defaults(node: _Node, printed: bool) -> list[tuple[str, Any]]:
-    """The node's defaults in its output shape (the table holds them stored, snake_case)."""
+    """The node's defaults in its output shape (given in the stored, snake_case one)."""
     if node.defaults is None:
         out: list[tuple[str, Any]] = []
-        table = {**ADK_SCHEMA[node.name]["defaults"], **_OWN_DEFAULTS.get(node.name, {})}
+        table = _PRINTED_DEFAULTS.get(node.name, {}) if printed else {}
         for fname, value in table.items():
             key, sub, container, _alias = node.fields[fname]
             if sub is not None and container == "" and isinstance(value, dict):
