@@ -695,6 +695,9 @@ def stats_cmd(
     render = state.render
     for text in stats.unavailable:
         render.warn(f"not available in this layout: {text}")
+    odd = stats.odd_warning()
+    if odd is not None:
+        render.warn(odd)
     if state.json_mode:
         render.json(stats.to_json())
         return
