@@ -188,11 +188,9 @@ class _Json:
                 f"CASE WHEN {found}NOT ({x} REGEXP '{_FINE_RE}') THEN 1 ELSE 0 END",
             )
         kind, x = f"json_type({doc}, '{jpath}')", f"json_extract({doc}, '{jpath}')"
-        value = f"CASE {kind} WHEN 'integer' THEN CASE WHEN {x} BETWEEN 0 AND {MAX_TOKENS} THEN {x} ELSE 0 END ELSE 0 END"
-        odd = (
-            f"CASE COALESCE({kind}, 'null') WHEN 'null' THEN 0 "
-            f"WHEN 'integer' THEN {x} NOT BETWEEN 0 AND {MAX_TOKENS} ELSE 1 END"
-        )
+        fits = f"{x} BETWEEN 0 AND {MAX_TOKENS}"
+        value = f"CASE {kind} WHEN 'integer' THEN CASE WHEN {fits} THEN {x} ELSE 0 END ELSE 0 END"
+        odd = f"CASE COALESCE({kind}, 'null') WHEN 'null' THEN 0 WHEN 'integer' THEN NOT ({fits}) ELSE 1 END"
         if guard:
             found = f"instr({doc}, '\"{path[-1]}\"') > 0"
             value, odd = f"CASE WHEN {found} THEN {value} ELSE 0 END", f"CASE WHEN {found} THEN {odd} ELSE 0 END"
