@@ -227,8 +227,9 @@ def _set_count(url: str, column: str, sid: str, name: str, old: int, new: str) -
 
 @pytest.mark.parametrize("layout", ["v1", "v0"])
 def test_odd_token_counts_are_skipped_and_reported(runner: CliRunner, db: str, layout: str) -> None:
-    """A token count that is no whole number in range (1.5, true, 2^63, a string) is skipped and
-    counted as odd, the first session holding one named; every other count adds up as before
+    """A token count that is no whole number in range (1.5, true, 2^63, -1) is skipped and
+    counted as odd, the first session holding one named; every other count (a string of digits
+    too, which ADK reads as its number) adds up as before
     (at 5fdd7a4 sqlite and PostgreSQL failed the whole run, MariaDB summed a wrong total)."""
     import asyncio
 
@@ -243,7 +244,8 @@ def test_odd_token_counts_are_skipped_and_reported(runner: CliRunner, db: str, l
         ("prompt_token_count", 101, "1.5"),
         ("candidates_token_count", 22, "true"),
         ("total_token_count", 131, "9223372036854775808"),
-        ("thoughts_token_count", 1, '"1"'),  # three events of c1
+        ("thoughts_token_count", 1, "-1"),  # three events of c1
+        ("candidates_token_count", 27, '"27"'),  # a string of digits: counted, as ADK reads it
     ]
     asyncio.run(run_sql(db, *(_set_count(db, column, "c1", *o) for o in odd)))
     result = runner.invoke(app, ["session", "stats", "--db-url", db, "--json", "--top", "100"])
