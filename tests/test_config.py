@@ -176,3 +176,29 @@ def test_named_policies_are_kept(isolated_env: Path) -> None:
     s = load_settings(environ={}).settings
     assert s.policy.default == "tools"
     assert s.policy.named() == {"tools": {"preset": "custom"}}
+
+
+@pytest.mark.parametrize(
+    "toml",
+    [
+        "a = " + "[" * 3000 + "]" * 3000 + "\n",  # arrays: tomllib's own recursion
+        "a = " + "{b = " * 3000 + "1" + "}" * 3000 + "\n",  # inline tables
+        "[policy.x]\nv = " + "[" * 500 + "]" * 500 + "\n",  # parsed, then too deep for the settings
+        ".".join(["k"] * 5000) + " = 1\n",  # dotted keys: parsed flat, nested 5,000 deep
+    ],
+)
+def test_deeply_nested_config_is_one_line_exit_2(runner: CliRunner, isolated_env: Path, toml: str) -> None:
+    """A config nested thousands deep gives one line naming the file, exit 2 (was: unexpected RecursionError)."""
+    path = _write(isolated_env / "deep.toml", toml)
+    result = runner.invoke(app, ["--config", str(path), "config", "show"])
+    assert result.exit_code == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"vmem: error: {path}: ") and "deep" in line
+
+
+def test_deeply_nested_policy_file_is_one_line(tmp_path: Path) -> None:
+    from veadk_mem.policy import resolve_policy
+
+    path = _write(tmp_path / "deep.toml", "preset = " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(BadInput, match=r"deep\.toml: invalid TOML: nested too deeply"):
+        resolve_policy(str(path))

@@ -212,3 +212,57 @@ def test_databases_of_old_adk_releases(runner: CliRunner, tmp_path: Path, versio
         if any("function_call" in p or "functionCall" in p for p in (e.get("content") or {}).get("parts") or [])
     )
     assert calls and got["totals"]["kinds"]["function_call"] == calls
+
+
+def _set_count(url: str, column: str, sid: str, name: str, old: int, new: str) -> str:
+    """The SQL that rewrites one token count of one session's event in its stored JSON text, as a
+    hand-edited or foreign writer's row could hold it (ADK itself never writes these)."""
+    old_text, new_text = f'"{name}": {old}', f'"{name}": {new}'
+    if url.startswith("postgresql"):
+        value = f"replace({column}::text, '{old_text}', '{new_text}')::jsonb"
+    else:
+        value = f"replace({column}, '{old_text}', '{new_text}')"
+    return f"UPDATE events SET {column} = {value} WHERE session_id = '{sid}'"
+
+
+@pytest.mark.parametrize("layout", ["v1", "v0"])
+def test_odd_token_counts_are_skipped_and_reported(runner: CliRunner, db: str, layout: str) -> None:
+    """A token count that is no whole number in range (1.5, true, 2^63, -1) is skipped and
+    counted as odd, the first session holding one named; every other count (a string of digits
+    too, which ADK reads as its number) adds up as before
+    (at 5fdd7a4 sqlite and PostgreSQL failed the whole run, MariaDB summed a wrong total)."""
+    import asyncio
+
+    from sessions_helpers import run_sql
+
+    if layout == "v0":
+        build_v0(db, {})
+    write(db)
+    want = expected(db, KEYS)
+    column = "usage_metadata" if layout == "v0" else "event_data"
+    odd = [  # in c1 (four turns): each value occurs once in that session
+        ("prompt_token_count", 101, "1.5"),
+        ("candidates_token_count", 22, "true"),
+        ("total_token_count", 131, "9223372036854775808"),
+        ("thoughts_token_count", 1, "-1"),  # three events of c1
+        ("candidates_token_count", 27, '"27"'),  # a string of digits: counted, as ADK reads it
+    ]
+    asyncio.run(run_sql(db, *(_set_count(db, column, "c1", *o) for o in odd)))
+    result = runner.invoke(app, ["session", "stats", "--db-url", db, "--json", "--top", "100"])
+    assert result.exit_code == 0, result.stderr + result.stdout
+    got = json.loads(result.stdout)
+    tokens = _sum(want, list(want), "tokens")
+    assert got["totals"]["tokens"] == {
+        "prompt": tokens["prompt"] - 101,
+        "candidates": tokens["candidates"] - 22,
+        "thoughts": tokens["thoughts"] - 3,
+        "total": tokens["total"] - 131,
+    }
+    assert got["odd_token_counts"] == 6
+    [c1] = [t for t in got["top"] if t["id"] == "c1"]
+    assert c1["total_tokens"] == want["bank/carol/c1"]["tokens"]["total"] - 131
+    assert got["totals"]["events"] == sum(w["events"] for w in want.values())
+    [line] = [line for line in result.stderr.splitlines() if "token count" in line]
+    assert "6 token counts" in line and "bank/carol/c1" in line
+    people = runner.invoke(app, ["session", "stats", "--db-url", db])
+    assert people.exit_code == 0 and "6 token counts" in people.stderr

@@ -381,17 +381,55 @@ def _fallback_layer(environ: dict[str, str], dotenv: dict[str, str]) -> tuple[di
     return {}, {}
 
 
+TOML_DEPTH = 32  # tables and arrays nested deeper than any vmem setting (four levels) by far
+
+
+def loads_toml(text: str, where: str) -> dict[str, Any]:
+    """Parse TOML text, with a one-line error naming `where` (a file), its line and column.
+
+    tomllib parses nested arrays and inline tables by recursion, and settings are walked the
+    same way: a document nested thousands deep is refused here, by name, not met later as a
+    RecursionError.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{where}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{where}: invalid TOML: nested too deeply to parse") from None
+    deep = _too_deep(data, TOML_DEPTH)
+    if deep is not None:
+        raise BadInput(f"{where}: {deep}: tables or arrays nested over {TOML_DEPTH} deep")
+    return data
+
+
+def _too_deep(tree: Any, limit: int) -> str | None:
+    """The dotted path where `tree` nests deeper than `limit`, else None (walked without recursion)."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(tree, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > limit:
+            return ".".join(path[:3]) + "..."
+        if isinstance(value, dict):
+            stack.extend((v, (*path, str(k))) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, (*path, f"[{i}]")) for i, v in enumerate(value))
+    return None
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """Parse a TOML config file, with a one-line error naming the file, line and column."""
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{path}: invalid TOML: {exc}") from None
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise BadInput(f"{path}: config file not found") from None
     except OSError as exc:
         raise BadInput(f"{path}: cannot read config file: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 text ({exc.reason})") from None
+    return loads_toml(text, str(path))
 
 
 def config_candidates(cwd: Path | None = None, environ: dict[str, str] | None = None) -> list[Path]:

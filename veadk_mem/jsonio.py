@@ -27,9 +27,10 @@ from veadk_mem.errors import BadInput
 
 _POSITION = re.compile(r"at line (\d+) column (\d+)$")
 # What json leaves raw with ensure_ascii=False but a terminal acts on: DEL, the C1 controls
-# (0x9b is a one-byte CSI) and the bidirectional overrides and isolates. They can only be
+# (0x9b is a one-byte CSI) and the bidirectional overrides and isolates; and lone surrogates
+# (half an emoji that ADK stored), which have no UTF-8 encoding to print. They can only be
 # inside strings, where \uXXXX is the same value.
-_TERMINAL = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_TERMINAL = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _where(where: str, line: int | None, lineno: int | None, column: int | None) -> str:
@@ -145,7 +146,7 @@ def compact_json_out(data: Any) -> str:
 
 
 def escape_terminal(text: str) -> str:
-    """JSON text with DEL, C1 controls and bidi overrides written as \\uXXXX escapes.
+    """JSON text with DEL, C1 controls, bidi overrides and lone surrogates written as \\uXXXX escapes.
 
     json leaves them raw with non-ASCII kept, and a terminal acts on them; as escapes they
     decode to the same strings, so the JSON is safe to print and means the same.

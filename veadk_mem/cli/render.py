@@ -111,9 +111,10 @@ def local_time(value: datetime | float | None) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
-# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI), and the
-# bidirectional overrides and isolates that reorder what a terminal shows.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI), the
+# bidirectional overrides and isolates that reorder what a terminal shows, and lone
+# surrogates (no UTF-8 encoding: printed raw, they fail the write).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _visible(match: re.Match[str]) -> str:

@@ -192,7 +192,6 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
 
 
 async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
-    from veadk_mem import events as ev
     from veadk_mem.sessions.timeline import Timeline
 
     render = state.render
@@ -209,7 +208,7 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
         async for data in store.iter_event_data(app_name, user, session_id, last=last):
-            chunk.append(_safe(timeline.row(ev.Event.model_validate(data))))
+            chunk.append(_safe(timeline.row_of(data)))
             if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
                 render.table(chunk, EVENT_COLUMNS, title=title, continued=title is None)
                 chunk, title = [], None
@@ -714,6 +713,9 @@ def stats_cmd(
     render = state.render
     for text in stats.unavailable:
         render.warn(f"not available in this layout: {text}")
+    odd = stats.odd_warning()
+    if odd is not None:
+        render.warn(odd)
     if state.json_mode:
         render.json(stats.to_json())
         return
@@ -871,7 +873,6 @@ async def _watch(
 ) -> None:
     import sys
 
-    from veadk_mem import events as ev
     from veadk_mem.adkjson import printed_event
     from veadk_mem.jsonio import compact_json_out as dumps
     from veadk_mem.sessions.timeline import Timeline
@@ -900,7 +901,7 @@ async def _watch(
                         sys.stdout.write(dumps(printed_event(item.data)) + "\n")
                         sys.stdout.flush()  # a line at a time: `| jq` sees each event as it comes
                     else:
-                        rows.append(_safe(timeline.row(ev.Event.model_validate(item.data))))
+                        rows.append(_safe(timeline.row_of(item.data)))
                     continue
                 _print_rows(state, rows, header)  # events before a notice are printed before it
                 header = header and not rows

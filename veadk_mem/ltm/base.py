@@ -15,15 +15,23 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import NotSupported
+from veadk_mem.errors import BadInput, NotSupported
 
 if TYPE_CHECKING:
     from veadk_mem.embedding.base import Embedder
 
 
 def content_hash(text: str) -> str:
-    """The identity of a memory string for idempotent saves (sha256 hex)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """The identity of a memory string for idempotent saves (sha256 hex).
+
+    A text with no UTF-8 encoding (a lone surrogate: half an emoji ADK stored) is BadInput:
+    no store or embedder can take it, so its session is reported, not the run lost.
+    """
+    try:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError as exc:
+        char = f"\\u{ord(text[exc.start]):04x}"
+        raise BadInput(f"memory text holds a lone surrogate ({char} at {exc.start}), which no store can hold") from None
 
 
 @dataclass

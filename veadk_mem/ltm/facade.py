@@ -261,8 +261,8 @@ class LongTermMemory:
             if not decision.saved or decision.memory is None:
                 dropped += 1
                 continue
-            records.append(
-                MemoryRecord(
+            try:
+                record = MemoryRecord(
                     text=decision.memory,
                     user_id=session.user_id,
                     app_name=session.app_name,
@@ -270,7 +270,9 @@ class LongTermMemory:
                     event_id=decision.event.id,
                     author=decision.event.author,
                 )
-            )
+            except BadInput as exc:  # text no store can hold: the session is reported and skipped
+                raise BadInput(f"session {session.id}: event {decision.event.id}: {exc.message}") from None
+            records.append(record)
         return records, dropped
 
     async def prepare_sessions(self, sessions: list[Session], policy: Any) -> None:
@@ -291,7 +293,10 @@ class LongTermMemory:
                 backend = self.backend_for(index=index)
                 if type(backend).prepare_memories is LongTermMemoryBackend.prepare_memories:
                     return
-                records, _ = self._memories_of(session, policy)
+                try:
+                    records, _ = self._memories_of(session, policy)
+                except BadInput:  # this session's own save reports it; the others are embedded together
+                    continue
                 new = await self.new_records(session.user_id, records, index)
                 groups.setdefault(index, []).extend(new)
             for index, records in groups.items():
@@ -424,6 +429,8 @@ class LongTermMemory:
         top_k = options.pop("top_k", None)
         by_index: dict[str, list[SearchRequest]] = {}
         for request in requests:
+            if request.error is not None:  # refused when the query file was read
+                continue
             try:
                 request.index = await self.user_index(request.app_name, request.user_id)
             except VmemError as exc:

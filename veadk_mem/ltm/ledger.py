@@ -10,13 +10,16 @@ backend, store, index and user, in a sqlite file in vmem's data directory
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
+from veadk_mem.errors import VmemError
 from veadk_mem.files import private_sqlite
 
 SCHEMA = """
@@ -53,8 +56,32 @@ class Scope:
         return (self.backend, self.store, self.index, self.user_id)
 
 
+class LedgerError(VmemError):
+    """The ledger file cannot be used (not a sqlite database, damaged, locked): exit 1, naming the file."""
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _guarded(method: Callable[Concatenate[Ledger, P], R]) -> Callable[Concatenate[Ledger, P], R]:
+    """sqlite's errors on the ledger file as one LedgerError naming the file, never a bare DatabaseError."""
+
+    @functools.wraps(method)
+    def run(self: Ledger, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise self.failure(exc) from None
+
+    return run
+
+
 class Ledger:
-    """What vmem sent, opened lazily: nothing is created until a memory is recorded."""
+    """What vmem sent, opened lazily: nothing is created until a memory is recorded.
+
+    Each public method is `_guarded`: a damaged or foreign file is one line naming it.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or default_path()
@@ -72,6 +99,17 @@ class Ledger:
             self._conn.execute(SCHEMA)
         return self._conn
 
+    def failure(self, exc: sqlite3.DatabaseError) -> LedgerError:
+        """The one-line error for sqlite's `exc` on this file; the connection is dropped."""
+        self.close()
+        if isinstance(exc, sqlite3.OperationalError):  # locked, read-only, disk full: the file may be fine
+            return LedgerError(f"{self.path}: cannot use the replay ledger: {exc}")
+        return LedgerError(
+            f"{self.path}: the replay ledger is damaged or not vmem's ({exc})",
+            hint="move the file aside to start an empty ledger (a replay may then resend memories it holds)",
+        )
+
+    @_guarded
     def sent(self, scope: Scope, hashes: Iterable[str]) -> set[str]:
         """Which of these content hashes vmem has sent into this scope."""
         conn = self._open(create=False)
@@ -89,6 +127,7 @@ class Ledger:
             found.update(row[0] for row in rows)
         return found
 
+    @_guarded
     def record(self, scope: Scope, entries: Iterable[tuple[str, str, str]]) -> None:
         """Remember (content hash, memory id, session id) triples as sent into this scope."""
         now = time.time()
@@ -105,6 +144,7 @@ class Ledger:
                 rows,
             )
 
+    @_guarded
     def forget(
         self,
         scope: Scope,

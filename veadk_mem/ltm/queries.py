@@ -2,7 +2,9 @@
 
 A line is either plain text (the query, for --user and --app) or a JSON object
 `{"query": ..., "user": ..., "app": ..., "top_k": ...}` whose fields override the flags.
-The whole file is checked before anything is searched, so a bad line costs nothing.
+The whole file is checked before anything is searched, so a bad line costs nothing. A
+query holding a lone surrogate (`"\\ud800"`: no UTF-8 encoding, so no embedder or store
+can take it, VeADK's included) is not searched: its line carries the error and the rest run.
 """
 
 from __future__ import annotations
@@ -55,4 +57,10 @@ def _request(line: str, where: str, number: int, user_id: str | None, app_name: 
         raise BadInput(f"{at}: field 'app' must be a string")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise BadInput(f"{at}: field 'top_k' must be a positive integer")
-    return SearchRequest(query=query, user_id=user, app_name=app or "", top_k=top_k)
+    request = SearchRequest(query=query, user_id=user, app_name=app or "", top_k=top_k)
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = f"\\u{ord(query[exc.start]):04x}"
+        request.error = BadInput(f"{at}: the query holds a lone surrogate ({char}), not valid Unicode text: skipped")
+    return request

@@ -1,11 +1,12 @@
 """Replaying many sessions into long-term memory: sources, per-session isolation, totals.
 
-A failure in one session (bad JSON, a store error) is recorded on that session and the
-rest go on; the caller exits 1 when any failed.
+A failure in one session (bad JSON, a store error, a memory text no store can hold) is
+recorded on that session and the rest go on; the caller exits 1 when any failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,7 +178,10 @@ async def replay(
     streak: list[str] = []
     async for batch in _batches(items):
         if not dry_run:
-            await ltm.prepare_sessions([item for _, item in batch if not isinstance(item, VmemError)], policy)
+            # embedding ahead is an optimisation: whatever stops it (an odd session the facade
+            # did not foresee), each session's own save below meets it and reports it alone
+            with contextlib.suppress(Exception):
+                await ltm.prepare_sessions([item for _, item in batch if not isinstance(item, VmemError)], policy)
         for where, item in batch:
             if isinstance(item, VmemError):
                 report = SessionReport("", "", "", "", error=item.message, source=where)

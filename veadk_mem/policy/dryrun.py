@@ -25,8 +25,8 @@ class DryRun:
         return [d.memory for d in self.decisions if d.memory is not None]
 
     def summary(self) -> str:
-        """`n saved / m events, b bytes` for people."""
-        size = sum(len(s.encode("utf-8")) for s in self.saved)
+        """`n saved / m events, b bytes` for people (a lone surrogate counted as its 3 bytes)."""
+        size = sum(len(s.encode("utf-8", "surrogatepass")) for s in self.saved)
         sessions = f" in {len(self.session_ids)} sessions" if len(self.session_ids) > 1 else ""
         return f"{len(self.saved)} saved / {len(self.decisions)} events{sessions}, {size} bytes"
 
@@ -40,11 +40,30 @@ class DryRun:
 
 
 def dry_run(sessions: Iterable[Session], policy: ResolvedPolicy, *, warn: Warn | None = None) -> DryRun:
-    """Apply a policy to every event of every session, as VeADK's add_session_to_memory would."""
+    """Apply a policy to every event of every session, as VeADK's add_session_to_memory would.
+
+    A kept memory with no UTF-8 encoding (a lone surrogate) stays saved, as VeADK keeps it,
+    and is warned of: no store can hold it, so `ltm save` reports and skips that session.
+    """
     result = DryRun(policy)
     for session in sessions:
         result.session_ids.append(session.id)
         for decision in evaluate(session.events, policy, warn=warn):
             decision.session_id = session.id
             result.decisions.append(decision)
+            if warn is not None and decision.memory is not None and not decision.memory.isascii():
+                _warn_unencodable(session.id, decision, warn)
     return result
+
+
+def _warn_unencodable(session_id: str, decision: Decision, warn: Warn) -> None:
+    """One warning when a memory string holds a lone surrogate (no UTF-8 encoding)."""
+    assert decision.memory is not None
+    try:
+        decision.memory.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = f"\\u{ord(decision.memory[exc.start]):04x}"
+        warn(
+            f"session {session_id}: event {decision.event.id}: the memory holds a lone surrogate ({char}):"
+            " VeADK keeps it, but no store can hold it, so `ltm save` skips this session"
+        )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,10 +82,9 @@ def _read_policy_file(path: Path) -> Any:
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path}: not UTF-8 text ({exc.reason})") from None
     if path.suffix.lower() == ".toml":
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise BadInput(f"{path}: invalid TOML: {exc}") from None
+        from veadk_mem.config import loads_toml
+
+        return loads_toml(text, str(path))
     return _decode_json(text, str(path))
 
 

@@ -1,7 +1,7 @@
 """Rows of each layout to ADK event data and back.
 
 `event_from_row` gives the event as ADK stored it (snake_case dict, the shape
-`Event.model_validate` reads); `camel_event` gives it as ADK prints it (veadk_mem.adkjson).
+`Event.model_validate` reads); `adkjson.printed_event` gives it as ADK prints it.
 """
 
 from __future__ import annotations

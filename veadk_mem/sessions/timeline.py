@@ -3,12 +3,17 @@
 ADK's context compaction (EventsCompactionConfig) writes an event whose actions.compaction
 holds the time range of the events it replaces and a summary Content; the timeline shows it
 as a compaction: which events it summarises and the summary text, not as an empty event.
+
+A stored event that is no ADK event (`"author": 5`, `"content": "str"`, parts not a list:
+ADK's own reader refuses it) is one row saying what is wrong with it, and the timeline goes on.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from pydantic import ValidationError
 
 from veadk_mem import events as ev
 
@@ -77,6 +82,16 @@ class Timeline:
         self.next = first
         self._seen: list[tuple[int, float]] = []  # (number, timestamp) of the events shown so far
 
+    def row_of(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The row of the next stored event (its JSON as read), or of what is wrong with it."""
+        try:
+            return self.row(ev.Event.model_validate(data))
+        except ValidationError as exc:
+            row = odd_row(data, exc)
+        row["n"] = self.next
+        self.next += 1
+        return row
+
     def row(self, event: ev.Event) -> dict[str, Any]:
         """The timeline row of the next event, numbered; a compaction says what it replaces."""
         row = timeline_row(event)
@@ -94,6 +109,27 @@ class Timeline:
         self._seen.append((self.next, event.timestamp))
         self.next += 1
         return row
+
+
+def odd_row(data: Any, error: ValidationError) -> dict[str, Any]:
+    """The row of an event ADK cannot read: its id, time and author where they are usable,
+    types ["invalid"], and one line of what is wrong (the first field pydantic names)."""
+    data = data if isinstance(data, dict) else {}
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "event"
+    got = repr(first.get("input"))
+    got = got if len(got) <= 40 else got[:39] + "…"
+    more = f"; {error.error_count() - 1} more" if error.error_count() > 1 else ""
+    stamp, author = data.get("timestamp"), data.get("author")
+    return {
+        "id": data.get("id") if isinstance(data.get("id"), str) else "",
+        "time": stamp if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else None,
+        "author": author if isinstance(author, str) else "",
+        "role": "",
+        "types": ["invalid"],
+        "text": f"[not an ADK event: {where}: {first['msg']}, got {got}{more}]",
+        "state_delta": {},
+    }
 
 
 def _local(epoch: float) -> str:
