@@ -132,10 +132,16 @@ def _pty_session(argv: list[str], env: dict[str, str], steps: list[tuple[bytes, 
         os.chdir(cwd)
         os.execvpe(argv[0], argv, env)
     out = bytearray()
+    seen = [0]  # where the last expected text ended: the next one is looked for after it, so text
+    # that came in the same read as the previous answer is not missed (it was, under load)
 
     def wait_for(text: str, longest: float = 30.0) -> None:
-        start, end = len(out), time.monotonic() + longest
-        while text.encode() not in out[start:] and time.monotonic() < end:
+        end = time.monotonic() + longest
+        while time.monotonic() < end:
+            found = out.find(text.encode(), seen[0])
+            if found >= 0:
+                seen[0] = found + len(text.encode())
+                return
             ready, _, _ = select.select([fd], [], [], 0.2)
             if ready:
                 try:

@@ -162,7 +162,7 @@ def adk_dump(url: str) -> dict[str, Any]:
         try:
             session = await service.get_session(app_name=APP, user_id=USER, session_id=SID)
             assert session is not None
-            dumped: dict[str, Any] = json.loads(session.model_dump_json(by_alias=True, exclude_none=True))
+            dumped: dict[str, Any] = session.model_dump(mode="json", by_alias=True, exclude_none=True)
             return dumped
         finally:
             await service.close()
@@ -411,3 +411,29 @@ def test_an_import_refuses_nan_naming_where(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["session", "import", "-", "--db-url", str(tmp_path / "t.db")], input=line)
     assert result.exit_code == 2 and "$.state.x" in result.stderr, result.output
     assert not (tmp_path / "t.db").exists()
+
+
+def test_a_lone_surrogate_adk_stored_is_printed_and_exported(tmp_path: Path) -> None:
+    """Half an emoji in a request body: ADK stores and reads it; vmem prints it as its \\ud83d escape
+    (the same string to any JSON reader) and exports the session instead of leaving it out."""
+    from google.adk.events import Event
+    from google.genai import types
+
+    url = sqlite_url(tmp_path / "surrogate.db")
+
+    async def write() -> None:
+        service = adk_service(url)
+        try:
+            session = await service.create_session(app_name=APP, user_id=USER, session_id=SID, state={"k": "a\ud83d"})
+            content = types.Content(role="user", parts=[types.Part(text="half \ud83d an emoji")])
+            await service.append_event(session, Event(id="e1", invocation_id="i", author="user", content=content))
+        finally:
+            await service.close()
+
+    asyncio.run(write())
+    got = vmem("--json", "session", "get", APP, USER, SID, "--db-url", url).stdout
+    assert "\\ud83d" in got and json.loads(got) == adk_dump(url)
+    exported = vmem("session", "export", "--db-url", url)
+    sessions = [json.loads(line) for line in exported.stdout.splitlines() if '"kind"' not in line]
+    assert [s["events"][0]["content"]["parts"][0]["text"] for s in sessions] == ["half \ud83d an emoji"]
+    assert "not exported" not in exported.stderr

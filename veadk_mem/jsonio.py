@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic_core import from_json, to_json
+from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from veadk_mem.errors import BadInput
 
@@ -122,9 +122,29 @@ def compact_json(data: Any) -> str:
     the event text vmem stores, and what export and `get --json` stream.
 
     NaN and infinities (stored by an agent in state, say) are written as null, as ADK's own
-    `model_dump_json` does: bare NaN is not JSON.
+    `model_dump_json` does: bare NaN is not JSON. A lone surrogate (half an emoji, which ADK stores
+    and reads) has no UTF-8, so pydantic-core refuses it; such data goes through json instead and
+    keeps it (`compact_json_out` writes it as its \\uXXXX escape).
     """
-    return to_json(data, **_FAST_OPTIONS).decode("utf-8")
+    try:
+        return to_json(data, **_FAST_OPTIONS).decode("utf-8")
+    except PydanticSerializationError as exc:
+        if "surrogates not allowed" not in str(exc):
+            raise
+        return json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def stored_json(raw: str | bytes | bytearray) -> Any:
+    """A stored JSON column decoded as ADK decodes it (`json.loads`), by pydantic-core's fast decoder
+    where it can: that one refuses a lone surrogate's escape (half an emoji, which ADK writes with
+    `json.dumps` and reads back) and a bare NaN (ADK's `json.dumps` of a NaN), which json takes."""
+    try:
+        return from_json(raw)
+    except ValueError as exc:
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise exc from None
 
 
 def adk_text(data: Any) -> str:

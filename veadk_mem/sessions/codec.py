@@ -12,9 +12,8 @@ import pickle
 from typing import TYPE_CHECKING, Any
 
 from pydantic.alias_generators import to_snake
-from pydantic_core import from_json
 
-from veadk_mem.jsonio import compact_json
+from veadk_mem.jsonio import compact_json, stored_json
 from veadk_mem.sessions.layout import Layout, Tables, to_epoch
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions, record_undecoded
 
@@ -44,11 +43,11 @@ def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) 
     layout = tables.layout
     if layout is Layout.SQLITE:
         raw = row.event_data
-        data: dict[str, Any] = from_json(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
+        data: dict[str, Any] = stored_json(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
         return data
     if layout is Layout.V1:
         raw = row.event_data
-        data = from_json(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
+        data = stored_json(raw) if isinstance(raw, (str, bytes)) else dict(raw or {})
         data["id"] = row.id
         data["invocation_id"] = row.invocation_id
         if data.get("timestamp") is None:

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic_core import from_json
 from sqlalchemy import (
     Boolean,
     Column,
@@ -34,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from veadk_mem.jsonio import adk_text
+from veadk_mem.jsonio import adk_text, stored_json
 from veadk_mem.sessions.timecols import naive_utc
 
 KEY_LEN = 128
@@ -87,7 +86,7 @@ class AdkJSON(TypeDecorator[Any]):
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         if value is None or dialect.name == "postgresql" or not isinstance(value, (str, bytes, bytearray)):
             return value
-        return from_json(value)
+        return stored_json(value)
 
 
 class AdkTimestamp(TypeDecorator[Any]):

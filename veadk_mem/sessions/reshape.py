@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import from_json
-
 from veadk_mem.adkjson import mixed_keys, stored_event
+from veadk_mem.jsonio import stored_json
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.records import Progress, noop
 
@@ -34,7 +33,7 @@ def _decoded(value: Any) -> dict[str, Any] | None:
     """A row's event_data as a dict (JSONB arrives decoded, text does not); None when it is not one."""
     if isinstance(value, (str, bytes)):
         try:
-            value = from_json(value)
+            value = stored_json(value)
         except ValueError:
             return None
     return value if isinstance(value, dict) else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import from_json
+from veadk_mem.jsonio import stored_json
 
 if TYPE_CHECKING:
     pass
@@ -34,9 +34,9 @@ def decode_json(raw: Any, cache: dict[Any, Any] | None) -> dict[str, Any]:
     if cache is not None:
         found = cache.get(raw)
         if found is None:
-            found = cache[raw] = _object(from_json(raw))
+            found = cache[raw] = _object(stored_json(raw))
         return found
-    return dict(_object(from_json(raw)))
+    return dict(_object(stored_json(raw)))
 
 
 def _object(value: Any) -> dict[str, Any]:
