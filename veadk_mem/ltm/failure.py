@@ -1,21 +1,39 @@
-"""One failure path for the remote backends: classify, retry, report.
+"""One failure path for every long-term-memory store and embedder: classify, retry, report.
 
-Each hosted backend (viking, tos_context, mem0, openviking) turns what its SDK raised into a
-`Failure` (a kind, one line of detail, the HTTP status and service code), waits and retries
-the kinds worth retrying through tenacity, and builds the error for what is left with
-`report`, so a rate limit, a refused key or a dead endpoint reads the same whatever the
-service, with the exit class DESIGN.md gives it (missing: NotFound, exit 3; every other
-kind: StoreError, exit 1). Secrets never enter a message: `one_line` masks them.
+A backend (local, redis, opensearch, viking, mem0, openviking, tos_context) or an embedder
+only turns what its client raised into a `Failure` (a kind, one line of detail, the HTTP
+status and service code). Everything else is decided here, once:
+
+- the retry policy (`RETRY_DELAYS`, through tenacity): a 429, a 5xx and a connection
+  refused or lost mid-call (reset, closed, timed out) are retried after 0.5, 1, 2 and 4
+  seconds (or the `Retry-After` asked for, up to 30 s); a name that does not resolve, a
+  TLS failure, bad credentials and any other 4xx are reported at once;
+- the error for what is left (`report`), in one message style, with the class DESIGN.md
+  gives it: `StoreUnreachable` (the store went away: bulk commands stop there),
+  `StoreAuthError`, `StoreThrottled`, `StoreRejected`, `NotFound` (exit 3), else `StoreError`;
+- what a save that fails part way stored (`partial_write`): `PartialWrite(stored=...)`.
+
+Secrets never enter a message: `one_line` masks them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from types import TracebackType
+from typing import Any, TypeVar
 
-from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.errors import (
+    NotFound,
+    PartialWrite,
+    StoreAuthError,
+    StoreError,
+    StoreRejected,
+    StoreThrottled,
+    StoreUnreachable,
+    VmemError,
+)
 
 T = TypeVar("T")
 
@@ -25,8 +43,8 @@ MAX_RETRY_AFTER = 30.0  # the longest `Retry-After` honoured, in seconds
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 AUTH, THROTTLED, SERVER, UNREACHABLE = "auth", "throttled", "server", "unreachable"
-MALFORMED, MISSING, REFUSED = "malformed", "missing", "refused"
-RETRYABLE = frozenset({THROTTLED, SERVER, UNREACHABLE})
+LOST, MALFORMED, MISSING, REFUSED = "lost", "malformed", "missing", "refused"
+RETRYABLE = frozenset({THROTTLED, SERVER, LOST})
 
 
 def kind_of_status(status: int | None) -> str:
@@ -45,8 +63,9 @@ def kind_of_status(status: int | None) -> str:
 class Failure(Exception):
     """One failed call to a hosted service, classified so the retry and the message agree.
 
-    kind: auth (401/403), throttled (429), server (5xx), unreachable (no connection),
-    malformed (a reply that is not the documented shape), missing (no such collection,
+    kind: auth (401/403), throttled (429), server (5xx), unreachable (the name does not
+    resolve, TLS fails: no retry helps), lost (the connection was refused or went away
+    mid-call: reset, closed, timed out), malformed (a reply that is not the documented shape), missing (no such collection,
     bucket, set or session), refused (any other error the service answered with).
     `retry_after` is the wait the service asked for (seconds), when it asked.
     """
@@ -112,6 +131,17 @@ def connection_reason(text: str) -> str:
     return one_line(text, 120)
 
 
+_NOT_THERE = ("name or service not known", "nodename nor servname", "getaddrinfo", "certificate", "ssl")
+
+
+def connection_kind(exc: BaseException | str) -> str:
+    """UNREACHABLE when no retry can help (the name does not resolve, TLS fails), else LOST:
+    the connection was refused or went away mid-call (reset, closed, timed out), which a
+    store restarting or a network blip explains, so it is tried again."""
+    text = str(exc).lower()
+    return UNREACHABLE if any(marker in text for marker in _NOT_THERE) else LOST
+
+
 def retry_after(headers: object) -> float | None:
     """The wait a 429/503 asks for in its `Retry-After` header (seconds), None when it asks for none."""
     get = getattr(headers, "get", None)
@@ -150,11 +180,11 @@ def report(service: Service, failure: Failure, what: str, retries: int = 0) -> V
         # The hint goes in the message: a save reports each session's message alone.
         hint = service.auth_hint(failure, what) if callable(service.auth_hint) else service.auth_hint
         check = f"; {hint}" if hint else ""
-        return StoreError(f"{where} refused {service.credentials}{paren} while {what}{detail}{check}")
+        return StoreAuthError(f"{where} refused {service.credentials}{paren} while {what}{detail}{check}")
     if failure.kind == THROTTLED:
-        return StoreError(f"{where} is still rate limiting{paren}{tried} while {what}", hint=service.throttle_hint)
-    if failure.kind == UNREACHABLE:
-        return StoreError(f"cannot reach {where} while {what}{tried}{detail}", hint=url_hint)
+        return StoreThrottled(f"{where} is still rate limiting{paren}{tried} while {what}", hint=service.throttle_hint)
+    if failure.kind in (UNREACHABLE, LOST):
+        return StoreUnreachable(f"cannot reach {where} while {what}{tried}{detail}", hint=url_hint)
     if failure.kind == MALFORMED:
         return StoreError(f"{where} sent a malformed reply while {what}{detail}", hint=url_hint)
     if failure.kind == MISSING:
@@ -163,7 +193,25 @@ def report(service: Service, failure: Failure, what: str, retries: int = 0) -> V
         return NotFound(f"{where}: not found{paren} while {what}{detail}")
     if failure.kind == SERVER:
         return StoreError(f"{where} failed{paren}{tried} while {what}{detail}")
-    return StoreError(f"{where} rejected the request{paren} while {what}{detail}")
+    return StoreRejected(f"{where} rejected the request{paren} while {what}{detail}")
+
+
+def partial_write(error: VmemError, stored: list[str], total: int) -> VmemError:
+    """The error of a save of `total` memories that failed after the store acknowledged `stored`.
+
+    Nothing stored: the error itself. Otherwise a PartialWrite saying how many, `lost` when
+    the store went away (a bulk command stops there rather than fail every later batch).
+    """
+    if isinstance(error, PartialWrite):
+        return error
+    if not stored:
+        return error
+    lost = isinstance(error, StoreUnreachable)
+    message = (
+        f"{error.message}; {len(stored)} of {total} memories were stored, "
+        f"{total - len(stored)} were not (re-run to store the rest)"
+    )
+    return PartialWrite(message, stored=stored, lost=lost, hint=error.hint)
 
 
 def backoff(delays: tuple[float, ...], asked: Callable[[object], float | None] | None = None) -> Callable[..., float]:
@@ -184,43 +232,107 @@ def backoff(delays: tuple[float, ...], asked: Callable[[object], float | None] |
     return wait
 
 
+def retrying(delays: tuple[float, ...] = RETRY_DELAYS) -> Any:
+    """The one retry policy as a tenacity AsyncRetrying: a Failure of a RETRYABLE kind is tried
+    again after each of `delays` (or its `Retry-After`); anything else is raised at once."""
+    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+    return AsyncRetrying(
+        stop=stop_after_attempt(len(delays) + 1),
+        wait=backoff(delays),
+        retry=retry_if_exception(lambda exc: isinstance(exc, Failure) and exc.retryable),
+        reraise=True,
+    )
+
+
+class _Try:
+    """One attempt's block: what it raises is classified into a Failure before tenacity sees it."""
+
+    def __init__(self, attempt: Any, classify: Callable[[Exception], Failure | None]) -> None:
+        self.attempt = attempt
+        self.classify = classify
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Any:
+        if isinstance(exc, Exception) and not isinstance(exc, (Failure, VmemError)):
+            failure = self.classify(exc)
+            if failure is not None:
+                failure.__cause__ = exc
+                kind, exc = Failure, failure
+        return self.attempt.__exit__(kind, exc, tb)
+
+
+async def attempts(
+    service: Service,
+    what: str,
+    classify: Callable[[Exception], Failure | None],
+    delays: tuple[float, ...] = RETRY_DELAYS,
+) -> AsyncIterator[_Try]:
+    """The attempts of one call under the retry policy, for a block that cannot be a function:
+
+        async for attempt in fail.attempts(service, "saving", classify):
+            with attempt:
+                ...
+
+    A failure left after the last retry is raised as `report(service, failure, what, retries)`;
+    exceptions `classify` does not know (bugs) and VmemErrors propagate as they are.
+    """
+    tried = 0
+    try:
+        async for attempt in retrying(delays):
+            tried += 1
+            yield _Try(attempt, classify)
+    except Failure as failure:
+        raise report(service, failure, what, tried - 1) from None
+
+
 async def call_with_retries(
     fn: Callable[[], Awaitable[T]],
     *,
     classify: Callable[[Exception], Failure | None],
     report: Callable[[Failure, int], Exception],
     delays: tuple[float, ...] = RETRY_DELAYS,
-    retry_kinds: Collection[str] = RETRYABLE,
 ) -> T:
-    """Await `fn`; retry what `classify` calls retryable (`retry_kinds`), then raise `report(failure, retries)`.
+    """Await `fn` under the retry policy, then raise `report(failure, retries)` for what is left.
 
     `classify` returns None for exceptions that are not the service's (bugs): they propagate,
     as do VmemErrors the call raised itself.
     """
-    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+    tried = 0
+    try:
+        async for attempt in retrying(delays):
+            tried += 1
+            with _Try(attempt, classify):
+                return await fn()
+    except Failure as failure:
+        raise report(failure, tried - 1) from None
+    raise AssertionError("unreachable: tenacity either returns or raises")
 
-    attempts = 0
 
-    async def attempt() -> T:
-        nonlocal attempts
-        attempts += 1
-        try:
-            return await fn()
-        except (Failure, VmemError):
-            raise
-        except Exception as exc:
-            failure = classify(exc)
-            if failure is None:
-                raise
-            raise failure from exc
+def call_sync(
+    fn: Callable[[], T],
+    *,
+    classify: Callable[[Exception], Failure | None],
+    report: Callable[[Failure, int], Exception],
+    delays: tuple[float, ...] = RETRY_DELAYS,
+) -> T:
+    """`call_with_retries` for a blocking call (the HTTP embedders run in a worker thread)."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
-    retrying = AsyncRetrying(
+    tried = 0
+    policy = Retrying(
         stop=stop_after_attempt(len(delays) + 1),
         wait=backoff(delays),
-        retry=retry_if_exception(lambda exc: isinstance(exc, Failure) and exc.kind in retry_kinds),
+        retry=retry_if_exception(lambda exc: isinstance(exc, Failure) and exc.retryable),
         reraise=True,
     )
     try:
-        return await retrying(attempt)
+        for attempt in policy:
+            tried += 1
+            with _Try(attempt, classify):
+                return fn()
     except Failure as failure:
-        raise report(failure, attempts - 1) from None
+        raise report(failure, tried - 1) from None
+    raise AssertionError("unreachable: tenacity either returns or raises")

@@ -140,7 +140,7 @@ class TosContextBackend(VolcengineBackend):
             if exc.message == "unable to do serialization":
                 return Failure(fail.MALFORMED, "the reply is not JSON")
             if exc.cause is not None and "request" in type(exc.cause).__module__:
-                return Failure(fail.UNREACHABLE, connection_reason(str(exc.cause)))
+                return Failure(fail.connection_kind(str(exc.cause)), connection_reason(str(exc.cause)))
             return Failure(fail.REFUSED, str(exc.message))
         return None
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
-from veadk_mem.errors import BadInput, NotFound, StoreError, missing_extra
+from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError, missing_extra
 from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.backends.hosted import (
     Credentials,
@@ -218,7 +218,7 @@ class VikingBackend(VolcengineBackend):
             return None
         status, code, message = exc.status_code, exc.code, str(exc.message)
         if status is None and message.startswith("failed to run"):
-            return Failure(fail.UNREACHABLE, connection_reason(message))
+            return Failure(fail.connection_kind(message), connection_reason(message))
         if status == 200:  # a 200 whose body is not JSON
             return Failure(fail.MALFORMED, "the reply is not JSON", status=status)
         kind = fail.kind_of_status(status)
@@ -330,7 +330,10 @@ class VikingBackend(VolcengineBackend):
                 messages=[_message(r) for r in records],
                 metadata=metadata,
             )
-            await self._call("session/add", call)
+            try:
+                await self._call("session/add", call)
+            except VmemError as exc:  # the sessions sent before are stored: say how many
+                raise fail.partial_write(exc, ids, len(memories)) from None
             ids.extend(f"{session_id}/{n}" for n in range(len(records)))
             if progress is not None:
                 progress(len(records))
