@@ -65,8 +65,9 @@ class Failure(Exception):
 
     kind: auth (401/403), throttled (429), server (5xx), unreachable (the name does not
     resolve, TLS fails: no retry helps), lost (the connection was refused or went away
-    mid-call: reset, closed, timed out), malformed (a reply that is not the documented shape), missing (no such collection,
-    bucket, set or session), refused (any other error the service answered with).
+    mid-call: reset, closed, timed out), malformed (a reply that is not the documented
+    shape), missing (no such collection, bucket, set or session), refused (any other error
+    the service answered with).
     `retry_after` is the wait the service asked for (seconds), when it asked.
     """
 
@@ -131,7 +132,15 @@ def connection_reason(text: str) -> str:
     return one_line(text, 120)
 
 
-_NOT_THERE = ("name or service not known", "nodename nor servname", "getaddrinfo", "certificate", "ssl")
+_NOT_THERE = (
+    "name or service not known",
+    "nodename nor servname",
+    "getaddrinfo",
+    "certificate",
+    "[ssl",
+    "sslerror",
+    "wrong version number",
+)
 
 
 def connection_kind(exc: BaseException | str) -> str:

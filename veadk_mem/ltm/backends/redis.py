@@ -178,7 +178,7 @@ class RedisBackend(LongTermMemoryBackend):
                         if "unknown command" not in str(exc).lower():
                             raise
                         self._search = False
-        return self._search
+        return bool(self._search)
 
     def precheck_index_naming(self) -> None:
         """VeADK checks nothing; vmem wants 1-200 printable characters without spaces."""

@@ -1,0 +1,108 @@
+"""A TCP proxy in front of a store that goes away on a switch: the "store lost mid-import" tests.
+
+`StoreProxy(port).start()` forwards 127.0.0.1:`proxy.port` to the store at `port`, byte for
+byte, whatever the protocol (RESP, HTTP). `cut_when(condition)` arms the switch: when a
+client starts a new request (its first bytes on a connection, or its first bytes after the
+store answered) and `condition()` is true (it asks the store itself, e.g. how many records
+it holds), the proxy stops answering: the listening socket closes (new connections are
+refused) and every connection is reset at its next request. Answers already on their way
+are delivered, so what a client was told is stored is what the store holds, as when a
+server is shut down between two requests. Not a mock of any client: the client's own
+socket sees the reset and the refusal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+from collections.abc import Callable
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with RST (SO_LINGER 0), as a crashed server's kernel answers."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+class StoreProxy:
+    """Forwards to 127.0.0.1:`target`; `cut_when` arms the switch that makes the store go away."""
+
+    def __init__(self, target: int, host: str = "127.0.0.1") -> None:
+        self.target = (host, target)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.condition: Callable[[], bool] | None = None
+        self.cut = threading.Event()
+        self.requests = 0  # requests started through the proxy (first bytes after an answer)
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+
+    def start(self) -> StoreProxy:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def cut_when(self, condition: Callable[[], bool]) -> None:
+        self.condition = condition
+
+    def _accept(self) -> None:
+        while not self.cut.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.cut.is_set():
+                _reset(client)
+                return
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                _reset(client)
+                continue
+            with self._lock:
+                self._sockets += [client, upstream]
+            answered = threading.Event()
+            answered.set()  # the first bytes of a connection start a request
+            threading.Thread(target=self._requests, args=(client, upstream, answered), daemon=True).start()
+            threading.Thread(target=self._answers, args=(upstream, client, answered), daemon=True).start()
+
+    def _go_away(self) -> None:
+        """Stop answering: refuse new connections from now on."""
+        self.cut.set()
+        _reset(self.listener)
+
+    def _requests(self, client: socket.socket, upstream: socket.socket, answered: threading.Event) -> None:
+        try:
+            while data := client.recv(1 << 16):
+                if answered.is_set():  # a new request begins: the moment the switch is looked at
+                    answered.clear()
+                    with self._lock:
+                        self.requests += 1
+                        if not self.cut.is_set() and self.condition is not None and self.condition():
+                            self._go_away()
+                    if self.cut.is_set():
+                        break
+                upstream.sendall(data)
+        except OSError:
+            pass
+        _reset(client)
+        _reset(upstream)
+
+    @staticmethod
+    def _answers(upstream: socket.socket, client: socket.socket, answered: threading.Event) -> None:
+        try:
+            while data := upstream.recv(1 << 16):
+                answered.set()  # before it reaches the client, which may start its next request at once
+                client.sendall(data)
+        except OSError:
+            pass
+        _reset(client)
+
+    def stop(self) -> None:
+        self._go_away()
+        with self._lock:
+            for sock in self._sockets:
+                _reset(sock)
