@@ -3,7 +3,7 @@
 mem0ai's client raises one generic error for any failed answer, so the transport keeps the
 status of the last answer, which tells a rejected key from a dead server when the SDK only
 says "error". Retries are not made here: every backend retries in one place, the policy of
-`veadk_mem.ltm.failure` (tenacity), around the SDK call.
+`veadk_mem.failure` (tenacity), around the SDK call.
 """
 
 from __future__ import annotations

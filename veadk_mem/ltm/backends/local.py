@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, StoreError, VmemError
-from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 
 if TYPE_CHECKING:
@@ -330,7 +330,7 @@ class LocalBackend(LongTermMemoryBackend):
         return inserted
 
     def service(self) -> fail.Service:
-        """How this store's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this store's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(where=f"the local store {self.path}", url_hint="check long_term_memory.local_path")
 
     @staticmethod

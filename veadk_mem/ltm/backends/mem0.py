@@ -25,8 +25,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotSupported, VmemError, missing_extra
-from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
 from veadk_mem.ltm.convert import epoch_of
 
@@ -156,7 +156,7 @@ class Mem0Backend(LongTermMemoryBackend):
         )
 
     def service(self) -> fail.Service:
-        """How the platform's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How the platform's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"Mem0 at {self.host}",
             credentials="the API key",

@@ -25,8 +25,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, MissingSdk, StoreError, StoreRejected
-from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
@@ -184,7 +184,7 @@ class OpensearchBackend(LongTermMemoryBackend):
         return self._client
 
     def service(self) -> fail.Service:
-        """How this server's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this server's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"opensearch at {self.target}",
             credentials="the username or password",
@@ -217,7 +217,7 @@ class OpensearchBackend(LongTermMemoryBackend):
         return None
 
     def _tries(self, doing: str) -> AsyncIterator[Any]:
-        """The attempts of one call under the retry policy (`veadk_mem.ltm.failure.attempts`)."""
+        """The attempts of one call under the retry policy (`veadk_mem.failure.attempts`)."""
         self.requests += 1
         return fail.attempts(self.service(), doing, self._classify, self.retry_delays)
 
@@ -559,7 +559,7 @@ def _mapping_dim(info: dict[str, Any]) -> int | None:
 
 def _reason(value: Any) -> str:
     """The reason of an opensearch-py error (or error object), one line, short."""
-    from veadk_mem.ltm.failure import one_line
+    from veadk_mem.failure import one_line
 
     info = getattr(value, "info", None)
     if isinstance(value, dict):

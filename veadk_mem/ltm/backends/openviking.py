@@ -29,8 +29,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotFound, StoreError, StoreUnreachable, VmemError, missing_extra
-from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
 
@@ -195,7 +195,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
         )
 
     def service(self) -> fail.Service:
-        """How this server's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this server's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"OpenViking at {self.url}",
             credentials="the API key",

@@ -25,8 +25,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotSupported, StoreError
-from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.backends.redis_wire import send_hsets
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
@@ -133,7 +133,7 @@ class RedisBackend(LongTermMemoryBackend):
         return self._client
 
     def service(self) -> fail.Service:
-        """How this server's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this server's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"redis at {self.target}",
             credentials="the username or password",
@@ -161,7 +161,7 @@ class RedisBackend(LongTermMemoryBackend):
         return None
 
     def _tries(self, doing: str) -> AsyncIterator[Any]:
-        """The attempts of one call under the retry policy (`veadk_mem.ltm.failure.attempts`)."""
+        """The attempts of one call under the retry policy (`veadk_mem.failure.attempts`)."""
         return fail.attempts(self.service(), doing, self._classify, self.retry_delays)
 
     async def has_search(self) -> bool:
@@ -337,7 +337,10 @@ class RedisBackend(LongTermMemoryBackend):
                     for n, vector in enumerate(memory.vectors):
                         given[len(pieces) + n] = vector
                 pieces.extend((memory, n, offset, text) for n, (offset, text) in enumerate(chunks))
-            vectors = self._vectors(embedder, pieces, given)
+            try:
+                vectors = self._vectors(embedder, pieces, given)
+            except StoreError as exc:  # the embedding endpoint failed: the batches before are stored
+                raise fail.partial_write(exc, done, len(memories)) from None
             mappings = self._mappings(user_id, pieces, vectors)
             acked = 0  # HSET replies read, the most of any attempt: what the server acknowledged
             try:
@@ -664,7 +667,7 @@ class RedisBackend(LongTermMemoryBackend):
 def _first_line(exc: BaseException) -> str:
     """An error as one short line, with any URL's password masked."""
     from veadk_mem.config import mask_url
-    from veadk_mem.ltm.failure import one_line
+    from veadk_mem.failure import one_line
 
     return one_line(mask_url(str(exc))) or type(exc).__name__
 

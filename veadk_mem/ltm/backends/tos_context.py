@@ -20,8 +20,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError
-from veadk_mem.ltm import failure as fail
+from veadk_mem.failure import Failure, connection_reason
 from veadk_mem.ltm.backends.hosted import (
     VolcengineBackend,
     cloud_provider,
@@ -31,7 +32,6 @@ from veadk_mem.ltm.backends.hosted import (
 )
 from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
-from veadk_mem.ltm.failure import Failure, connection_reason
 
 REQUIRED_METHODS = ("create_context_bucket_memory", "search_context_bucket_memory")
 INSTALL_HINT = "install it with: pip install --pre 'veadk-mem[tos]' (or pip install --pre 'tos>=2.9.4b1')"
@@ -145,7 +145,7 @@ class TosContextBackend(VolcengineBackend):
         return None
 
     def service(self) -> fail.Service:
-        """How this bucket's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this bucket's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"TOS ContextBucket at {self.control_endpoint}",
             auth_hint="check VOLCENGINE_ACCESS_KEY, VOLCENGINE_SECRET_KEY (and VOLCENGINE_SESSION_TOKEN for "

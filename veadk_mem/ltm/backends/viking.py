@@ -24,8 +24,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError, missing_extra
-from veadk_mem.ltm import failure as fail
+from veadk_mem.failure import Failure, connection_reason, one_line
 from veadk_mem.ltm.backends.hosted import (
     Credentials,
     VolcengineBackend,
@@ -35,7 +36,6 @@ from veadk_mem.ltm.backends.hosted import (
     volcengine_credentials,
 )
 from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
-from veadk_mem.ltm.failure import Failure, connection_reason, one_line
 
 DEFAULT_MEMORY_TYPES = ["sys_event_v1", "sys_profile_v1"]
 BYTEPLUS_REGION = "cn-hongkong"
@@ -227,7 +227,7 @@ class VikingBackend(VolcengineBackend):
         return Failure(kind, message, status=status, code=code)
 
     def service(self) -> fail.Service:
-        """How this collection's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this collection's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"VikingDB memory at {self.endpoint}",
             auth_hint=lambda _failure, what: self._auth_hint(management="collection/" in what),
