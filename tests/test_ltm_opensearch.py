@@ -192,6 +192,7 @@ async def test_a_failure_mid_save_says_what_was_stored_and_a_rerun_stores_the_re
     from veadk_mem.ltm.facade import LongTermMemory
 
     monkeypatch.setattr(module, "BATCH", 2)
+    monkeypatch.setattr(OpensearchBackend, "retry_delays", (0.01,) * 4)  # the 503 is retried, briefly
     server.cluster.fail_bulk_after = 1
     texts = [f"memory number {i}" for i in range(5)]
     backend = _backend(server.port, index)

@@ -186,15 +186,7 @@ def _openviking(stack: ExitStack, tmp_path: Path, request: pytest.FixtureRequest
     return Store(env, held, lambda k: proxy.cut_when(lambda: held() >= k), "vmemlost", big=120)
 
 
-STORES = {
-    "local": _local,
-    "redis": _redis,
-    "opensearch": _opensearch,
-    "viking": _viking,
-    "tos_context": _tos_context,
-    "mem0": _mem0,
-    "openviking": _openviking,
-}
+STORES = {f.__name__.removeprefix("_"): f for f in (_local, _redis, _opensearch, _viking, _tos_context, _mem0, _openviking)}
 
 
 @pytest.fixture(params=list(STORES), ids=list(STORES))

@@ -177,6 +177,17 @@ class Service:
     missing: Callable[[Failure, str], VmemError] | None = None
 
 
+def password_service(where: str, variables: str, url_hint: str) -> Service:
+    """A server reached with a username and password (redis, opensearch): `variables` is the
+    prefix of its settings' environment names (`DATABASE_REDIS`)."""
+    return Service(
+        where=where,
+        credentials="the username or password",
+        auth_hint=f"check {variables}_USERNAME / {variables}_PASSWORD",
+        url_hint=url_hint,
+    )
+
+
 def report(service: Service, failure: Failure, what: str, retries: int = 0) -> VmemError:
     """The one-line error for a failure left after `retries` retries, while doing `what`."""
     where = service.where

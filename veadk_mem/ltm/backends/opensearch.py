@@ -185,12 +185,8 @@ class OpensearchBackend(LongTermMemoryBackend):
 
     def service(self) -> fail.Service:
         """How this server's failures are told (`veadk_mem.failure.report`)."""
-        return fail.Service(
-            where=f"opensearch at {self.target}",
-            credentials="the username or password",
-            auth_hint="check DATABASE_OPENSEARCH_USERNAME / DATABASE_OPENSEARCH_PASSWORD",
-            url_hint="check DATABASE_OPENSEARCH_HOST / DATABASE_OPENSEARCH_PORT",
-        )
+        hint = "check DATABASE_OPENSEARCH_HOST / DATABASE_OPENSEARCH_PORT"
+        return fail.password_service(f"opensearch at {self.target}", "DATABASE_OPENSEARCH", hint)
 
     def _classify(self, exc: Exception) -> fail.Failure | None:
         """What opensearch-py raised; a missing index is left to the callers that expect one."""

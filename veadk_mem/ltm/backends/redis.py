@@ -134,12 +134,8 @@ class RedisBackend(LongTermMemoryBackend):
 
     def service(self) -> fail.Service:
         """How this server's failures are told (`veadk_mem.failure.report`)."""
-        return fail.Service(
-            where=f"redis at {self.target}",
-            credentials="the username or password",
-            auth_hint="check DATABASE_REDIS_USERNAME / DATABASE_REDIS_PASSWORD",
-            url_hint="check DATABASE_REDIS_URL (or DATABASE_REDIS_HOST / DATABASE_REDIS_PORT)",
-        )
+        hint = "check DATABASE_REDIS_URL (or DATABASE_REDIS_HOST / DATABASE_REDIS_PORT)"
+        return fail.password_service(f"redis at {self.target}", "DATABASE_REDIS", hint)
 
     def _classify(self, exc: Exception) -> fail.Failure | None:
         """What redis-py raised: a lost or refused connection, credentials, a busy server, a refusal."""
