@@ -186,7 +186,8 @@ def _openviking(stack: ExitStack, tmp_path: Path, request: pytest.FixtureRequest
     return Store(env, held, lambda k: proxy.cut_when(lambda: held() >= k), "vmemlost", big=120)
 
 
-STORES = {f.__name__.removeprefix("_"): f for f in (_local, _redis, _opensearch, _viking, _tos_context, _mem0, _openviking)}
+SEVEN = (_local, _redis, _opensearch, _viking, _tos_context, _mem0, _openviking)
+STORES = {f.__name__.removeprefix("_"): f for f in SEVEN}
 
 
 @pytest.fixture(params=list(STORES), ids=list(STORES))
