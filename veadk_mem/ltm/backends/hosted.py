@@ -2,7 +2,7 @@
 
 VeADK reads Volcengine AK/SK from `VOLCENGINE_*` (`BYTEPLUS_*` when `CLOUD_PROVIDER` or
 `AGENTKIT_CLOUD_PROVIDER` is `byteplus`), else from the VeFaaS IAM file a cloud function
-is given. Retries and failure messages are every hosted backend's: `veadk_mem.failure`.
+is given. Retries and failure messages are every backend's: `veadk_mem.failure`.
 """
 
 from __future__ import annotations
