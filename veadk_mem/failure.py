@@ -40,7 +40,6 @@ T = TypeVar("T")
 # The waits between attempts: a run against a dead service gives up in seconds.
 RETRY_DELAYS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
 MAX_RETRY_AFTER = 30.0  # the longest `Retry-After` honoured, in seconds
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 AUTH, THROTTLED, SERVER, UNREACHABLE = "auth", "throttled", "server", "unreachable"
 LOST, MALFORMED, MISSING, REFUSED = "lost", "malformed", "missing", "refused"
@@ -234,30 +233,26 @@ def partial_write(error: VmemError, stored: list[str], total: int) -> VmemError:
     return PartialWrite(message, stored=stored, lost=lost, hint=error.hint)
 
 
-def backoff(delays: tuple[float, ...], asked: Callable[[object], float | None] | None = None) -> Callable[..., float]:
-    """A tenacity `wait`: the next of `delays`, or what the service asked for (`asked(outcome)`), capped."""
+def backoff(delays: tuple[float, ...]) -> Callable[..., float]:
+    """A tenacity `wait`: the next of `delays`, or the `Retry-After` the failure carries, capped."""
 
     def wait(state: object) -> float:
         attempt: int = getattr(state, "attempt_number", 1)
         delay = delays[min(attempt, len(delays)) - 1] if delays else 0.0
         outcome = getattr(state, "outcome", None)
-        wanted: float | None = None
-        if outcome is not None:
-            if outcome.failed:
-                wanted = getattr(outcome.exception(), "retry_after", None)
-            elif asked is not None:
-                wanted = asked(outcome.result())
+        wanted = getattr(outcome.exception(), "retry_after", None) if outcome is not None and outcome.failed else None
         return delay if wanted is None else max(0.0, min(wanted, MAX_RETRY_AFTER))
 
     return wait
 
 
-def retrying(delays: tuple[float, ...] = RETRY_DELAYS) -> Any:
-    """The one retry policy as a tenacity AsyncRetrying: a Failure of a RETRYABLE kind is tried
-    again after each of `delays` (or its `Retry-After`); anything else is raised at once."""
-    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+def retrying(delays: tuple[float, ...] = RETRY_DELAYS, *, blocking: bool = False) -> Any:
+    """The one retry policy as a tenacity AsyncRetrying (Retrying when `blocking`): a Failure of
+    a RETRYABLE kind is tried again after each of `delays` (or its `Retry-After`); anything
+    else is raised at once."""
+    from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt
 
-    return AsyncRetrying(
+    return (Retrying if blocking else AsyncRetrying)(
         stop=stop_after_attempt(len(delays) + 1),
         wait=backoff(delays),
         retry=retry_if_exception(lambda exc: isinstance(exc, Failure) and exc.retryable),
@@ -338,18 +333,10 @@ def call_sync(
     report: Callable[[Failure, int], Exception],
     delays: tuple[float, ...] = RETRY_DELAYS,
 ) -> T:
-    """`call_with_retries` for a blocking call (the HTTP embedders run in a worker thread)."""
-    from tenacity import Retrying, retry_if_exception, stop_after_attempt
-
+    """`call_with_retries` for a blocking call (the HTTP embedders, mem0's client constructor)."""
     tried = 0
-    policy = Retrying(
-        stop=stop_after_attempt(len(delays) + 1),
-        wait=backoff(delays),
-        retry=retry_if_exception(lambda exc: isinstance(exc, Failure) and exc.retryable),
-        reraise=True,
-    )
     try:
-        for attempt in policy:
+        for attempt in retrying(delays, blocking=True):
             tried += 1
             with _Try(attempt, classify):
                 return fn()
