@@ -326,6 +326,20 @@ async def call_with_retries(
     raise AssertionError("unreachable: tenacity either returns or raises")
 
 
+async def call(
+    service: Service,
+    what: str,
+    fn: Callable[[], Awaitable[T]],
+    *,
+    classify: Callable[[Exception], Failure | None],
+    delays: tuple[float, ...] = RETRY_DELAYS,
+) -> T:
+    """`call_with_retries` whose failure left is `report(service, failure, what, retries)`."""
+    return await call_with_retries(
+        fn, classify=classify, report=lambda failure, retries: report(service, failure, what, retries), delays=delays
+    )
+
+
 def call_sync(
     fn: Callable[[], T],
     *,

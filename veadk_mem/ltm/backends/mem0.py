@@ -147,11 +147,12 @@ class Mem0Backend(LongTermMemoryBackend):
     async def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         """One MemoryClient call in a worker thread, under the retry policy, its failure in one line."""
         client = await asyncio.to_thread(self._connect)
-        service = self.service()
-        return await fail.call_with_retries(
-            lambda: asyncio.to_thread(getattr(client, method), *args, **kwargs),
+        send = getattr(client, method)
+        return await fail.call(
+            self.service(),
+            what,
+            lambda: asyncio.to_thread(send, *args, **kwargs),
             classify=self._classify,
-            report=lambda failure, retries: fail.report(service, failure, what, retries),
             delays=self.retry_delays,
         )
 

@@ -179,20 +179,14 @@ class OpenvikingBackend(LongTermMemoryBackend):
         return client
 
     async def _call(self, what: str, actor_peer: str | None, method: str, *args: Any, **kwargs: Any) -> Any:
-        """One SDK call, retried while the server answers 429 or 5xx, its failure in one line."""
+        """One SDK call under the retry policy, its failure in one line."""
         client = await self._client(actor_peer)
-        service = self.service()
 
         async def send() -> Any:
             self._last_status = None
             return await getattr(client, method)(*args, **kwargs)
 
-        return await fail.call_with_retries(
-            send,
-            classify=self._classify,
-            report=lambda failure, retries: fail.report(service, failure, what, retries),
-            delays=self.retry_delays,
-        )
+        return await fail.call(self.service(), what, send, classify=self._classify, delays=self.retry_delays)
 
     def service(self) -> fail.Service:
         """How this server's failures are told (`veadk_mem.failure.report`)."""

@@ -271,12 +271,7 @@ class RedisBackend(LongTermMemoryBackend):
         docs: dict[str, Doc] = {}
         for start in range(0, len(keys), 1000):
             part = keys[start : start + 1000]
-            async for attempt in self._tries(f"reading {index_name(self.index, user_id)}"):
-                with attempt:
-                    pipe = self.client.pipeline(transaction=False)
-                    for key in part:
-                        pipe.hmget(key, *_FIELDS)
-                    rows = await pipe.execute()
+            rows = await self._hmget(part, _FIELDS, f"reading {index_name(self.index, user_id)}")
             for key, row in zip(part, rows, strict=True):
                 node_id, doc_id, text, node_content = (_text(v) for v in row)
                 if text is None and node_id is None:
@@ -290,6 +285,16 @@ class RedisBackend(LongTermMemoryBackend):
                     doc.meta = meta
         self._docs[user_id] = docs
         return docs
+
+    async def _hmget(self, keys: list[str], fields: tuple[str, ...], doing: str) -> list[Any]:
+        """HMGET of these fields of every key, pipelined in one round trip."""
+        async for attempt in self._tries(doing):
+            with attempt:
+                pipe = self.client.pipeline(transaction=False)
+                for key in keys:
+                    pipe.hmget(key, *fields)
+                return list(await pipe.execute())
+        raise AssertionError("unreachable: the attempts either return or raise")
 
     def _record(self, user_id: str, doc: Doc) -> MemoryRecord:
         return doc_record(doc, user_id, index_name(self.index, user_id))
@@ -542,12 +547,8 @@ class RedisBackend(LongTermMemoryBackend):
         rows: list[tuple[str, str, str, Any]] = []
         for start in range(0, len(keys), 1000):
             part = keys[start : start + 1000]
-            async for attempt in self._tries(f"reading {index_name(self.index, user_id)}"):
-                with attempt:
-                    pipe = self.client.pipeline(transaction=False)
-                    for key in part:
-                        pipe.hmget(key, "doc_id", "text", "_node_content", "vector")
-                    fetched = await pipe.execute()
+            fields = ("doc_id", "text", "_node_content", "vector")
+            fetched = await self._hmget(part, fields, f"reading {index_name(self.index, user_id)}")
             for key, (doc_id, text, node_content, blob) in zip(part, fetched, strict=True):
                 if blob and len(blob) == 4 * len(vector):
                     rows.append((key, _text(doc_id) or key, _text(text) or "", (node_content, blob)))

@@ -154,11 +154,11 @@ class TosContextBackend(VolcengineBackend):
         )
 
     async def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        service = self.service()
-        return await fail.call_with_retries(
+        return await fail.call(
+            self.service(),
+            f"calling {what}",
             lambda: asyncio.to_thread(fn),
             classify=self._classify,
-            report=lambda failure, retries: fail.report(service, failure, f"calling {what}", retries),
             delays=self.retry_delays,
         )
 

@@ -253,11 +253,11 @@ class VikingBackend(VolcengineBackend):
 
     async def _call(self, what: str, fn: Callable[[], Any]) -> dict[str, Any]:
         """One SDK call, checked and retried; returns the reply's data."""
-        service = self.service()
-        return await fail.call_with_retries(
+        return await fail.call(
+            self.service(),
+            f"calling {what}",
             lambda: asyncio.to_thread(lambda: self._reply(what, fn())),
             classify=self._classify,
-            report=lambda failure, retries: fail.report(service, failure, f"calling {what}", retries),
             delays=self.retry_delays,
         )
 
