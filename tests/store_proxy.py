@@ -83,6 +83,13 @@ class StoreProxy:
             threading.Thread(target=self._requests, args=(client, upstream, answered), daemon=True).start()
             threading.Thread(target=self._answers, args=(upstream, client, answered), daemon=True).start()
 
+    def _tripped(self) -> bool:
+        """Whether `cut_when`'s condition holds now (a count that raced a write is asked again later)."""
+        try:
+            return self.condition is not None and self.condition()
+        except RuntimeError:  # e.g. a dict of the server's changed size while it was counted
+            return False
+
     def _go_away(self) -> None:
         """Stop answering: refuse new connections from now on."""
         self.cut.set()
@@ -98,7 +105,7 @@ class StoreProxy:
                     answered.clear()
                     with self._lock:
                         self.requests += 1
-                        if not self.cut.is_set() and self.condition is not None and self.condition():
+                        if not self.cut.is_set() and self._tripped():
                             self._go_away()
                     if self.cut.is_set():
                         break
