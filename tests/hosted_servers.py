@@ -55,6 +55,13 @@ class Scripted:
     times: int
 
 
+class _Quiet(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # a client hanging up is fine
+        return
+
+
 class BaseServer:
     """A threaded HTTP server on a free loopback port, with a request log and scripted failures."""
 
@@ -99,7 +106,7 @@ class BaseServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = _serve
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Quiet(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 

@@ -294,6 +294,13 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+class _Quiet(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # a client hanging up is fine
+        return
+
+
 @dataclass
 class Server:
     """A running contract server; `cluster` holds what it stored and the requests it saw."""
@@ -310,7 +317,7 @@ class Server:
 def start(*, tls: tuple[Path, Path] | None = None, auth: tuple[str, str] | None = None) -> Server:
     """Serve on a free port of 127.0.0.1 in a thread, over TLS when given (cert, key)."""
     cluster = Cluster(auth=auth)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(cluster))
+    httpd = _Quiet(("127.0.0.1", 0), _handler(cluster))
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(tls[0]), str(tls[1]))

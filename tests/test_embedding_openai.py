@@ -110,7 +110,9 @@ def endpoint() -> Iterator[tuple[str, Script]]:
 
 
 def _embedder(base: str, key: str = KEY, batch_size: int = 64) -> OpenAIEmbedder:
-    return OpenAIEmbedder(name="test-embedding", dim=DIM, api_base=base, api_key=key, batch_size=batch_size, timeout=5)
+    emb = OpenAIEmbedder(name="test-embedding", dim=DIM, api_base=base, api_key=key, batch_size=batch_size, timeout=5)
+    emb.retry_delays = (0.01,) * 4  # the policy's four retries, briefly
+    return emb
 
 
 def test_thousand_memories_at_batch_64_take_16_calls(endpoint: tuple[str, Script]) -> None:
@@ -132,8 +134,8 @@ def test_401_is_one_clear_message_without_the_key(endpoint: tuple[str, Script]) 
     base, script = endpoint
     with pytest.raises(StoreError) as info:
         _embedder(base, key="sk-wrong-key").embed(["x"])
-    assert "rejected the API key (401 Unauthorized)" in info.value.message
-    assert "MODEL_EMBEDDING_API_KEY" in (info.value.hint or "")
+    assert "refused the API key (HTTP 401) while embedding" in info.value.message
+    assert "MODEL_EMBEDDING_API_KEY" in info.value.message
     assert "sk-wrong-key" not in info.value.message + (info.value.hint or "")
     assert len(script.requests) == 1  # never retried
     assert script.requests[0]["auth"] == "Bearer sk-wrong-key"  # the endpoint did see (and echo) it
@@ -151,16 +153,16 @@ def test_persistent_failure_gives_up_with_the_status(endpoint: tuple[str, Script
     base, script = endpoint
     script.failures = [503] * 10
     emb = _embedder(base)
-    emb.retries = 2
-    with pytest.raises(StoreError, match="after 3 attempts: 503") as info:
+    emb.retry_delays = (0.01, 0.01)
+    with pytest.raises(StoreError, match=r"failed \(HTTP 503\) after 2 retries while embedding") as info:
         emb.embed(["a"])
     assert KEY not in info.value.message and "scripted 503 for key ****" in info.value.message
-    assert len(script.requests) == 3  # the openai client's own retries
+    assert len(script.requests) == 3  # the one retry policy's (the openai client's own are off)
 
 
 def test_unreachable_endpoint_is_a_store_error() -> None:
     emb = _embedder("http://127.0.0.1:9/v1")
-    emb.retries = 1
+    emb.retry_delays = (0.01,)
     with pytest.raises(StoreError, match=r"cannot reach embedding endpoint http://127\.0\.0\.1:9/v1"):
         emb.embed(["a"])
 
@@ -205,7 +207,7 @@ def test_cli_save_with_a_bad_key_stops_early_and_never_prints_it(
     examples = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sessions"
     result = CliRunner().invoke(app, ["ltm", "save", str(examples)])
     assert result.exit_code == 1
-    assert "rejected the API key (401 Unauthorized)" in result.stderr
+    assert "refused the API key (HTTP 401)" in result.stderr
     assert "stopped: the last 3 sessions failed the same way" in result.stderr
     assert "sk-leaked-if-printed" not in result.stdout + result.stderr
     # one request embedding every session's memories together, then each session's own
@@ -254,10 +256,11 @@ def test_ark_retries_and_errors_like_openai(endpoint: tuple[str, Script]) -> Non
     base, script = endpoint
     script.failures = [429, 503]
     emb = ArkEmbedder(name="doubao-embedding-vision-250615", dim=DIM, api_base=base, api_key=KEY, timeout=5)
+    emb.retry_delays = (0.01,) * 4
     assert emb.embed(["x"]).shape == (1, DIM)
     assert len(script.requests) == 3
     wrong = ArkEmbedder(name="doubao-embedding-vision-250615", dim=DIM, api_base=base, api_key="sk-echoed", timeout=5)
-    with pytest.raises(StoreError, match=r"rejected the API key \(401") as info:
+    with pytest.raises(StoreError, match=r"refused the API key \(HTTP 401") as info:
         wrong.embed(["x"])
     assert "sk-echoed" not in info.value.message
 

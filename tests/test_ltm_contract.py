@@ -3,7 +3,7 @@
 What every long-term-memory backend promises the facade (veadk_mem/ltm/base.py): a saved
 session is found by its user and by no other, listed, exported and deleted by id (or the
 delete is refused as not supported), a replay saves nothing twice, and `health` answers.
-The hosted backends share one failure path (veadk_mem/ltm/failure.py): a 429 is retried
+The hosted backends share one failure path (veadk_mem/failure.py): a 429 is retried
 and the call then succeeds, a 5xx or 429 that persists is retried and then reported in
 one line, any other 4xx is reported at once. The per-backend files keep what is particular
 to one protocol (request shapes, credentials, the service's own error codes).
@@ -27,9 +27,9 @@ from veadk_mem.config import VmemSettings, load_settings
 from veadk_mem.embedding.hash import HashEmbedder
 from veadk_mem.errors import NotSupported, StoreError
 from veadk_mem.events import parse_session
+from veadk_mem.failure import one_line
 from veadk_mem.ltm.base import BackendHealth, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.facade import LongTermMemory
-from veadk_mem.ltm.failure import one_line
 
 HASH = HashEmbedder(dim=32)
 FAST = (0.01, 0.01, 0.01)  # three retries, 10 ms apart

@@ -228,6 +228,7 @@ def test_an_unreachable_platform_names_the_url_variable(runner: CliRunner, monke
     monkeypatch.setenv("LONG_TERM_MEMORY_BACKEND", "mem0")
     monkeypatch.setenv("DATABASE_MEM0_API_KEY", KEY)
     monkeypatch.setenv("DATABASE_MEM0_BASE_URL", "http://127.0.0.1:9")  # discard port: refused
+    monkeypatch.setattr(Mem0Backend, "retry_delays", (0.01,))  # a refused connection is retried, briefly
     code, _, err = invoke(runner, "ltm", "search", "peanuts", "-u", "user-42")
     assert code == 1 and "cannot reach Mem0 at http://127.0.0.1:9" in err and "DATABASE_MEM0_BASE_URL" in err
 

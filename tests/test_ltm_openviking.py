@@ -205,6 +205,9 @@ def test_an_unreachable_server_names_the_url_variable(runner: CliRunner, monkeyp
     monkeypatch.setenv("DATABASE_OPENVIKING_API_KEY", KEY)
     monkeypatch.setenv("DATABASE_OPENVIKING_USER_ID", USER)
     monkeypatch.setenv("DATABASE_OPENVIKING_URL", "http://127.0.0.1:9")
+    from veadk_mem.ltm.backends import openviking
+
+    monkeypatch.setattr(openviking.OpenvikingBackend, "retry_delays", (0.01,))  # refused is retried, briefly
     code, _, err = invoke(runner, "ltm", "search", "peanuts", "-u", "user-42")
     assert code == 1 and "cannot reach OpenViking at http://127.0.0.1:9" in err
     assert "DATABASE_OPENVIKING_URL" in err

@@ -4,7 +4,6 @@ Each test here failed on the code before its fix."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import numpy  # noqa: F401  (loaded once here, not first inside a command's worker thread)
 import pytest
+from store_proxy import StoreProxy
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
@@ -313,86 +313,6 @@ def test_an_edited_text_keeping_its_hash_is_refused_or_rehashed(
 # --- 9. Redis lost during ltm import: one line, and the count the server acknowledged -------------
 
 
-class CuttingProxy:
-    """A TCP proxy to a Redis server that goes away after `limit` bytes from the client.
-
-    At the cut it forwards nothing more to the server (a command cut in half is never run)
-    and refuses new connections; it relays the replies the server still sends for a moment,
-    reading and dropping what the client sends, then closes both sides: to the client, the
-    server is lost mid-write, after acknowledging the commands it ran.
-    """
-
-    def __init__(self, port: int, limit: int) -> None:
-        import socket
-        import threading
-
-        self.target, self.limit, self.sent = port, limit, 0
-        self.cut = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        import socket
-        import threading
-
-        while not self.cut.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", self.target))
-            threading.Thread(target=self._up, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._down, args=(server, client), daemon=True).start()
-
-    def _up(self, client: Any, server: Any) -> None:
-        while True:
-            try:
-                data = client.recv(65536)
-            except OSError:
-                return
-            if not data:
-                return
-            with self.lock:
-                room = self.limit - self.sent
-                self.sent += len(data)
-                if len(data) >= room and not self.cut.is_set():
-                    server.sendall(data[: max(room, 0)])
-                    self.cut.set()
-                    self.listener.close()
-            if not self.cut.is_set():
-                server.sendall(data)
-
-    def _down(self, server: Any, client: Any) -> None:
-        server.settimeout(0.2)
-        while True:
-            try:
-                data = server.recv(65536)
-            except TimeoutError:
-                if self.cut.is_set():
-                    break
-                continue
-            except OSError:
-                break
-            if not data:
-                break
-            try:
-                client.sendall(data)
-            except OSError:
-                break
-        self._close_later(client, server)
-
-    @staticmethod
-    def _close_later(*socks: Any) -> None:
-        import socket
-
-        for sock in socks:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-
 @pytest.fixture
 def plain_redis(tmp_path: Path) -> Any:
     """A redis-server of our own on a free port (no persistence), stopped afterwards."""
@@ -425,16 +345,21 @@ def plain_redis(tmp_path: Path) -> Any:
 
 
 def test_redis_lost_mid_import_is_one_line_and_the_count_the_server_holds(
-    runner: CliRunner, tmp_path: Path, plain_redis: int
+    runner: CliRunner, tmp_path: Path, plain_redis: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import redis
+
+    from veadk_mem.ltm.base import LongTermMemoryBackend
+
+    monkeypatch.setattr(LongTermMemoryBackend, "retry_delays", (0.01, 0.01, 0.01))  # the policy, briefly
 
     total = 2000
     file = tmp_path / "big.jsonl"
     lines = [json.dumps({"kind": "header", "format": "vmem-ltm", "version": 1})]
     lines += [json.dumps({"text": f"memory {i} about tea", "user_id": "u", "index": "idx"}) for i in range(total)]
     file.write_text("\n".join(lines) + "\n")
-    proxy = CuttingProxy(plain_redis, limit=2_500_000)  # past the first batch of 500, inside a later one
+    proxy = StoreProxy(plain_redis).start()
+    proxy.cut_after(2_500_000)  # past the first batch of 500, inside a later one
     env = {"LONG_TERM_MEMORY_BACKEND": "redis", "DATABASE_REDIS_URL": f"redis://127.0.0.1:{proxy.port}/0"}
     result = vmem(runner, "ltm", "import", str(file), "--json", env=env)
     assert proxy.cut.is_set(), "the proxy never cut: raise the file size or lower the limit"
@@ -449,8 +374,12 @@ def test_redis_lost_mid_import_is_one_line_and_the_count_the_server_holds(
     assert summary["failed"] + summary["saved"] <= summary["read"] < total
 
 
-def test_a_redis_url_is_masked_only_where_it_holds_a_secret(runner: CliRunner) -> None:
+def test_a_redis_url_is_masked_only_where_it_holds_a_secret(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
+
+    from veadk_mem.ltm.base import LongTermMemoryBackend
+
+    monkeypatch.setattr(LongTermMemoryBackend, "retry_delays", (0.01,))  # a refused connection is retried, briefly
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

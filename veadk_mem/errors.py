@@ -38,6 +38,18 @@ class PartialWrite(StoreError):
         self.lost = lost
 
 
+class StoreAuthError(StoreError):
+    """The store refused the credentials (401/403, a wrong password): exit 1, retrying will not help."""
+
+
+class StoreThrottled(StoreError):
+    """The store still rate limits or the quota is spent after the retries: exit 1."""
+
+
+class StoreRejected(StoreError):
+    """The store refused the request itself (a 4xx other than auth, rate limit or not found): exit 1."""
+
+
 class BadInput(VmemError):
     """Usage error or bad input (file, field, flag, config value): exit 2."""
 

@@ -68,7 +68,7 @@ def _finish(state: AppState, summary: Any, dry_run: bool) -> None:
         render.table([data], columns, title=title, to_stderr=True)  # a summary: stderr, as every command's
     for failure in summary.failures:
         render.error(failure)
-    if summary.failed:
+    if summary.failed or summary.stopped:  # stopped: the store went away, the rest was not read
         raise typer.Exit(1)
 
 

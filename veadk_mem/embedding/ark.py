@@ -5,7 +5,7 @@ VeADK 1.1.19 (`veadk/models/ark_embedding.py::create_embedding_model`) sends
 the first) to `POST {api_base}/embeddings/multimodal` with input
 `[{"type": "text", "text": ...}]`, one text and one vector per request, and every other
 model name to an OpenAI-compatible `/embeddings`. The request goes through the openai
-client, so retries, timeouts and error handling are the same as for `openai`.
+client and `OpenAIEmbedder._call`, so retries, timeouts and errors are the same as for `openai`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The embedder contract: a subclass implements `embed_batch`; batching, checks and chunking live here.
 
-Retries are the HTTP client's (the openai client retries 408/409/429/5xx and connection
-errors with jittered backoff and honours Retry-After), not a loop of our own.
+An HTTP embedder only classifies its client's exceptions: retries (429, 5xx, refused or
+lost connections) and messages are the one policy of every store, `veadk_mem.failure`.
 """
 
 from __future__ import annotations

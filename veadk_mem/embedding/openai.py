@@ -1,14 +1,17 @@
 """Embeddings from any OpenAI-compatible endpoint (Ark / doubao, OpenAI, vLLM, Ollama ...).
 
-The official `openai` client does the HTTP and the retries: 408/409/429/5xx and
-connection errors are retried with jittered backoff, honouring Retry-After. Errors come
-back as one line that never holds the API key or the user info of the endpoint URL.
+The official `openai` client does the HTTP, with its own retries off: the embedder only
+classifies what the client raised (`_classify`), and the one retry policy and message style
+of every store (`veadk_mem.failure`) do the rest: 429, 5xx and refused or lost connections
+retried with backoff (honouring Retry-After), then one line that never holds the API key or
+the user info of the endpoint URL.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem import failure as fail
 from veadk_mem.embedding.base import Embedder
 from veadk_mem.errors import BadInput, StoreError
 
@@ -19,6 +22,8 @@ if TYPE_CHECKING:
 class OpenAIEmbedder(Embedder):
     """`POST {api_base}/embeddings` in batches through the official `openai` client."""
 
+    retry_delays: tuple[float, ...] = fail.RETRY_DELAYS  # the one policy's waits
+
     def __init__(
         self,
         *,
@@ -28,7 +33,6 @@ class OpenAIEmbedder(Embedder):
         api_key: str,
         batch_size: int = 64,
         timeout: float = 30.0,
-        retries: int = 4,
         max_chars: int = 8000,
     ) -> None:
         if not api_key:
@@ -40,7 +44,6 @@ class OpenAIEmbedder(Embedder):
         self.dim = dim
         self.api_base = api_base
         self.batch_size = batch_size
-        self.retries = retries
         self.max_chars = max_chars
         self._api_key = api_key
         self._timeout = timeout
@@ -59,9 +62,7 @@ class OpenAIEmbedder(Embedder):
         if self._client is None:
             from openai import OpenAI
 
-            self._client = OpenAI(
-                api_key=self._api_key, base_url=self.api_base, timeout=self._timeout, max_retries=self.retries
-            )
+            self._client = OpenAI(api_key=self._api_key, base_url=self.api_base, timeout=self._timeout, max_retries=0)
         return self._client
 
     def embed_batch(self, texts: list[str]) -> Matrix:
@@ -79,31 +80,36 @@ class OpenAIEmbedder(Embedder):
             raise self._not_json(exc) from None
 
     def _call(self, send: Any) -> Any:
-        """Run one request, turning every failure into a one-line StoreError without secrets."""
+        """Run one request under the retry policy; a failure left is one line without secrets."""
+        service = fail.Service(
+            where=f"embedding endpoint {self.endpoint}",
+            credentials="the API key",
+            auth_hint="check MODEL_EMBEDDING_API_KEY (falls back to MODEL_AGENT_API_KEY)",
+            url_hint="check MODEL_EMBEDDING_API_BASE",
+        )
+        return fail.call_sync(
+            send,
+            classify=self._classify,
+            report=lambda failure, retries: fail.report(service, failure, "embedding", retries),
+            delays=self.retry_delays,
+        )
+
+    def _classify(self, exc: Exception) -> fail.Failure | None:
+        """What the openai client raised, as a kind; a reply that is not embeddings JSON is its own error."""
         import json
 
         import openai
 
-        try:
-            return send()
-        except openai.AuthenticationError:
-            raise StoreError(
-                f"embedding endpoint {self.endpoint} rejected the API key (401 Unauthorized)",
-                hint="check MODEL_EMBEDDING_API_KEY (falls back to MODEL_AGENT_API_KEY)",
-            ) from None
-        except openai.APIConnectionError as exc:
-            raise StoreError(
-                f"cannot reach embedding endpoint {self.endpoint} (after {self.retries + 1} attempts): "
-                f"{self._clean(exc)}"
-            ) from None
-        except (openai.RateLimitError, openai.InternalServerError) as exc:
-            raise StoreError(
-                f"embedding endpoint {self.endpoint} failed after {self.retries + 1} attempts: {self._clean(exc)}"
-            ) from None
-        except openai.APIStatusError as exc:
-            raise StoreError(f"embedding endpoint {self.endpoint} answered {self._clean(exc)}") from None
-        except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+        if isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError)):
             raise self._not_json(exc) from None
+        if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
+            detail = self._clean(exc.__cause__ or exc)
+            return fail.Failure(fail.connection_kind(f"{exc} {exc.__cause__}"), detail)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            asked = fail.retry_after(exc.response.headers)
+            return fail.Failure(fail.kind_of_status(status), self._clean(exc), status=status, retry_after=asked)
+        return None
 
     def _not_json(self, exc: Exception) -> StoreError:
         return StoreError(
@@ -111,12 +117,10 @@ class OpenAIEmbedder(Embedder):
             f"({type(exc).__name__}): is MODEL_EMBEDDING_API_BASE the API base URL?"
         )
 
-    def _clean(self, exc: Exception) -> str:
-        """`status: first line of the error`, with the key and the URL's user info masked."""
-        status = getattr(exc, "status_code", None)
+    def _clean(self, exc: BaseException) -> str:
+        """The first line of the error, with the key and the URL's user info masked."""
         text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        text = mask_secrets(text, self._api_key, self.api_base)
-        return f"{status}: {text}" if status else text
+        return mask_secrets(text, self._api_key, self.api_base)
 
 
 def mask_secrets(text: str, api_key: str, api_base: str) -> str:

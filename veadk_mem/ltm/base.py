@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported
+from veadk_mem.failure import RETRY_DELAYS
 
 if TYPE_CHECKING:
     from veadk_mem.embedding.base import Embedder
@@ -120,6 +121,8 @@ class LongTermMemoryBackend(ABC):
     # retrieves; a hosted service's own search counts as its vector mode) and its default.
     search_modes: ClassVar[tuple[str, ...]] = ("vector",)
     default_search_mode: ClassVar[str] = "vector"
+    # The waits of the one retry policy (veadk_mem.failure), the same for every store.
+    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
 
     @abstractmethod
     def precheck_index_naming(self) -> None:

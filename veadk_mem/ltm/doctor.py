@@ -54,7 +54,7 @@ async def check_ltm(settings: VmemSettings) -> Check:
     except VmemError as exc:
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
     except Exception as exc:  # a broken store is a failed check, never a crash
-        from veadk_mem.ltm.failure import one_line
+        from veadk_mem.failure import one_line
 
         return Check(name, "fail", f"{type(exc).__name__}: {one_line(exc)}")
     finally:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
+from veadk_mem.errors import BadInput, NotFound, NotSupported, PartialWrite, VmemError
 from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import to_memory_entries
 from veadk_mem.ltm.ledger import Ledger, Scope
@@ -342,7 +342,14 @@ class LongTermMemory:
             if progress is not None:
                 progress(n)
 
-        ids = await backend.save(user_id, records, progress=tell)
+        try:
+            ids = await backend.save(user_id, records, progress=tell)
+        except PartialWrite as exc:  # what the store acknowledged is saved: the ledger must know it too
+            if not backend.knows_what_it_holds():
+                acknowledged = set(exc.stored)
+                sent = [r for r in records if r.id in acknowledged] or records[: len(exc.stored)]
+                self.ledger.record(self._scope(backend, user_id), [(r.content_hash, r.id, r.session_id) for r in sent])
+            raise
         if progress is not None and told < len(records):
             progress(len(records) - told)  # what a store saving in one piece did not tell
         if not backend.knows_what_it_holds():

@@ -1,7 +1,10 @@
 """Replaying many sessions into long-term memory: sources, per-session isolation, totals.
 
 A failure in one session (bad JSON, a store error, a memory text no store can hold) is
-recorded on that session and the rest go on; the caller exits 1 when any failed.
+recorded on that session and the rest go on; the caller exits 1 when any failed. A store that
+went away (StoreUnreachable, or a PartialWrite that lost the connection) stops the replay at
+once: every later session would fail the same way. `saved` counts what the store acknowledged,
+a failed session's part included.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, MissingSdk, VmemError
+from veadk_mem.errors import BadInput, MissingSdk, PartialWrite, StoreUnreachable, VmemError
 from veadk_mem.ltm.facade import SessionReport
 
 if TYPE_CHECKING:
@@ -126,7 +129,7 @@ class ReplaySummary:
             "sessions": len(self.reports),
             "events": sum(r.events for r in ok),
             "memories": sum(r.memories for r in ok),
-            "saved": sum(r.saved for r in ok),
+            "saved": sum(r.saved for r in self.reports),  # a failed session's acknowledged part included
             "duplicates": sum(r.duplicates for r in ok),
             "dropped": sum(r.dropped for r in ok),
             "ledger_skipped": sum(len(r.ledger_skipped) for r in ok),
@@ -198,6 +201,13 @@ async def replay(
                         item.app_name, item.user_id, item.id, ltm.index_for(item.app_name), events=len(item.events)
                     )
                     report.error = message
+                    if isinstance(exc, PartialWrite):
+                        report.saved, report.ids = len(exc.stored), list(exc.stored)
+                    if isinstance(exc, StoreUnreachable) or (isinstance(exc, PartialWrite) and exc.lost):
+                        report.source = where
+                        summary.reports.append(report)
+                        summary.aborted = f"stopped after {len(summary.reports) - 1:,} sessions: {message}"
+                        return summary
                 report.source = where
             summary.reports.append(report)
             if on_done is not None:

@@ -2,7 +2,7 @@
 
 VeADK reads Volcengine AK/SK from `VOLCENGINE_*` (`BYTEPLUS_*` when `CLOUD_PROVIDER` or
 `AGENTKIT_CLOUD_PROVIDER` is `byteplus`), else from the VeFaaS IAM file a cloud function
-is given. Retries and failure messages are every hosted backend's: `veadk_mem.ltm.failure`.
+is given. Retries and failure messages are every backend's: `veadk_mem.failure`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from veadk_mem.ltm.base import LongTermMemoryBackend
-from veadk_mem.ltm.failure import RETRY_DELAYS
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -89,8 +88,6 @@ def environ() -> Mapping[str, str]:
 
 class VolcengineBackend(LongTermMemoryBackend):
     """What a Volcengine backend is built from: the index, the settings, the environment it reads keys from."""
-
-    retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
 
     def __init__(
         self,

@@ -10,6 +10,7 @@ model and dimension of its vectors, and refuses vectors of another model.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, StoreError
+from veadk_mem import failure as fail
+from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 
 if TYPE_CHECKING:
@@ -307,8 +309,8 @@ class LocalBackend(LongTermMemoryBackend):
                 )
             )
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
             conn.execute(
                 "INSERT OR IGNORE INTO ltm_indexes (name, model, dim, created_at) VALUES (?, ?, ?, ?)",
                 (self.index, embedder.name, embedder.dim, now),
@@ -323,10 +325,28 @@ class LocalBackend(LongTermMemoryBackend):
             conn.executemany("INSERT INTO memory_terms (rowid, terms) VALUES (?, ?)", terms)
             self._bump()
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            conn.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot save memories: {exc}") from None
+        except sqlite3.Error as exc:  # one transaction: nothing of this save is stored
+            raise self._failed(exc, "saving memories") from None
         return inserted
+
+    def service(self) -> fail.Service:
+        """How this store's failures are told (`veadk_mem.failure.report`)."""
+        return fail.Service(where=f"the local store {self.path}", url_hint="check long_term_memory.local_path")
+
+    @staticmethod
+    def _classify(exc: sqlite3.Error) -> fail.Failure:
+        """A store that cannot be written (full disk, I/O error, locked, read-only) is gone for
+        the rest of a bulk command; any other error refused this one request."""
+        if isinstance(exc, sqlite3.OperationalError):
+            return fail.Failure(fail.UNREACHABLE, str(exc))
+        return fail.Failure(fail.REFUSED, str(exc))
+
+    def _failed(self, exc: sqlite3.Error, what: str) -> VmemError:
+        """The error of a failed write, its transaction rolled back."""
+        if self.conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+        return fail.report(self.service(), self._classify(exc), what)
 
     def matrix(self, user_id: str) -> _Matrix:
         """The user's vectors as one float32 matrix, cached until the index changes.
@@ -645,8 +665,8 @@ class LocalBackend(LongTermMemoryBackend):
         if not ids:
             return 0
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
             deleted = 0
             for start in range(0, len(ids), 500):
                 part = ids[start : start + 500]
@@ -658,8 +678,7 @@ class LocalBackend(LongTermMemoryBackend):
             self._bump()
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            conn.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot delete memories: {exc}") from None
+            raise self._failed(exc, "deleting memories") from None
         self._drop_cache(user_id)  # no copy of deleted vectors may stay behind
         return deleted
 

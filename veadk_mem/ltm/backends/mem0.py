@@ -25,14 +25,14 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotSupported, VmemError, missing_extra
-from veadk_mem.ltm import failure as fail
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
 from veadk_mem.ltm.convert import epoch_of
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
-    from veadk_mem.ltm.backends.hosted_http import RetryTransport
+    from veadk_mem.ltm.backends.hosted_http import CountingTransport
 
 DEFAULT_HOST = "https://api.mem0.ai"
 KEY_ENV, URL_ENV = "DATABASE_MEM0_API_KEY", "DATABASE_MEM0_BASE_URL"
@@ -86,7 +86,6 @@ class Mem0Backend(LongTermMemoryBackend):
     page_size: ClassVar[int] = 100
     batch_limit: ClassVar[int] = 1000  # memories per DELETE /v1/batch/
     concurrency: ClassVar[int] = 4  # adds in flight at once
-    retry_delays: ClassVar[tuple[float, ...]] = fail.RETRY_DELAYS
 
     def __init__(self, index: str, *, settings: VmemSettings | None = None, infer: bool | None = None, **_: Any):
         from veadk_mem.config import VmemSettings
@@ -98,7 +97,7 @@ class Mem0Backend(LongTermMemoryBackend):
         self._api_key = config.api_key.get_secret_value().strip()
         self._iam = bool(config.api_key_id.strip() or config.project_id.strip())
         self._client: Any = None
-        self._transport: RetryTransport | None = None
+        self._transport: CountingTransport | None = None
         self._connecting = threading.Lock()
         self._known: dict[str, set[str]] = {}  # user -> content hashes seen in the store
 
@@ -127,30 +126,38 @@ class Mem0Backend(LongTermMemoryBackend):
                 raise BadInput(f"no Mem0 API key: set {KEY_ENV} (or [database.mem0] api_key)")
             import httpx
 
-            from veadk_mem.ltm.backends.hosted_http import RetryTransport
+            from veadk_mem.ltm.backends.hosted_http import CountingTransport
 
             memory_client = import_memory_client()
-            self._transport = RetryTransport(self.retry_delays)
+            self._transport = CountingTransport()
             http = httpx.Client(transport=self._transport, timeout=TIMEOUT)
-            try:
-                self._client = memory_client(api_key=self._api_key, host=self.host, client=http)
-            except Exception as exc:
+            service = self.service()
+            try:  # the constructor pings the platform: retried as any call
+                self._client = fail.call_sync(
+                    lambda: memory_client(api_key=self._api_key, host=self.host, client=http),
+                    classify=self._classify,
+                    report=lambda failure, retries: fail.report(service, failure, "connecting", retries),
+                    delays=self.retry_delays,
+                )
+            except BaseException:
                 http.close()
-                raise self._failure("connecting", exc) from None
+                raise
             return self._client
 
     async def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
-        """One MemoryClient call in a worker thread, its failure turned into a one-line error."""
+        """One MemoryClient call in a worker thread, under the retry policy, its failure in one line."""
         client = await asyncio.to_thread(self._connect)
-        try:
-            return await asyncio.to_thread(getattr(client, method), *args, **kwargs)
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self._failure(what, exc) from None
+        send = getattr(client, method)
+        return await fail.call(
+            self.service(),
+            what,
+            lambda: asyncio.to_thread(send, *args, **kwargs),
+            classify=self._classify,
+            delays=self.retry_delays,
+        )
 
     def service(self) -> fail.Service:
-        """How the platform's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How the platform's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"Mem0 at {self.host}",
             credentials="the API key",
@@ -173,16 +180,11 @@ class Mem0Backend(LongTermMemoryBackend):
         if status is None or (isinstance(debug, dict) and debug.get("error_type")):
             if isinstance(exc, httpx.HTTPError) or type(exc).__name__ == "NetworkError":
                 reason = fail.one_line(getattr(exc, "message", None) or exc, secrets=secrets)
-                return fail.Failure(fail.UNREACHABLE, reason)
+                return fail.Failure(fail.connection_kind(f"{reason} {exc.__cause__ or ''}"), reason)
             return fail.Failure(fail.SERVER, f"{type(exc).__name__}: {fail.one_line(exc, secrets=secrets)}")
         detail = fail.one_line(str(getattr(exc, "message", None) or exc).removeprefix("Error: "), secrets=secrets)
-        return fail.Failure(fail.kind_of_status(status), detail, status=status)
-
-    def _failure(self, what: str, exc: Exception) -> VmemError:
-        """The error to report for a failed call (the transport has retried 429 and 5xx already)."""
-        failure = self._classify(exc)
-        retried = failure.status in fail.RETRY_STATUSES
-        return fail.report(self.service(), failure, what, len(self.retry_delays) if retried else 0)
+        asked = fail.retry_after(self._transport.last_headers) if self._transport is not None else None
+        return fail.Failure(fail.kind_of_status(status), detail, status=status, retry_after=asked)
 
     def _malformed(self, what: str, got: Any) -> VmemError:
         return fail.report(self.service(), fail.Failure(fail.MALFORMED, f"unexpected {type(got).__name__}"), what)
@@ -238,9 +240,15 @@ class Mem0Backend(LongTermMemoryBackend):
     async def save(
         self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
     ) -> list[str]:
-        """One `add` per memory string, as VeADK does, a few in flight at once."""
+        """One `add` per memory string, as VeADK does, a few in flight at once.
+
+        After a failure no new add starts; those in flight finish, and the error says how
+        many the platform acknowledged (PartialWrite).
+        """
         self._say_index_is_ignored()
         gate = asyncio.Semaphore(self.concurrency)
+        stored: dict[int, str] = {}
+        errors: list[VmemError] = []
 
         async def add(record: MemoryRecord) -> str:
             metadata = {
@@ -254,13 +262,28 @@ class Mem0Backend(LongTermMemoryBackend):
             if not self.infer:
                 options["infer"] = False
             async with gate:
-                reply = await self._call("saving", "add", [{"role": "user", "content": record.text}], **options)
+                if errors:
+                    return ""
+                try:
+                    reply = await self._call("saving", "add", [{"role": "user", "content": record.text}], **options)
+                except VmemError as exc:
+                    errors.append(exc)
+                    return ""
             self._known.setdefault(user_id, set()).add(record.content_hash)
             if progress is not None:
                 progress(1)
             return self._added_id(reply, record)
 
-        return list(await asyncio.gather(*(add(r) for r in memories)))
+        async def one(n: int, record: MemoryRecord) -> None:
+            added = await add(record)
+            if added:
+                stored[n] = added
+
+        await asyncio.gather(*(one(n, r) for n, r in enumerate(memories)))
+        ids = [stored[n] for n in sorted(stored)]
+        if errors:
+            raise fail.partial_write(errors[0], ids, len(memories))
+        return ids
 
     def _added_id(self, reply: Any, record: MemoryRecord) -> str:
         """The id of what an add made: a memory id, the queued event's id, or the content hash."""

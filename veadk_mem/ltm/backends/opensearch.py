@@ -23,10 +23,10 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, MissingSdk, StoreError, VmemError
+from veadk_mem import failure as fail
+from veadk_mem.errors import BadInput, MissingSdk, StoreError, StoreRejected
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
     Doc,
@@ -183,37 +183,39 @@ class OpensearchBackend(LongTermMemoryBackend):
             )
         return self._client
 
-    @asynccontextmanager
-    async def _guard(self, doing: str) -> AsyncIterator[None]:
-        """opensearch-py's errors as one-line StoreErrors naming the server, never a secret."""
+    def service(self) -> fail.Service:
+        """How this server's failures are told (`veadk_mem.failure.report`)."""
+        hint = "check DATABASE_OPENSEARCH_HOST / DATABASE_OPENSEARCH_PORT"
+        return fail.password_service(f"opensearch at {self.target}", "DATABASE_OPENSEARCH", hint)
+
+    def _classify(self, exc: Exception) -> fail.Failure | None:
+        """What opensearch-py raised; a missing index is left to the callers that expect one."""
         import opensearchpy.exceptions as oex
 
-        self.requests += 1
-        try:
-            yield
-        except VmemError:
-            raise
-        except oex.AuthenticationException:
-            raise StoreError(
-                f"opensearch at {self.target} rejected the username or password while {doing}",
-                hint="check DATABASE_OPENSEARCH_USERNAME / DATABASE_OPENSEARCH_PASSWORD",
-            ) from None
-        except oex.NotFoundError:
-            raise  # callers that expect a missing index handle it
-        except oex.SSLError as exc:
-            raise StoreError(f"TLS with opensearch at {self.target} failed while {doing}: {_reason(exc)}") from None
-        except oex.ConnectionError as exc:
+        if isinstance(exc, oex.NotFoundError):
+            return None
+        if isinstance(exc, (oex.AuthenticationException, oex.AuthorizationException)):
+            return fail.Failure(fail.AUTH, status=exc.status_code if isinstance(exc.status_code, int) else None)
+        if isinstance(exc, oex.ConnectionError):  # SSLError and ConnectionTimeout included
             reason = _reason(exc)
-            if "CERTIFICATE_VERIFY_FAILED" in reason or "SSL" in reason:
+            if isinstance(exc, oex.SSLError) or "CERTIFICATE_VERIFY_FAILED" in reason or "SSL" in reason:
                 found = re.search(r"certificate verify failed: [^(')\]]*", reason)
                 detail = found.group(0).strip() if found else reason
-                raise StoreError(
-                    f"TLS with opensearch at {self.target} failed while {doing}: {detail}",
-                    hint="database.opensearch.cert_path must name the CA that signed the server's certificate",
-                ) from None
-            raise StoreError(f"cannot reach opensearch at {self.target} while {doing}: {reason}") from None
-        except oex.TransportError as exc:
-            raise StoreError(f"opensearch at {self.target} failed {doing}: {exc.status_code} {_reason(exc)}") from None
+                return fail.Failure(
+                    fail.UNREACHABLE,
+                    f"TLS failed: {detail} (database.opensearch.cert_path must name the CA that signed "
+                    "the server's certificate)",
+                )
+            return fail.Failure(fail.connection_kind(f"{reason} {exc.info}"), reason)
+        if isinstance(exc, oex.TransportError):
+            status = exc.status_code if isinstance(exc.status_code, int) else None
+            return fail.Failure(fail.kind_of_status(status), _reason(exc), status=status)
+        return None
+
+    def _tries(self, doing: str) -> AsyncIterator[Any]:
+        """The attempts of one call under the retry policy (`veadk_mem.failure.attempts`)."""
+        self.requests += 1
+        return fail.attempts(self.service(), doing, self._classify, self.retry_delays)
 
     @property
     def embedder(self) -> Embedder:
@@ -228,8 +230,9 @@ class OpensearchBackend(LongTermMemoryBackend):
         import opensearchpy.exceptions as oex
 
         try:
-            async with self._guard(f"reading index {name}"):
-                mapping = await self.client.indices.get_mapping(index=name)
+            async for attempt in self._tries(f"reading index {name}"):
+                with attempt:
+                    mapping = await self.client.indices.get_mapping(index=name)
         except oex.NotFoundError:
             return None
         return _mapping_dim(next(iter(mapping.values()), {}))
@@ -243,8 +246,9 @@ class OpensearchBackend(LongTermMemoryBackend):
             )
 
     async def _create(self, name: str, dim: int) -> None:
-        async with self._guard(f"creating index {name}"):
-            await self.client.indices.create(index=name, body=index_body(dim), ignore=400)  # 400: created meanwhile
+        async for attempt in self._tries(f"creating index {name}"):
+            with attempt:
+                await self.client.indices.create(index=name, body=index_body(dim), ignore=400)  # 400: created meanwhile
 
     # --- reading -------------------------------------------------------------------------
 
@@ -259,8 +263,9 @@ class OpensearchBackend(LongTermMemoryBackend):
         start = 0
         while True:
             body = {"query": {"match_all": {}}, "size": PAGE, "from": start, "_source": {"excludes": ["embedding"]}}
-            async with self._guard(f"listing {name}"):
-                answer = await self.client.search(index=name, body=body)
+            async for attempt in self._tries(f"listing {name}"):
+                with attempt:
+                    answer = await self.client.search(index=name, body=body)
             hits = answer.get("hits", {}).get("hits", [])
             for hit in hits:
                 self._add_hit(docs, hit)
@@ -313,36 +318,43 @@ class OpensearchBackend(LongTermMemoryBackend):
             await self._create(name, embedder.dim)
         self._docs.pop(user_id, None)
         done: list[str] = []
-        for start in range(0, len(memories), BATCH):
-            batch = memories[start : start + BATCH]
-            lines, count = self._bulk_lines(name, batch, embedder)
-            try:
-                async with self._guard(f"saving into {name}"):
-                    answer = await self.client.bulk(body=lines)
+        try:
+            for start in range(0, len(memories), BATCH):
+                batch = memories[start : start + BATCH]
+                lines, pieces = self._bulk_lines(name, batch, embedder)
+                answer: dict[str, Any] = {}
+                async for attempt in self._tries(f"saving into {name}"):
+                    with attempt:  # document ids derive from the content: a retry rewrites, never doubles
+                        answer = await self.client.bulk(body=lines)
                 if answer.get("errors"):
-                    raise StoreError(f"opensearch at {self.target} refused documents of {name}: {_bulk_error(answer)}")
-            except StoreError as exc:
-                if done:
-                    with contextlib.suppress(StoreError):
-                        await self._refresh(name)
-                raise StoreError(
-                    f"{exc.message}; {len(done)} of {len(memories)} memories were stored, "
-                    f"{len(memories) - len(done)} were not (re-run to store the rest)",
-                    hint=exc.hint,
-                ) from None
-            done.extend(m.id for m in batch)
-            if user_id in self._held:  # a replay of many sessions reads the user's documents once
-                self._held[user_id].update(m.content_hash for m in batch)
-            if progress is not None:
-                progress(count)
-        await self._refresh(name)
+                    done.extend(_indexed(answer, pieces))
+                    raise StoreRejected(
+                        f"opensearch at {self.target} rejected documents of {name}: {_bulk_error(answer)}"
+                    )
+                done.extend(m.id for m in batch)
+                if user_id in self._held:  # a replay of many sessions reads the user's documents once
+                    self._held[user_id].update(m.content_hash for m in batch)
+                if progress is not None:
+                    progress(len(pieces))
+        except StoreError as exc:
+            if done:  # what was acknowledged is stored; make it searchable if the server still answers
+                with contextlib.suppress(StoreError):
+                    await self._refresh(name)
+            raise fail.partial_write(exc, done, len(memories)) from None
+        try:
+            await self._refresh(name)
+        except StoreError as exc:  # every document was acknowledged: stored, not yet searchable
+            raise fail.partial_write(exc, done, len(memories)) from None
         return done
 
     async def _refresh(self, name: str) -> None:
-        async with self._guard(f"refreshing {name}"):
-            await self.client.indices.refresh(index=name)
+        async for attempt in self._tries(f"refreshing {name}"):
+            with attempt:
+                await self.client.indices.refresh(index=name)
 
-    def _bulk_lines(self, name: str, batch: list[MemoryRecord], embedder: Embedder) -> tuple[str, int]:
+    def _bulk_lines(
+        self, name: str, batch: list[MemoryRecord], embedder: Embedder
+    ) -> tuple[str, list[tuple[MemoryRecord, int, int, str]]]:
         """The NDJSON body of one `_bulk` request: an index action and a document per chunk."""
         pieces: list[tuple[MemoryRecord, int, int, str]] = []
         for memory in batch:
@@ -363,7 +375,7 @@ class OpensearchBackend(LongTermMemoryBackend):
             }
             lines.append(json.dumps({"index": {"_index": name, "_id": node_id}}))
             lines.append(json.dumps(source, ensure_ascii=False))
-        return "\n".join(lines) + "\n", len(pieces)
+        return "\n".join(lines) + "\n", pieces
 
     async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
         """The user's top_k memories by a `knn` query, a memory scoring as its best chunk."""
@@ -382,8 +394,9 @@ class OpensearchBackend(LongTermMemoryBackend):
             "query": {"knn": {"embedding": {"vector": vector, "k": k}}},
             "_source": {"excludes": ["embedding"]},
         }
-        async with self._guard(f"searching {name}"):
-            answer = await self.client.search(index=name, body=body)
+        async for attempt in self._tries(f"searching {name}"):
+            with attempt:
+                answer = await self.client.search(index=name, body=body)
         best: dict[str, MemoryRecord] = {}
         for hit in answer.get("hits", {}).get("hits", []):
             docs: dict[str, Doc] = {}
@@ -409,8 +422,9 @@ class OpensearchBackend(LongTermMemoryBackend):
             return []
         size = max(top_k * 3, 10)  # a long memory's chunks may take several places
         body = {"size": size, "query": {"match": {"content": {"query": query}}}, "_source": {"excludes": ["embedding"]}}
-        async with self._guard(f"searching {name}"):
-            answer = await self.client.search(index=name, body=body)
+        async for attempt in self._tries(f"searching {name}"):
+            with attempt:
+                answer = await self.client.search(index=name, body=body)
         best: dict[str, MemoryRecord] = {}
         for hit in answer.get("hits", {}).get("hits", []):
             doc = self._add_hit({}, hit)
@@ -441,8 +455,9 @@ class OpensearchBackend(LongTermMemoryBackend):
         self._docs.pop(user_id, None)
         self._held.pop(user_id, None)
         body = {"query": {"terms": {"metadata.doc_id.keyword": chosen}}}
-        async with self._guard(f"deleting from {name}"):
-            await self.client.delete_by_query(index=name, body=body, refresh=True)
+        async for attempt in self._tries(f"deleting from {name}"):
+            with attempt:
+                await self.client.delete_by_query(index=name, body=body, refresh=True)
         return len(chosen)
 
     async def known_indexes(self, user_id: str) -> list[str]:
@@ -451,8 +466,9 @@ class OpensearchBackend(LongTermMemoryBackend):
 
         suffix = f"_{user_id}"
         try:
-            async with self._guard("listing indices"):
-                found = await self.client.indices.get(index=f"*{suffix}", allow_no_indices=True)
+            async for attempt in self._tries("listing indices"):
+                with attempt:
+                    found = await self.client.indices.get(index=f"*{suffix}", allow_no_indices=True)
         except oex.NotFoundError:
             return []
         out = []
@@ -464,15 +480,17 @@ class OpensearchBackend(LongTermMemoryBackend):
     async def health(self, user_id: str | None = None) -> BackendHealth:
         """Server version, the index (or the user indexes under it), memories and vector dimension."""
         report = BackendHealth(target=self.target)
-        async with self._guard("connecting"):
-            info = await self.client.info()
+        async for attempt in self._tries("connecting"):
+            with attempt:
+                info = await self.client.info()
         version = info.get("version", {})
         report.version = f"{version.get('distribution', 'opensearch')} {version.get('number', '?')}"
         if self._config.use_ssl and not self._config.cert_path:
             report.notes.append("TLS certificates not verified (no cert_path)")
         pattern = index_name(self.index, user_id) if user_id is not None else f"{self.index}_*"
-        async with self._guard("listing indices"):
-            found = await self.client.indices.get(index=pattern, allow_no_indices=True, ignore=404)
+        async for attempt in self._tries("listing indices"):
+            with attempt:
+                found = await self.client.indices.get(index=pattern, allow_no_indices=True, ignore=404)
         dims = {d for d in (_mapping_dim(v) for v in (found or {}).values() if isinstance(v, dict)) if d is not None}
         names = [n for n, v in (found or {}).items() if isinstance(v, dict) and _mapping_dim(v) is not None]
         report.exists = bool(names)
@@ -480,8 +498,9 @@ class OpensearchBackend(LongTermMemoryBackend):
             report.notes.append(f"{len(names)} user index(es) named {self.index}_*")
         total = 0
         for name in names:
-            async with self._guard(f"counting {name}"):
-                total += int((await self.client.count(index=name)).get("count", 0))
+            async for attempt in self._tries(f"counting {name}"):
+                with attempt:
+                    total += int((await self.client.count(index=name)).get("count", 0))
         report.memories = total if user_id is None else len(await self._read_docs(user_id))
         report.dimension = next(iter(dims)) if len(dims) == 1 else (max(dims) if dims else None)
         return check_embedder(report, dims, lambda: self.embedder)
@@ -505,6 +524,18 @@ def _json(value: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
+def _indexed(answer: dict[str, Any], pieces: list[tuple[MemoryRecord, int, int, str]]) -> list[str]:
+    """The ids of the memories every chunk of which a `_bulk` answer says was indexed (items
+    come in the order of the request)."""
+    failed = set()
+    items = answer.get("items", [])
+    for n, (memory, _, _, _) in enumerate(pieces):
+        result: dict[str, Any] = next(iter(items[n].values()), {}) if n < len(items) else {"error": "missing"}
+        if result.get("error") or not 200 <= int(result.get("status", 500)) < 300:
+            failed.add(memory.id)
+    return list(dict.fromkeys(m.id for m, _, _, _ in pieces if m.id not in failed))
+
+
 def _bulk_error(answer: dict[str, Any]) -> str:
     """The reason of the first failed item of a `_bulk` answer."""
     for item in answer.get("items", []):
@@ -524,7 +555,7 @@ def _mapping_dim(info: dict[str, Any]) -> int | None:
 
 def _reason(value: Any) -> str:
     """The reason of an opensearch-py error (or error object), one line, short."""
-    from veadk_mem.ltm.failure import one_line
+    from veadk_mem.failure import one_line
 
     info = getattr(value, "info", None)
     if isinstance(value, dict):

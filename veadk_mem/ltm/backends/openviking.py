@@ -29,8 +29,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError, missing_extra
-from veadk_mem.ltm import failure as fail
+from veadk_mem import failure as fail
+from veadk_mem.errors import BadInput, NotFound, StoreError, StoreUnreachable, VmemError, missing_extra
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
 
@@ -116,7 +116,6 @@ class OpenvikingBackend(LongTermMemoryBackend):
     name: ClassVar[str] = "openviking"
     poll_interval: ClassVar[float] = 1.0
     poll_timeout: ClassVar[float] = 120.0  # seconds to wait for one extraction task
-    retry_delays: ClassVar[tuple[float, ...]] = fail.RETRY_DELAYS
 
     def __init__(self, index: str, *, settings: VmemSettings | None = None, **_: Any) -> None:
         from veadk_mem.config import VmemSettings
@@ -134,6 +133,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
         self._clients: dict[str | None, Any] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[str, str] = {}  # extraction task id -> session id, waited for at close
+        self._lost = False  # the server went away during a save: close does not wait for it
 
     def precheck_index_naming(self) -> None:
         """VeADK refuses an empty index (it names the app in the OpenViking session id)."""
@@ -179,24 +179,17 @@ class OpenvikingBackend(LongTermMemoryBackend):
         return client
 
     async def _call(self, what: str, actor_peer: str | None, method: str, *args: Any, **kwargs: Any) -> Any:
-        """One SDK call, retried while the server answers 429 or 5xx, its failure in one line."""
+        """One SDK call under the retry policy, its failure in one line."""
         client = await self._client(actor_peer)
-        service = self.service()
 
         async def send() -> Any:
             self._last_status = None
             return await getattr(client, method)(*args, **kwargs)
 
-        return await fail.call_with_retries(
-            send,
-            classify=self._classify,
-            report=lambda failure, retries: fail.report(service, failure, what, retries),
-            delays=self.retry_delays,
-            retry_kinds=(fail.THROTTLED, fail.SERVER),
-        )
+        return await fail.call(self.service(), what, send, classify=self._classify, delays=self.retry_delays)
 
     def service(self) -> fail.Service:
-        """How this server's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this server's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"OpenViking at {self.url}",
             credentials="the API key",
@@ -220,7 +213,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
         status = self._last_status
         detail = fail.one_line(exc, secrets=(self._api_key,))
         if isinstance(exc, httpx.HTTPError) and status is None:
-            return fail.Failure(fail.UNREACHABLE, detail or type(exc).__name__)
+            return fail.Failure(fail.connection_kind(exc), detail or type(exc).__name__)
         code = str(getattr(exc, "code", ""))
         retry = fail.retry_after(self._last_headers)
         if "access denied" in detail.lower() or code == "PERMISSION_DENIED" or status == 403:
@@ -259,23 +252,32 @@ class OpenvikingBackend(LongTermMemoryBackend):
         ids: list[str] = []
         for (app_name, session_id), records in sessions.items():
             name = openviking_session_id(app_name, self.openviking_user, peer, session_id)
-            held = await self._held_messages(name)
-            fresh = records[held:]
-            if not fresh:
-                continue
-            messages = []
-            for record in fresh:
-                role, text = message_of(record.text)
-                messages.append({"role": role, "content": text, "peer_id": peer})
-            await self._call("saving", None, "batch_add_messages", name, messages)
-            reply = await self._call("committing", None, "commit_session", name, keep_recent_count=0)
-            if not isinstance(reply, dict) or not reply.get("task_id"):
-                raise self._malformed("committing", reply)
-            self._pending[str(reply["task_id"])] = session_id
-            ids.extend(f"{name}#{held + i}" for i in range(len(fresh)))
-            if progress is not None:
-                progress(len(fresh))
+            try:
+                added = await self._save_session(name, session_id, peer, records)
+            except VmemError as exc:  # the sessions committed before are stored: say how many
+                self._lost = self._lost or isinstance(exc, StoreUnreachable)
+                raise fail.partial_write(exc, ids, len(memories)) from None
+            ids.extend(added)
+            if progress is not None and added:
+                progress(len(added))
         return ids
+
+    async def _save_session(self, name: str, session_id: str, peer: str, records: list[MemoryRecord]) -> list[str]:
+        """Send the messages of one session the server does not hold yet and commit them: their ids."""
+        held = await self._held_messages(name)
+        fresh = records[held:]
+        if not fresh:
+            return []
+        messages = []
+        for record in fresh:
+            role, text = message_of(record.text)
+            messages.append({"role": role, "content": text, "peer_id": peer})
+        await self._call("saving", None, "batch_add_messages", name, messages)
+        reply = await self._call("committing", None, "commit_session", name, keep_recent_count=0)
+        if not isinstance(reply, dict) or not reply.get("task_id"):
+            raise self._malformed("committing", reply)
+        self._pending[str(reply["task_id"])] = session_id
+        return [f"{name}#{held + i}" for i in range(len(fresh))]
 
     async def _held_messages(self, name: str) -> int:
         """How many messages the OpenViking session already holds (0 and created when new)."""
@@ -430,7 +432,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
     async def close(self) -> None:
         """Wait for the extraction tasks still running, then close the HTTP connections."""
         try:
-            if self._loop is asyncio.get_running_loop():
+            if self._loop is asyncio.get_running_loop() and not self._lost:
                 await self.wait_for_extraction()
         finally:
             if self._loop is asyncio.get_running_loop():

@@ -23,10 +23,10 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreError, StoreUnreachable, VmemError
+from veadk_mem import failure as fail
+from veadk_mem.errors import BadInput, NotSupported, StoreError
 from veadk_mem.ltm.backends.redis_wire import send_hsets
 from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
 from veadk_mem.ltm.llama_layout import (
@@ -132,44 +132,49 @@ class RedisBackend(LongTermMemoryBackend):
                 )
         return self._client
 
-    @asynccontextmanager
-    async def _guard(self, doing: str) -> AsyncIterator[None]:
-        """Turn redis-py's errors into one-line StoreErrors naming the server, never a secret."""
+    def service(self) -> fail.Service:
+        """How this server's failures are told (`veadk_mem.failure.report`)."""
+        hint = "check DATABASE_REDIS_URL (or DATABASE_REDIS_HOST / DATABASE_REDIS_PORT)"
+        return fail.password_service(f"redis at {self.target}", "DATABASE_REDIS", hint)
+
+    def _classify(self, exc: Exception) -> fail.Failure | None:
+        """What redis-py raised: a lost or refused connection, credentials, a busy server, a refusal."""
         import redis.exceptions as rex
 
-        try:
-            yield
-        except VmemError:
-            raise
-        except rex.AuthenticationError:
-            raise StoreError(
-                f"redis at {self.target} rejected the username or password while {doing}",
-                hint="check DATABASE_REDIS_USERNAME / DATABASE_REDIS_PASSWORD",
-            ) from None
-        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
-            raise StoreUnreachable(f"cannot reach redis at {self.target} while {doing}: {_first_line(exc)}") from None
-        except rex.ResponseError as exc:
+        if isinstance(exc, rex.AuthenticationError):
+            return fail.Failure(fail.AUTH)
+        if isinstance(exc, (rex.ConnectionError, rex.TimeoutError, OSError)):
+            return fail.Failure(fail.connection_kind(exc), _first_line(exc))
+        if isinstance(exc, rex.ResponseError):
             text = _first_line(exc)
             if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
-                raise StoreError(f"redis at {self.target} refused {doing}: {text}") from None
-            raise StoreError(f"redis at {self.target} failed {doing}: {text}") from None
-        except rex.RedisError as exc:
-            raise StoreError(f"redis at {self.target} failed {doing}: {_first_line(exc)}") from None
+                return fail.Failure(fail.AUTH, text)
+            if text.startswith(("BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN")):
+                return fail.Failure(fail.SERVER, text)
+            return fail.Failure(fail.REFUSED, text)
+        if isinstance(exc, rex.RedisError):
+            return fail.Failure(fail.REFUSED, _first_line(exc))
+        return None
+
+    def _tries(self, doing: str) -> AsyncIterator[Any]:
+        """The attempts of one call under the retry policy (`veadk_mem.failure.attempts`)."""
+        return fail.attempts(self.service(), doing, self._classify, self.retry_delays)
 
     async def has_search(self) -> bool:
         """Whether the server runs RediSearch (FT.* commands); asked once."""
         import redis.exceptions as rex
 
         if self._search is None:
-            async with self._guard("checking for the search module"):
-                try:
-                    await self.client.execute_command("FT._LIST")
-                    self._search = True
-                except rex.ResponseError as exc:
-                    if "unknown command" not in str(exc).lower():
-                        raise
-                    self._search = False
-        return self._search
+            async for attempt in self._tries("checking for the search module"):
+                with attempt:
+                    try:
+                        await self.client.execute_command("FT._LIST")
+                        self._search = True
+                    except rex.ResponseError as exc:
+                        if "unknown command" not in str(exc).lower():
+                            raise
+                        self._search = False
+        return bool(self._search)
 
     def precheck_index_naming(self) -> None:
         """VeADK checks nothing; vmem wants 1-200 printable characters without spaces."""
@@ -194,18 +199,20 @@ class RedisBackend(LongTermMemoryBackend):
         if name in self._dims:
             return self._dims[name]
         if await self.has_search():
-            async with self._guard(f"reading index {name}"):
-                try:
-                    info = await self.client.execute_command("FT.INFO", name)
-                except rex.ResponseError as exc:
-                    if "unknown index" in str(exc).lower() or "no such index" in str(exc).lower():
-                        return None
-                    raise
+            async for attempt in self._tries(f"reading index {name}"):
+                with attempt:
+                    try:
+                        info = await self.client.execute_command("FT.INFO", name)
+                    except rex.ResponseError as exc:
+                        if "unknown index" in str(exc).lower() or "no such index" in str(exc).lower():
+                            return None
+                        raise
             self._dims[name] = _info_dim(info)  # an index keeps its dimension for life
             return self._dims[name]
         for key in await self._user_keys(user_id):
-            async with self._guard(f"reading {name}"):
-                blob = await self.client.hget(key, "vector")
+            async for attempt in self._tries(f"reading {name}"):
+                with attempt:
+                    blob = await self.client.hget(key, "vector")
             if blob:
                 return len(blob) // 4
         return None
@@ -230,12 +237,13 @@ class RedisBackend(LongTermMemoryBackend):
             "text", "TEXT", "WEIGHT", "1",
             "vector", "VECTOR", "FLAT", "6", "TYPE", "FLOAT32", "DIM", str(dim), "DISTANCE_METRIC", "COSINE",
         ]  # fmt: skip
-        async with self._guard(f"creating index {name}"):
-            try:
-                await self.client.execute_command(*args)
-            except rex.ResponseError as exc:
-                if "already exists" not in str(exc).lower():  # a concurrent creator won: fine
-                    raise
+        async for attempt in self._tries(f"creating index {name}"):
+            with attempt:
+                try:
+                    await self.client.execute_command(*args)
+                except rex.ResponseError as exc:
+                    if "already exists" not in str(exc).lower():  # a concurrent creator won: fine
+                        raise
 
     # --- reading the user's hashes -------------------------------------------------------
 
@@ -246,11 +254,13 @@ class RedisBackend(LongTermMemoryBackend):
     async def _user_keys(self, user_id: str) -> list[str]:
         pattern = glob_escape(index_name(self.index, user_id) + SEPARATOR) + "*"
         keys: list[str] = []
-        async with self._guard(f"listing the keys of {index_name(self.index, user_id)}"):
-            async for raw in self.client.scan_iter(match=pattern, count=1000):
-                key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-                if self._owns(user_id, key):
-                    keys.append(key)
+        async for attempt in self._tries(f"listing the keys of {index_name(self.index, user_id)}"):
+            with attempt:
+                keys = []  # a retry scans again from the start
+                async for raw in self.client.scan_iter(match=pattern, count=1000):
+                    key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                    if self._owns(user_id, key):
+                        keys.append(key)
         return keys
 
     async def _read_docs(self, user_id: str) -> dict[str, Doc]:
@@ -261,11 +271,7 @@ class RedisBackend(LongTermMemoryBackend):
         docs: dict[str, Doc] = {}
         for start in range(0, len(keys), 1000):
             part = keys[start : start + 1000]
-            async with self._guard(f"reading {index_name(self.index, user_id)}"):
-                pipe = self.client.pipeline(transaction=False)
-                for key in part:
-                    pipe.hmget(key, *_FIELDS)
-                rows = await pipe.execute()
+            rows = await self._hmget(part, _FIELDS, f"reading {index_name(self.index, user_id)}")
             for key, row in zip(part, rows, strict=True):
                 node_id, doc_id, text, node_content = (_text(v) for v in row)
                 if text is None and node_id is None:
@@ -279,6 +285,16 @@ class RedisBackend(LongTermMemoryBackend):
                     doc.meta = meta
         self._docs[user_id] = docs
         return docs
+
+    async def _hmget(self, keys: list[str], fields: tuple[str, ...], doing: str) -> list[Any]:
+        """HMGET of these fields of every key, pipelined in one round trip."""
+        async for attempt in self._tries(doing):
+            with attempt:
+                pipe = self.client.pipeline(transaction=False)
+                for key in keys:
+                    pipe.hmget(key, *fields)
+                return list(await pipe.execute())
+        raise AssertionError("unreachable: the attempts either return or raise")
 
     def _record(self, user_id: str, doc: Doc) -> MemoryRecord:
         return doc_record(doc, user_id, index_name(self.index, user_id))
@@ -322,26 +338,27 @@ class RedisBackend(LongTermMemoryBackend):
                     for n, vector in enumerate(memory.vectors):
                         given[len(pieces) + n] = vector
                 pieces.extend((memory, n, offset, text) for n, (offset, text) in enumerate(chunks))
-            vectors = self._vectors(embedder, pieces, given)
-            mappings = self._mappings(user_id, pieces, vectors)
-            acked = [0]  # HSET replies read: what the server acknowledged
             try:
-                async with self._guard(f"saving into {name}"):
-                    await send_hsets(self.client, mappings, acked)
+                vectors = self._vectors(embedder, pieces, given)
+            except StoreError as exc:  # the embedding endpoint failed: the batches before are stored
+                raise fail.partial_write(exc, done, len(memories)) from None
+            mappings = self._mappings(user_id, pieces, vectors)
+            acked = 0  # HSET replies read, the most of any attempt: what the server acknowledged
+            try:
+                async for attempt in self._tries(f"saving into {name}"):
+                    with attempt:
+                        replies = [0]
+                        try:  # a retry rewrites the same keys: what an earlier attempt stored stays stored
+                            await send_hsets(self.client, mappings, replies)
+                        finally:
+                            acked = max(acked, replies[0])
             except StoreError as exc:
                 # a memory is stored when the replies to all its chunks' HSETs came back
-                whole = [m.id for m, n, _, _ in pieces[: acked[0]] if n == 0]
-                last = pieces[acked[0] - 1] if acked[0] else None
-                if whole and last is not None and acked[0] < len(pieces) and pieces[acked[0]][0] is last[0]:
+                whole = [m.id for m, n, _, _ in pieces[:acked] if n == 0]
+                last = pieces[acked - 1] if acked else None
+                if whole and last is not None and acked < len(pieces) and pieces[acked][0] is last[0]:
                     whole.pop()  # its last chunks were not acknowledged
-                stored = [*done, *whole]
-                raise PartialWrite(
-                    f"{exc.message}; {len(stored)} of {len(memories)} memories were stored, "
-                    f"{len(memories) - len(stored)} were not (re-run to store the rest)",
-                    stored=stored,
-                    lost=isinstance(exc, StoreUnreachable),
-                    hint=exc.hint,
-                ) from None
+                raise fail.partial_write(exc, [*done, *whole], len(memories)) from None
             done.extend(m.id for m in batch)
             if user_id in self._held:  # a replay of many sessions reads the user's documents once
                 self._held[user_id].update(m.content_hash for m in batch)
@@ -374,8 +391,9 @@ class RedisBackend(LongTermMemoryBackend):
             raise NotSupported(
                 f"redis at {self.target} has no search module: its users cannot be listed", hint="name one with --user"
             )
-        async with self._guard("listing search indexes"):
-            names = await self.client.execute_command("FT._LIST")
+        async for attempt in self._tries("listing search indexes"):
+            with attempt:
+                names = await self.client.execute_command("FT._LIST")
         found = set()
         for raw in names:
             name = _text(raw) or ""
@@ -459,12 +477,13 @@ class RedisBackend(LongTermMemoryBackend):
         name = index_name(self.index, user_id)
         k = top_k
         while True:
-            async with self._guard(f"searching {name}"):
-                raw = await self.client.execute_command(
-                    "FT.SEARCH", name, expression, "SCORER", "BM25", "WITHSCORES",
-                    "RETURN", "4", "id", "doc_id", "text", "_node_content",
-                    "LIMIT", "0", str(k), "DIALECT", "2",
-                )  # fmt: skip
+            async for attempt in self._tries(f"searching {name}"):
+                with attempt:
+                    raw = await self.client.execute_command(
+                        "FT.SEARCH", name, expression, "SCORER", "BM25", "WITHSCORES",
+                        "RETURN", "4", "id", "doc_id", "text", "_node_content",
+                        "LIMIT", "0", str(k), "DIALECT", "2",
+                    )  # fmt: skip
             total, scored = _scored_hits(raw)
             best: dict[str, MemoryRecord] = {}
             for key, score, fields in scored:
@@ -492,13 +511,14 @@ class RedisBackend(LongTermMemoryBackend):
         blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
         k = top_k  # widened below only when other users' keys or a memory's other chunks took places
         while True:
-            async with self._guard(f"searching {name}"):
-                raw = await self.client.execute_command(
-                    "FT.SEARCH", name, f"*=>[KNN {k} @vector $vec AS vector_distance]",
-                    "PARAMS", "2", "vec", blob, "SORTBY", "vector_distance", "ASC",
-                    "RETURN", "5", "id", "doc_id", "text", "_node_content", "vector_distance",
-                    "LIMIT", "0", str(k), "DIALECT", "2",
-                )  # fmt: skip
+            async for attempt in self._tries(f"searching {name}"):
+                with attempt:
+                    raw = await self.client.execute_command(
+                        "FT.SEARCH", name, f"*=>[KNN {k} @vector $vec AS vector_distance]",
+                        "PARAMS", "2", "vec", blob, "SORTBY", "vector_distance", "ASC",
+                        "RETURN", "5", "id", "doc_id", "text", "_node_content", "vector_distance",
+                        "LIMIT", "0", str(k), "DIALECT", "2",
+                    )  # fmt: skip
             hits = _search_hits(raw)[1]  # (its total is at most k for a KNN query)
             best: dict[str, MemoryRecord] = {}
             for key, fields in hits:
@@ -527,11 +547,8 @@ class RedisBackend(LongTermMemoryBackend):
         rows: list[tuple[str, str, str, Any]] = []
         for start in range(0, len(keys), 1000):
             part = keys[start : start + 1000]
-            async with self._guard(f"reading {index_name(self.index, user_id)}"):
-                pipe = self.client.pipeline(transaction=False)
-                for key in part:
-                    pipe.hmget(key, "doc_id", "text", "_node_content", "vector")
-                fetched = await pipe.execute()
+            fields = ("doc_id", "text", "_node_content", "vector")
+            fetched = await self._hmget(part, fields, f"reading {index_name(self.index, user_id)}")
             for key, (doc_id, text, node_content, blob) in zip(part, fetched, strict=True):
                 if blob and len(blob) == 4 * len(vector):
                     rows.append((key, _text(doc_id) or key, _text(text) or "", (node_content, blob)))
@@ -572,8 +589,9 @@ class RedisBackend(LongTermMemoryBackend):
         self._docs.pop(user_id, None)
         self._held.pop(user_id, None)
         for start in range(0, len(keys), 1000):
-            async with self._guard(f"deleting from {index_name(self.index, user_id)}"):
-                await self.client.delete(*keys[start : start + 1000])
+            async for attempt in self._tries(f"deleting from {index_name(self.index, user_id)}"):
+                with attempt:
+                    await self.client.delete(*keys[start : start + 1000])
         return len(chosen)
 
     async def known_indexes(self, user_id: str) -> list[str]:
@@ -581,19 +599,21 @@ class RedisBackend(LongTermMemoryBackend):
         tail = f"/{user_id}"
         found: set[str] = set()
         if await self.has_search():
-            async with self._guard("listing search indexes"):
-                names = await self.client.execute_command("FT._LIST")
+            async for attempt in self._tries("listing search indexes"):
+                with attempt:
+                    names = await self.client.execute_command("FT._LIST")
             for raw in names:
                 name = _text(raw) or ""
                 if name.startswith(PREFIX + "/") and name.endswith(tail) and len(name) > len(PREFIX) + len(tail) + 1:
                     found.add(name[len(PREFIX) + 1 : -len(tail)])
         pattern = f"{PREFIX}/*{glob_escape(tail + SEPARATOR)}*"
-        async with self._guard("listing keys"):
-            async for raw in self.client.scan_iter(match=pattern, count=1000):
-                key = _text(raw) or ""
-                head, sep, rest = key.rpartition(tail + SEPARATOR)
-                if sep and SEPARATOR not in rest and head.startswith(PREFIX + "/"):
-                    found.add(head[len(PREFIX) + 1 :])
+        async for attempt in self._tries("listing keys"):
+            with attempt:
+                async for raw in self.client.scan_iter(match=pattern, count=1000):
+                    key = _text(raw) or ""
+                    head, sep, rest = key.rpartition(tail + SEPARATOR)
+                    if sep and SEPARATOR not in rest and head.startswith(PREFIX + "/"):
+                        found.add(head[len(PREFIX) + 1 :])
         return sorted(found)
 
     async def health(self, user_id: str | None = None) -> BackendHealth:
@@ -601,8 +621,9 @@ class RedisBackend(LongTermMemoryBackend):
         import redis.exceptions as rex
 
         report = BackendHealth(target=self.target)
-        async with self._guard("connecting"):
-            info = await self.client.info("server")
+        async for attempt in self._tries("connecting"):
+            with attempt:
+                info = await self.client.info("server")
         report.version = f"redis {info.get('redis_version', '?')}"
         search = await self.has_search()
         report.notes.append("search module: present" if search else "search module: absent (search scans exactly)")
@@ -610,15 +631,17 @@ class RedisBackend(LongTermMemoryBackend):
         dims: set[int] = set()
         memories = 0
         if search:
-            async with self._guard("listing search indexes"):
-                names = [_text(n) or "" for n in await self.client.execute_command("FT._LIST")]
+            async for attempt in self._tries("listing search indexes"):
+                with attempt:
+                    names = [_text(n) or "" for n in await self.client.execute_command("FT._LIST")]
             names = [n for n in names if (n.startswith(pattern) if user_id is None else n == pattern)]
             for name in names:
-                async with self._guard(f"reading index {name}"):
-                    try:
-                        index_info = await self.client.execute_command("FT.INFO", name)
-                    except rex.ResponseError:
-                        continue
+                async for attempt in self._tries(f"reading index {name}"):
+                    with attempt:
+                        try:
+                            index_info = await self.client.execute_command("FT.INFO", name)
+                        except rex.ResponseError:
+                            continue
                 dim = _info_dim(index_info)
                 if dim is not None:
                     dims.add(dim)
@@ -641,7 +664,7 @@ class RedisBackend(LongTermMemoryBackend):
 def _first_line(exc: BaseException) -> str:
     """An error as one short line, with any URL's password masked."""
     from veadk_mem.config import mask_url
-    from veadk_mem.ltm.failure import one_line
+    from veadk_mem.failure import one_line
 
     return one_line(mask_url(str(exc))) or type(exc).__name__
 

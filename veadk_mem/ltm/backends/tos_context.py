@@ -20,8 +20,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
+from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, MissingSdk, NotFound, NotSupported, StoreError
-from veadk_mem.ltm import failure as fail
+from veadk_mem.failure import Failure, connection_reason
 from veadk_mem.ltm.backends.hosted import (
     VolcengineBackend,
     cloud_provider,
@@ -31,7 +32,6 @@ from veadk_mem.ltm.backends.hosted import (
 )
 from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
-from veadk_mem.ltm.failure import Failure, connection_reason
 
 REQUIRED_METHODS = ("create_context_bucket_memory", "search_context_bucket_memory")
 INSTALL_HINT = "install it with: pip install --pre 'veadk-mem[tos]' (or pip install --pre 'tos>=2.9.4b1')"
@@ -140,12 +140,12 @@ class TosContextBackend(VolcengineBackend):
             if exc.message == "unable to do serialization":
                 return Failure(fail.MALFORMED, "the reply is not JSON")
             if exc.cause is not None and "request" in type(exc.cause).__module__:
-                return Failure(fail.UNREACHABLE, connection_reason(str(exc.cause)))
+                return Failure(fail.connection_kind(str(exc.cause)), connection_reason(str(exc.cause)))
             return Failure(fail.REFUSED, str(exc.message))
         return None
 
     def service(self) -> fail.Service:
-        """How this bucket's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this bucket's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"TOS ContextBucket at {self.control_endpoint}",
             auth_hint="check VOLCENGINE_ACCESS_KEY, VOLCENGINE_SECRET_KEY (and VOLCENGINE_SESSION_TOKEN for "
@@ -154,11 +154,11 @@ class TosContextBackend(VolcengineBackend):
         )
 
     async def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        service = self.service()
-        return await fail.call_with_retries(
+        return await fail.call(
+            self.service(),
+            f"calling {what}",
             lambda: asyncio.to_thread(fn),
             classify=self._classify,
-            report=lambda failure, retries: fail.report(service, failure, f"calling {what}", retries),
             delays=self.retry_delays,
         )
 

@@ -24,8 +24,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
-from veadk_mem.errors import BadInput, NotFound, StoreError, missing_extra
-from veadk_mem.ltm import failure as fail
+from veadk_mem import failure as fail
+from veadk_mem.errors import BadInput, NotFound, StoreError, VmemError, missing_extra
+from veadk_mem.failure import Failure, connection_reason, one_line
 from veadk_mem.ltm.backends.hosted import (
     Credentials,
     VolcengineBackend,
@@ -35,7 +36,6 @@ from veadk_mem.ltm.backends.hosted import (
     volcengine_credentials,
 )
 from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
-from veadk_mem.ltm.failure import Failure, connection_reason, one_line
 
 DEFAULT_MEMORY_TYPES = ["sys_event_v1", "sys_profile_v1"]
 BYTEPLUS_REGION = "cn-hongkong"
@@ -218,7 +218,7 @@ class VikingBackend(VolcengineBackend):
             return None
         status, code, message = exc.status_code, exc.code, str(exc.message)
         if status is None and message.startswith("failed to run"):
-            return Failure(fail.UNREACHABLE, connection_reason(message))
+            return Failure(fail.connection_kind(message), connection_reason(message))
         if status == 200:  # a 200 whose body is not JSON
             return Failure(fail.MALFORMED, "the reply is not JSON", status=status)
         kind = fail.kind_of_status(status)
@@ -227,7 +227,7 @@ class VikingBackend(VolcengineBackend):
         return Failure(kind, message, status=status, code=code)
 
     def service(self) -> fail.Service:
-        """How this collection's failures are told (`veadk_mem.ltm.failure.report`)."""
+        """How this collection's failures are told (`veadk_mem.failure.report`)."""
         return fail.Service(
             where=f"VikingDB memory at {self.endpoint}",
             auth_hint=lambda _failure, what: self._auth_hint(management="collection/" in what),
@@ -253,11 +253,11 @@ class VikingBackend(VolcengineBackend):
 
     async def _call(self, what: str, fn: Callable[[], Any]) -> dict[str, Any]:
         """One SDK call, checked and retried; returns the reply's data."""
-        service = self.service()
-        return await fail.call_with_retries(
+        return await fail.call(
+            self.service(),
+            f"calling {what}",
             lambda: asyncio.to_thread(lambda: self._reply(what, fn())),
             classify=self._classify,
-            report=lambda failure, retries: fail.report(service, failure, f"calling {what}", retries),
             delays=self.retry_delays,
         )
 
@@ -330,7 +330,10 @@ class VikingBackend(VolcengineBackend):
                 messages=[_message(r) for r in records],
                 metadata=metadata,
             )
-            await self._call("session/add", call)
+            try:
+                await self._call("session/add", call)
+            except VmemError as exc:  # the sessions sent before are stored: say how many
+                raise fail.partial_write(exc, ids, len(memories)) from None
             ids.extend(f"{session_id}/{n}" for n in range(len(records)))
             if progress is not None:
                 progress(len(records))
