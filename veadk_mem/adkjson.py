@@ -103,11 +103,12 @@ def _defaults(node: _Node, printed: bool) -> list[tuple[str, Any]]:
     return node.defaults
 
 
-def _fresh(value: Any) -> Any:
+def fresh_copy(value: Any) -> Any:
+    """A copy of a default's dicts and lists, so that no two outputs share (and mutate) one."""
     if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
+        return {k: fresh_copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fresh(v) for v in value]
+        return [fresh_copy(v) for v in value]
     return value
 
 
@@ -139,7 +140,7 @@ def _compile(node: _Node, keys: tuple[str, ...], printed: bool) -> Callable[[dic
         "_convert": convert,
         "_each": _each,
         "_values": _values,
-        "_fresh": _fresh,
+        "_fresh": fresh_copy,
         "_set": _sorted_set,
         "P": printed,
     }

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from veadk_mem.adkjson import stored_event
+from veadk_mem.adkjson import fresh_copy, stored_event
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -87,14 +87,6 @@ def _strict_shape(model: type[BaseModel], cache: dict[type, _Strict]) -> _Strict
     return shape
 
 
-def _fresh(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fresh(v) for v in value]
-    return value
-
-
 def _plan(shape: _Strict, keys: tuple[str, ...]) -> tuple[tuple[_Spec, ...], tuple[tuple[str, Any], ...]] | None:
     """The spec of each key in this order and the defaults to add; None when a field is given twice."""
     specs: list[_Spec] = []
@@ -123,7 +115,7 @@ def _compile(plan: tuple[tuple[_Spec, ...], tuple[tuple[str, Any], ...]] | None)
     if plan is None:
         return lambda _data: None
     specs, defaults = plan
-    ns: dict[str, Any] = {"_walk": _walk, "_fresh": _fresh, "M": _FLOAT_INT}
+    ns: dict[str, Any] = {"_walk": _walk, "_fresh": fresh_copy, "M": _FLOAT_INT}
     names = tuple(spec[0] for spec in specs)
     ns["N"] = names
     values = ", ".join(f"v{i}" for i in range(len(specs)))
