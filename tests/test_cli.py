@@ -118,6 +118,19 @@ def test_unexpected_error_is_one_line_and_verbose_shows_traceback(
     assert "Traceback (most recent call last)" in loud.stderr
 
 
+def test_verbose_shows_the_traceback_behind_a_store_error_without_its_secret(runner: CliRunner) -> None:
+    """A store error is one line (exit 1); --verbose adds the driver's own traceback, password masked."""
+    url = "postgresql://postgres:s3cret-pw@127.0.0.1:1/nowhere"  # a port nothing listens on
+    quiet = runner.invoke(app, ["session", "list", "--db-url", url])
+    assert quiet.exit_code == 1 and "Traceback" not in quiet.stderr
+    assert quiet.stderr.startswith("vmem: error: postgresql://postgres:****@127.0.0.1:1/nowhere: cannot connect")
+    loud = runner.invoke(app, ["--verbose", "session", "list", "--db-url", url])
+    assert loud.exit_code == 1
+    assert "Traceback (most recent call last)" in loud.stderr and "ConnectionRefusedError" in loud.stderr
+    assert loud.stderr.rstrip().splitlines()[-2].startswith("vmem: error: ")
+    assert "s3cret-pw" not in loud.stderr + loud.stdout
+
+
 def test_doctor_reports_each_store(runner: CliRunner, tmp_path: Path) -> None:
     import sqlite3
 

@@ -64,6 +64,8 @@ class VmemGroup(TyperGroup):
         except VmemError as exc:
             from veadk_mem.config import redact
 
+            if isinstance(ctx.obj, AppState) and ctx.obj.verbose:
+                _traceback(exc)
             _report(ctx, redact(exc.message), exc.hint)
             raise typer.Exit(exc.exit_code) from None
         except (typer.TyperException, typer.Exit, typer.Abort):
@@ -84,6 +86,18 @@ class VmemGroup(TyperGroup):
                 sys.stderr.write(redact(traceback.format_exc()))  # no secret, even in a traceback
             _report(ctx, redact(f"unexpected {type(exc).__name__}: {exc}"), "run again with --verbose for a traceback")
             raise typer.Exit(1) from None
+
+
+def _traceback(exc: VmemError) -> None:
+    """--verbose: the traceback of what a vmem error stands for (a driver's or SDK's own exception,
+    which the one-line message replaced with `raise ... from None`), secrets redacted."""
+    import traceback
+
+    from veadk_mem.config import redact
+
+    cause = exc.__cause__ or exc.__context__
+    shown = cause if cause is not None else exc
+    sys.stderr.write(redact("".join(traceback.format_exception(shown))))
 
 
 def _silence_stdout() -> None:
