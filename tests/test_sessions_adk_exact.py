@@ -437,3 +437,34 @@ def test_a_lone_surrogate_adk_stored_is_printed_and_exported(tmp_path: Path) -> 
     sessions = [json.loads(line) for line in exported.stdout.splitlines() if '"kind"' not in line]
     assert [s["events"][0]["content"]["parts"][0]["text"] for s in sessions] == ["half \ud83d an emoji"]
     assert "not exported" not in exported.stderr
+
+
+def test_forget_and_delete_remove_a_session_holding_a_lone_surrogate(tmp_path: Path) -> None:
+    """What ADK stored and reads, vmem can remove (issue 41 item 4): the session was taken for
+    damaged, `forget` printed `forgot carol`, exit 0, and left it; `delete` by id said not found."""
+    from google.adk.events import Event
+    from google.genai import types
+
+    url = sqlite_url(tmp_path / "carol.db")
+
+    async def write() -> None:
+        service = adk_service(url)
+        try:
+            for sid in ("s1", "s2"):
+                state = {"card": "4111 1111 1111 1111 \ud83d", "user:name": "carol \udc00"}
+                session = await service.create_session(app_name=APP, user_id="carol", session_id=sid, state=state)
+                content = types.Content(role="user", parts=[types.Part(text="my card \ud83d")])
+                await service.append_event(
+                    session, Event(id=f"{sid}-e", invocation_id="i", author="user", content=content)
+                )
+        finally:
+            await service.close()
+
+    asyncio.run(write())
+    deleted = CliRunner().invoke(app, ["session", "delete", APP, "carol", "s1", "--yes", "--db-url", url])
+    assert deleted.exit_code == 0, deleted.output
+    env = {"LONG_TERM_MEMORY_BACKEND": "local"}
+    forgot = CliRunner().invoke(app, ["forget", "carol", "--yes", "--db-url", url], env=env)
+    assert forgot.exit_code == 0, forgot.output
+    left = rows(url)
+    assert left["sessions"] == [] and left["events"] == [] and left["user_states"] == [], left
