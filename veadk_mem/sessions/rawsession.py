@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from veadk_mem.adkjson import fresh_copy, stored_event
+from veadk_mem.adkjson import fresh_copy, stored_event, stored_field
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -39,6 +39,7 @@ _Spec = tuple[str, int, "_Strict | None", bool]  # field name, kind, nested mode
 class _Strict:
     """One model: accepted key -> spec; defaults by field name; a compiled walk per key order seen."""
 
+    model: str = ""  # the model's name: ADK's model of that name stores the keys it does not declare
     fields: dict[str, _Spec] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)
     walkers: dict[tuple[str, ...], Any] = field(default_factory=dict)
@@ -72,7 +73,7 @@ def _kind_of(annotation: Any, cache: dict[type, _Strict]) -> tuple[int, _Strict 
 def _strict_shape(model: type[BaseModel], cache: dict[type, _Strict]) -> _Strict:
     if model in cache:
         return cache[model]
-    shape = cache[model] = _Strict()
+    shape = cache[model] = _Strict(model.__name__)
     for name, info in model.model_fields.items():
         kind, sub, optional = _kind_of(info.annotation, cache)
         spec = (name, kind, sub, optional)
@@ -87,25 +88,34 @@ def _strict_shape(model: type[BaseModel], cache: dict[type, _Strict]) -> _Strict
     return shape
 
 
-def _plan(shape: _Strict, keys: tuple[str, ...]) -> tuple[tuple[_Spec, ...], tuple[tuple[str, Any], ...]] | None:
-    """The spec of each key in this order and the defaults to add; None when a field is given twice."""
+_Plan = tuple[tuple[_Spec, ...], tuple[tuple[str, Any], ...], dict[int, Callable[[Any], Any]]]
+
+
+def _plan(shape: _Strict, keys: tuple[str, ...]) -> _Plan | None:
+    """The spec of each key in this order, the defaults to add, and how to store the value of each
+    key vmem's model does not declare (`adkjson.stored_field`); None when a field is given twice."""
     specs: list[_Spec] = []
     names: set[str] = set()
-    for key in keys:
+    stores: dict[int, Callable[[Any], Any]] = {}
+    for i, key in enumerate(keys):
         spec = shape.fields.get(key)
         if spec is None:
-            spec = (key, _EXTRA, None, True)
-        elif spec[0] in names:
+            out, store = stored_field(shape.model, key)
+            spec = (out, _EXTRA, None, True)
+            if store is not None:
+                stores[i] = store
+        if spec[0] in names:
             return None  # the alias and the field name both given: leave it to the model
         names.add(spec[0])
         specs.append(spec)
-    return tuple(specs), tuple((name, value) for name, value in shape.defaults.items() if name not in names)
+    defaults = tuple((name, value) for name, value in shape.defaults.items() if name not in names)
+    return tuple(specs), defaults, stores
 
 
 _Walker = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 
 
-def _compile(plan: tuple[tuple[_Spec, ...], tuple[tuple[str, Any], ...]] | None) -> _Walker:
+def _compile(plan: _Plan | None) -> _Walker:
     """A function doing `_walk` for dicts with one key order, as straight-line code.
 
     The generic loop pays a branch per kind and a tuple unpack per value; a function per
@@ -114,7 +124,7 @@ def _compile(plan: tuple[tuple[_Spec, ...], tuple[tuple[str, Any], ...]] | None)
     """
     if plan is None:
         return lambda _data: None
-    specs, defaults = plan
+    specs, defaults, stores = plan
     ns: dict[str, Any] = {"_walk": _walk, "_fresh": fresh_copy, "M": _FLOAT_INT}
     names = tuple(spec[0] for spec in specs)
     ns["N"] = names
@@ -125,7 +135,12 @@ def _compile(plan: tuple[tuple[_Spec, ...], tuple[tuple[str, Any], ...]] | None)
     for i, (_name, kind, sub, optional) in enumerate(specs):
         v, put = f"v{i}", f"out[N[{i}]]"
         if kind == _EXTRA:
-            lines += [f"    if {v} is not None:", f"        {put} = {v}"]
+            if i in stores:
+                ns[f"C{i}"] = stores[i]
+            lines += [
+                f"    if {v} is not None:",
+                f"        {put} = C{i}({v})" if i in stores else f"        {put} = {v}",
+            ]
             continue
         lines += [f"    if {v} is None:", "        pass" if optional else "        return None", "    else:"]
         if kind in (_STR, _BOOL, _DICT):
@@ -266,7 +281,7 @@ def raw_session(data: Any) -> RawSession | None:
                 event["timestamp"],
                 event.get("branch"),
                 event.get("error_code"),
-                stored_event(event),
+                event,
             )
         )
     return RawSession(sid, app, user, session["state"], session["last_update_time"], events)
