@@ -40,9 +40,10 @@ def _fill(url: str, path: Path, sessions: dict[str, int]) -> None:
     asyncio.run(go())
 
 
-async def _export(url: str, batch_events: int) -> tuple[str, list[str]]:
+async def _export(url: str, batch_events: int, paged_events: int = 1000) -> tuple[str, list[str]]:
     async with SessionStore(url) as store:
-        text = "".join([piece async for piece in store.export_jsonl(batch_events=batch_events)])
+        pieces = store.export_jsonl(batch_events=batch_events, paged_events=paged_events)
+        text = "".join([piece async for piece in pieces])
         return text, list(store.warnings)
 
 
@@ -50,7 +51,7 @@ def test_a_paged_session_is_exported_byte_for_byte_as_a_whole_one(
     db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _fill(db, tmp_path / "in.jsonl", {"small-a": 3, "long": 2_500, "small-b": 40})
-    whole, _ = asyncio.run(_export(db, 1_000_000))
+    whole, _ = asyncio.run(_export(db, 1_000_000, 1_000_000))
     paged_ids: list[str] = []
     real = Export._paged_line
 

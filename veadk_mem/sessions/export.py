@@ -11,7 +11,7 @@ from veadk_mem.errors import VmemError
 from veadk_mem.jsonio import compact_json_out as dumps
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.read_queries import session_head, session_tail, times_line
-from veadk_mem.sessions.records import BATCH, Progress, SessionFilter, SessionKey, SessionSummary, noop
+from veadk_mem.sessions.records import BATCH, PAGED_EVENTS, Progress, SessionFilter, SessionKey, SessionSummary, noop
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.read_queries import Reads
@@ -127,12 +127,18 @@ class Export:
                 yield piece
 
     async def export_jsonl(
-        self, flt: SessionFilter | None = None, *, progress: Progress = noop, batch_events: int = 5000
+        self,
+        flt: SessionFilter | None = None,
+        *,
+        progress: Progress = noop,
+        batch_events: int = 5000,
+        paged_events: int = PAGED_EVENTS,
     ) -> AsyncIterator[str]:
         """The export file in text pieces: app_state and user_state records, then one session per line.
 
         Sessions are read in batches of about `batch_events` events, each in its own short
-        transaction (see `_read_batch`); a session larger than that is read a page at a time (`_paged_line`).
+        transaction (see `_read_batch`); a session larger than that is a batch of its own, and one of
+        more than `paged_events` is read a page at a time (`_paged_line`).
         """
         summaries = await self.reads.list_sessions(flt, oldest_first=True)
         apps = sorted({s.app_name for s in summaries})
@@ -152,7 +158,7 @@ class Export:
         batches: list[list[SessionSummary]] = [[]]
         size = 0
         for summary in summaries:
-            alone = summary.event_count > batch_events  # read a page at a time, in a batch of its own
+            alone = summary.event_count > paged_events  # read a page at a time, in a batch of its own
             if size >= batch_events or len(batches[-1]) >= BATCH or (alone and batches[-1]):
                 batches.append([])
                 size = 0
@@ -174,7 +180,7 @@ class Export:
         ahead = 2 if self.db.dialect == "mysql" else 1
 
         def paged(batch: list[SessionSummary]) -> bool:  # a session larger than a batch: read a page at a time
-            return len(batch) == 1 and batch[0].event_count > batch_events
+            return len(batch) == 1 and batch[0].event_count > paged_events
 
         pending: deque[asyncio.Task[tuple[dict[SessionKey, SessionSummary], list[Any]]]] = deque()
         try:

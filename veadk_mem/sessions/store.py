@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.records import (
+    PAGED_EVENTS,
     DeleteReport,
     FileKey,
     ImportReport,
@@ -175,10 +176,15 @@ class SessionStore(Statements):
     # --- export (export.py) -----------------------------------------------------
 
     def export_jsonl(
-        self, flt: SessionFilter | None = None, *, progress: Progress = noop, batch_events: int = 5000
+        self,
+        flt: SessionFilter | None = None,
+        *,
+        progress: Progress = noop,
+        batch_events: int = 5000,
+        paged_events: int = PAGED_EVENTS,
     ) -> AsyncIterator[str]:
         """The export file in text pieces: app_state and user_state records, then one session per line."""
-        return self._export.export_jsonl(flt, progress=progress, batch_events=batch_events)
+        return self._export.export_jsonl(flt, progress=progress, batch_events=batch_events, paged_events=paged_events)
 
     # --- deletes (deletes.py) ---------------------------------------------------
 
