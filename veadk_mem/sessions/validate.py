@@ -61,15 +61,19 @@ def iter_checked(
 
 def _given_times(record: Any, times: tuple[tuple[str, str, str], float] | None) -> None:
     """The create time of the session_times line before a session, on that session (a line of
-    another session's key, or of none, gives nothing)."""
-    if times is None or isinstance(record, dict) or not hasattr(record, "app_name"):
+    another session's key, or of none, gives nothing; a located long line gets it in its check pass)."""
+    from veadk_mem.sessions.bigline import BigSession
+    from veadk_mem.sessions.rawsession import RawSession
+
+    if times is None or not isinstance(record, (RawSession, BigSession)):
         return
     key, created = times
-    if key == (record.app_name, record.user_id, record.id):
-        if hasattr(record, "given_create_time"):  # a long line's session (bigline.BigSession)
-            record.given_create_time = created
-        else:
-            record.create_time = created
+    if key != (record.app_name, record.user_id, record.id):
+        return
+    if isinstance(record, BigSession):
+        record.given_create_time = created
+    else:
+        record.create_time = created
 
 
 def iter_import_records(source: str | Path, name: str | None = None) -> Iterator[RawSession | dict[str, Any]]:
