@@ -7,8 +7,13 @@ itself, ids and keys never wrap, identifier-like cells (types, authors, env name
 wrap only between words, and the main text keeps a readable width. When that cannot fit, the
 table becomes a record layout (one block per row, `field: value` lines) with a note on stderr;
 no column is ever left out. Off a terminal a table is tab-separated text, a header line and
-one record per line, never wrapped, times ISO 8601 UTC, so grep, cut and awk work. Messages on a terminal wrap at its
-width between words; off one every message, warning, error and hint is one line.
+one record per line, never wrapped, times ISO 8601 UTC, so grep, cut and awk work. Messages
+on a terminal wrap at its width between words; off one every message, warning, error and hint
+is one line.
+
+The parts it is built from: the column model, each format's cells and the fit in `columns`;
+control characters made visible and the pipe-safe writer (every byte of output) in
+`terminal`; the one time formatter in `veadk_mem.timefmt`.
 """
 
 from __future__ import annotations
@@ -112,7 +117,9 @@ class Renderer:
         write_text(sys.stdout, to_json(data) + "\n")
 
     def jsonl(self, records: Iterable[Any], stream: IO[str] | None = None) -> int:
-        """Write one compact JSON document per line; returns the number written."""
+        """Write one compact JSON document per line (a str record as it is), through the pipe-safe
+        writer in pieces of about 64 KiB; returns the number written. A caller whose records come
+        slowly (a live stream) passes them one at a time, so each line is out as it comes."""
         target = stream or sys.stdout
         count = size = 0
         lines: list[str] = []
