@@ -8,7 +8,10 @@ import re
 import pytest
 
 from veadk_mem.cli import render
-from veadk_mem.cli.render import Column, Renderer, iso_utc, preview
+from veadk_mem.cli.columns import GAP, TEXT_WIDTH, Column, fit_columns
+from veadk_mem.cli.render import Renderer, preview
+from veadk_mem.jsonio import iso_utc
+from veadk_mem.timefmt import format_time
 
 COLUMNS = [Column("#", "n", justify="right"), Column("text", "text", max_width=10), Column("data", "data")]
 
@@ -89,19 +92,19 @@ def test_fit_keeps_ids_whole_and_turns_into_records_rather_than_leave_out() -> N
         Column("empty", "empty"),
     ]
     cells = [["memory-0123456789abcdef", "a long text " * 10, "2026-01-01 10:00:00", ""]]
-    layout = render.fit_columns(columns, cells, 70)
+    layout = fit_columns(columns, cells, 70)
     assert layout.shown == [0, 1, 2] and not layout.records  # the empty column is not drawn
     assert layout.widths[0] == len("memory-0123456789abcdef")
-    assert layout.widths[1] >= render.TEXT_WIDTH  # the main text keeps a readable width
-    assert sum(layout.widths) + render.GAP * 2 <= 70
-    narrow = render.fit_columns(columns, cells, 50)
+    assert layout.widths[1] >= TEXT_WIDTH  # the main text keeps a readable width
+    assert sum(layout.widths) + GAP * 2 <= 70
+    narrow = fit_columns(columns, cells, 50)
     assert narrow.records and narrow.shown == [0, 1, 2]  # nothing is left out
 
 
 def test_identifier_cells_never_fold_and_text_grows_first() -> None:
     columns = [Column("types", "types"), Column.text("memory", "memory")]
     cells = [["function_call, function_response", "arrived yesterday and was broken " * 4]]
-    layout = render.fit_columns(columns, cells, 80)
+    layout = fit_columns(columns, cells, 80)
     assert layout.widths[0] >= len("function_response")
     assert layout.widths[1] > layout.widths[0]
 
@@ -192,7 +195,7 @@ def test_a_squeezed_time_column_wraps_between_date_and_time(
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert max(len(line) for line in out.splitlines()) <= 80
     cells = [line.split("│")[1].strip() for line in out.splitlines() if "│" in line]
-    assert cells[:2] == render.local_time(row["time"]).split(" ")  # ['2025-11-29', '08:00:07'] in UTC
+    assert cells[:2] == format_time(row["time"]).split(" ")  # ['2025-11-29', '08:00:07'] in UTC
 
 
 def test_long_messages_and_warnings_stay_on_one_line(

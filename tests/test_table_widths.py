@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from veadk_mem.cli import render
 from veadk_mem.cli.app import app
+from veadk_mem.cli.columns import FOLD, TEXT
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sessions"
 WIDTHS = (60, 80, 120)
@@ -232,7 +233,7 @@ def test_every_value_appears_whole(
                 if not found and not streams and not records:
                     found = value in whole  # one column: no rules
                 assert found, f"{name} at {width} columns: {col.header!r} value {value!r} is not whole in\n{out}\n{err}"
-                if getattr(col, "kind", None) not in (render.TEXT, render.FOLD):  # identifier-like: no word folds
+                if getattr(col, "kind", None) not in (TEXT, FOLD):  # identifier-like: no word folds
                     for word in text.split():
                         if len(word) <= width - 14:  # a word wider than a record's value column must fold
                             assert any(word in line for line in lines), (

@@ -17,6 +17,7 @@ from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.state import AppState, get_state, library_warnings
+from veadk_mem.cli.terminal import write_text
 from veadk_mem.cli.wiring import add_global_options, usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
@@ -83,7 +84,7 @@ class VmemGroup(TyperGroup):
             if state.verbose:
                 import traceback
 
-                sys.stderr.write(redact(traceback.format_exc()))  # no secret, even in a traceback
+                write_text(sys.stderr, redact(traceback.format_exc()))  # no secret, even in a traceback
             _report(ctx, redact(f"unexpected {type(exc).__name__}: {exc}"), "run again with --verbose for a traceback")
             raise typer.Exit(1) from None
 
@@ -97,7 +98,7 @@ def _traceback(exc: VmemError) -> None:
 
     cause = exc.__cause__ or exc.__context__
     shown = cause if cause is not None else exc
-    sys.stderr.write(redact("".join(traceback.format_exception(shown))))
+    write_text(sys.stderr, redact("".join(traceback.format_exception(shown))))
 
 
 def _silence_stdout() -> None:

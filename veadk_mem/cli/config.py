@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from veadk_mem.cli.render import Column
+from veadk_mem.cli.columns import Column
 from veadk_mem.cli.state import DbUrlOption, JsonOption, get_state
 from veadk_mem.cli.wiring import table_shaped
 

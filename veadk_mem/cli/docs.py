@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from veadk_mem.cli.completion import Node, bash_completion, build_tree, fish_completion, walk, zsh_completion
+from veadk_mem.cli.terminal import write_text
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS_MD = ROOT / "docs" / "commands.md"
@@ -91,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     if "--check" in args:
         stale = stale_files()
         for path in stale:
-            print(f"stale: {path.relative_to(ROOT)}", file=sys.stderr)
+            write_text(sys.stderr, f"stale: {path.relative_to(ROOT)}\n")
         return 1 if stale else 0
     for path, content in generated_files().items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
-        print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+        write_text(sys.stderr, f"wrote {path.relative_to(ROOT)}\n")
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from veadk_mem.cli.render import Column
+from veadk_mem.cli.columns import Column
 from veadk_mem.cli.state import DbUrlOption, JsonOption, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 

@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, counted, local_time
+from veadk_mem.cli.columns import Column
+from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
+from veadk_mem.ltm.scope import elsewhere as _elsewhere
+from veadk_mem.ltm.scope import whole_index
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -78,24 +81,13 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _time(value: Any) -> str:
-    if not value:
-        return ""
-    from datetime import datetime
-
-    try:
-        return local_time(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
-    except ValueError:
-        return str(value)  # a hosted backend's own time format, shown as it came
-
-
 SEARCH_COLUMNS = [
     Column("score", "score", _score, justify="right"),
     Column("role", "role"),
     Column("author", "author"),
     Column.text("text", "text", max_width=80),
     Column.id("session", "session"),
-    Column.time("saved", "saved", _time),
+    Column.time("saved", "saved"),
 ]
 LIST_COLUMNS = [
     Column.id("id", "id"),
@@ -103,7 +95,7 @@ LIST_COLUMNS = [
     Column("author", "author"),
     Column.text("text", "text", max_width=80),
     Column.id("session", "session"),
-    Column.time("saved", "saved", _time),
+    Column.time("saved", "saved"),
 ]
 
 
@@ -440,20 +432,6 @@ def search(
         state.render.message(elsewhere)
 
 
-async def _elsewhere(ltm: LongTermMemory, app_name: str | None, user: str) -> str | None:
-    """Where the user's memories are, when a search or listing found none in the index it read
-    (an app name mistyped, memories saved under another app), or None when there is nothing to add."""
-    index = await ltm.user_index(app_name, user)
-    known = await ltm.indexes_of(user)
-    if known is None or known == [index]:
-        return None
-    if not known:
-        return f"user {user!r} has no memories in any index"
-    return (
-        f"no memories of user {user!r} in index {index!r}; the user's indexes: {', '.join(known)} (pick one with --app)"
-    )
-
-
 def _search_batch(
     state: AppState, source: str, user: str | None, app_name: str | None, mode: str | None, **options: Any
 ) -> None:
@@ -610,7 +588,7 @@ def delete(
             confirm_deletion(
                 state, f"delete {counted(len(found), 'memory')} of user {user!r} from index {index!r}?", yes=yes
             )
-            whole = everything and after is None and before is None  # the user's whole index: its ledger too
+            whole = whole_index(everything=everything, since=after, until=before)
             deleted = await ltm.delete(app_name=app_name, user_id=user, records=found, index=index, everything=whole)
             return index, found, deleted
         finally:

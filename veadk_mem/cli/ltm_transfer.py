@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import Column, counted
+from veadk_mem.cli.columns import Column
+from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, JsonOption, get_state, run
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import KEY, Column
+from veadk_mem.cli.columns import KEY, Column
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 
@@ -39,24 +39,6 @@ def _resolve(state: AppState, spec: str | None, include_assistant: bool) -> Reso
     from veadk_mem.policy import configured_policy
 
     return configured_policy(spec, state.loaded.settings, include_assistant=include_assistant, warn=state.render.warn)
-
-
-def _gist(memory: str | None) -> str:
-    """A one-line preview of a saved memory for people: part texts, other parts as [kind]."""
-    if memory is None:
-        return ""
-    import json
-
-    bits: list[str] = []
-    for part in json.loads(memory).get("parts", []):
-        meta = part.get("part_metadata") or {}
-        tags = [f"[{k}]" for k in part if k not in ("text", "thought", "thought_signature", "part_metadata")]
-        if "event_type" in meta:
-            tags.append(f"[{meta['event_type']}]")
-        if part.get("thought"):
-            tags.append("[thought]")
-        bits.append(" ".join([*tags, *([part["text"]] if "text" in part else [])]))
-    return " ".join(" | ".join(bits).split()) or "(no parts)"
 
 
 def _shown(value: Any) -> str:
@@ -133,6 +115,8 @@ def _stored_session(state: AppState, app_name: str, user: str, session_id: str) 
 
 def _table(state: AppState, result: DryRun) -> None:
     """One row per event for people, then the summary line on stderr."""
+    from veadk_mem.policy import memory_gist
+
     several = len(result.session_ids) > 1
     rows = [
         {
@@ -144,7 +128,7 @@ def _table(state: AppState, result: DryRun) -> None:
             "types": ", ".join(d.types),
             "decision": "saved" if d.saved else "dropped",
             "reason": d.reason,
-            "memory": _gist(d.memory),
+            "memory": memory_gist(d.memory),
         }
         for index, d in enumerate(result.decisions, 1)
     ]

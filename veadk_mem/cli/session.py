@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from veadk_mem.cli.render import KEY, Column, counted
+from veadk_mem.cli.columns import KEY, Column
+from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 
@@ -25,8 +26,6 @@ SinceOpt = Annotated[
 UntilOpt = Annotated[
     str | None, typer.Option("--until", metavar="TIME", help="Updated before: ISO date/time (UTC) or a duration ago.")
 ]
-
-TABLE_EVENTS = 1000  # events a terminal timeline shows when --events is not given
 
 SUMMARY_COLUMNS = [
     Column.id("app", "app_name"),
@@ -74,7 +73,7 @@ def _filter(app_name: str | None, user: str | None, since: str | None, until: st
 
 def _safe(value: Any) -> Any:
     """A table cell with terminal escape sequences neutralised (JSON output needs none of this)."""
-    from veadk_mem.cli.render import terminal_safe
+    from veadk_mem.cli.terminal import terminal_safe
 
     return terminal_safe(value)
 
@@ -192,31 +191,27 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
 
 
 async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
-    from veadk_mem.sessions.timeline import Timeline
+    from veadk_mem.sessions.timeline import Timeline, window
 
     render = state.render
     async with _store(state) as store:
         summary = await store.get_summary(app_name, user, session_id)
-        capped = last is None and summary.event_count > TABLE_EVENTS and render.out.is_terminal and not render.fmt
-        if capped:  # a terminal table of 100k rows helps nobody and takes minutes to draw
-            last = TABLE_EVENTS
-        shown = summary.event_count if last is None else min(last, summary.event_count)
+        view = window(summary.event_count, last, cap=render.out.is_terminal and not render.fmt)
         if not render.fmt:
-            _show_head(state, store, summary, shown, last)
-        first = summary.event_count - shown + 1
-        timeline = Timeline(first)
+            _show_head(state, store, summary, view.shown, view.last)
+        timeline = Timeline(view.first)
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
-        async for data in store.iter_event_data(app_name, user, session_id, last=last):
+        async for data in store.iter_event_data(app_name, user, session_id, last=view.last):
             chunk.append(_safe(timeline.row_of(data)))
             if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
                 render.table(chunk, EVENT_COLUMNS, title=title, continued=title is None)
                 chunk, title = [], None
         if chunk or title:
             render.table(chunk, EVENT_COLUMNS, title=title, empty="no events", continued=title is None)
-        if capped:
+        if view.capped:
             render.message(
-                f"showing the last {TABLE_EVENTS} of {summary.event_count} events: use --events N for more, "
+                f"showing the last {view.shown} of {summary.event_count} events: use --events N for more, "
                 "or --json for all of them"
             )
         _warn_all(state, store)
@@ -871,8 +866,6 @@ async def _watch(
     interval: float,
     max_interval: float,
 ) -> None:
-    import sys
-
     from veadk_mem.adkjson import printed_event
     from veadk_mem.jsonio import compact_json_out as dumps
     from veadk_mem.sessions.timeline import Timeline
@@ -898,8 +891,7 @@ async def _watch(
             for item in batch:
                 if isinstance(item, WatchEvent):
                     if state.json_mode:
-                        sys.stdout.write(dumps(printed_event(item.data)) + "\n")
-                        sys.stdout.flush()  # a line at a time: `| jq` sees each event as it comes
+                        render.jsonl([dumps(printed_event(item.data))])  # flushed per line: `jq` sees each as it comes
                     else:
                         rows.append(_safe(timeline.row_of(item.data)))
                     continue

@@ -9,7 +9,7 @@ Content, replayed without google-genai), `decision` (one event) and `dryrun` (se
 
 from __future__ import annotations
 
-from veadk_mem.policy.decision import Decision, decide, evaluate, memory_strings, part_types
+from veadk_mem.policy.decision import Decision, decide, evaluate, memory_gist, memory_strings, part_types
 from veadk_mem.policy.dryrun import DryRun, dry_run
 from veadk_mem.policy.genai import GENAI_SCHEMA, decode_base64, genai_dump, urlsafe_base64
 from veadk_mem.policy.model import (
@@ -47,6 +47,7 @@ __all__ = [
     "dry_run",
     "evaluate",
     "genai_dump",
+    "memory_gist",
     "memory_strings",
     "part_types",
     "policy_from_mapping",

@@ -37,6 +37,23 @@ class Decision:
         }
 
 
+def memory_gist(memory: str | None) -> str:
+    """A one-line preview of a memory string for people: the part texts, every other part as
+    [kind] (a function call, media, an event type, a thought), whitespace runs made one space."""
+    if memory is None:
+        return ""
+    bits: list[str] = []
+    for part in json.loads(memory).get("parts", []):
+        meta = part.get("part_metadata") or {}
+        tags = [f"[{k}]" for k in part if k not in ("text", "thought", "thought_signature", "part_metadata")]
+        if "event_type" in meta:
+            tags.append(f"[{meta['event_type']}]")
+        if part.get("thought"):
+            tags.append("[thought]")
+        bits.append(" ".join([*tags, *([part["text"]] if "text" in part else [])]))
+    return " ".join(" | ".join(bits).split()) or "(no parts)"
+
+
 def _names(values: Iterable[str] | None) -> str:
     return "[" + ", ".join(values or []) + "]"
 
