@@ -16,10 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from veadk_mem.embedding import E5_NAME, E5_VECTOR_NAME, create_embedder, provider_for_model
+from veadk_mem.embedding import E5_NAME, E5_VECTOR_NAME, create_embedder, e5, provider_for_model
 from veadk_mem.errors import BadInput
-
-e5 = pytest.importorskip("veadk_mem.embedding.e5")
 
 TEXTS = [
     "Note this: I'm allergic to peanuts and I'm vegetarian.",
