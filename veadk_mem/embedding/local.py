@@ -224,10 +224,13 @@ class LocalEmbedder(Embedder):
         """Embed texts in batches of similar length, so padding costs little, one batch per core at a time."""
         if self.kind == "static":
             return self._embed_static(texts)
-        ids = [encoding.ids for encoding in self.tokenizer.encode_batch(texts)]
+        return self._run([encoding.ids for encoding in self.tokenizer.encode_batch(texts)])
+
+    def _run(self, ids: list[list[int]]) -> Matrix:
+        """Token id sequences through the encoder, one batch per core at a time."""
         workers = _cpus()
         batches = _batches([len(seq) for seq in ids], workers)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
 
         def run(idx: list[int]) -> None:
             out[idx] = self._forward([ids[i] for i in idx])

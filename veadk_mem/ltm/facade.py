@@ -190,7 +190,7 @@ class LongTermMemory:
 
     def _make_embedder(self, stored_model: str | None) -> Embedder:
         """The configured embedder; under `auto`, the one that made the index's vectors when known."""
-        from veadk_mem.embedding import create_embedder, provider_for_model
+        from veadk_mem.embedding import E5_NAME, E5_VECTOR_NAME, create_embedder, provider_for_model
         from veadk_mem.embedding.local import local_model_available
 
         if self._embedder is not None:
@@ -201,6 +201,10 @@ class LongTermMemory:
             found = provider_for_model(stored_model)
             if found == "hash":
                 key, provider, dim = stored_model, "hash", int(stored_model.rsplit("-", 1)[-1])
+            elif found == "local" and stored_model == E5_VECTOR_NAME and settings.local_model != E5_NAME:
+                # a store made with the multilingual model keeps it, whatever local model is configured
+                settings = settings.model_copy(update={"local_model": E5_NAME})
+                key, provider = E5_VECTOR_NAME, "local"
             elif found == "local" and local_model_available(settings.local_model):
                 key, provider = "local", "local"
         # One embedder per kind, shared by the indexes that use it (a model loads once).
