@@ -148,11 +148,10 @@ class _DataOnly(pickle.Unpickler):
 
 
 def _timeout() -> float:
-    """Seconds to wait for the child's next bytes: $VMEM_READER_TIMEOUT, else READER_TIMEOUT."""
-    try:
-        return max(0.1, float(os.environ.get("VMEM_READER_TIMEOUT", READER_TIMEOUT)))
-    except ValueError:
-        return READER_TIMEOUT
+    """Seconds to wait for the child's next bytes: [tuning] reader_timeout ($VMEM_READER_TIMEOUT)."""
+    from veadk_mem.config import tuning  # here: the reader process itself never loads the settings
+
+    return tuning().reader_timeout
 
 
 def _read_exact(stream: IO[bytes], size: int, timeout: float) -> bytes:
