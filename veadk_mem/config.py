@@ -13,10 +13,11 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ByteSize,
     ConfigDict,
     Field,
@@ -245,6 +246,23 @@ class PolicySettings(BaseModel):
 MIB = 1024 * 1024
 
 
+def _size(value: Any) -> Any:
+    """A size as people write it (`64MiB`, `64MB`, `67108864`) as a plain number of bytes."""
+    if not isinstance(value, str):
+        return value
+    from pydantic import TypeAdapter
+
+    try:
+        return int(TypeAdapter(ByteSize).validate_python(value))
+    except ValidationError:
+        raise PydanticCustomError(
+            "byte_size", "Input should be {expected}", {"expected": "a size such as 64MiB, 64MB or 67108864"}
+        ) from None
+
+
+Bytes = Annotated[int, BeforeValidator(_size)]
+
+
 class TuningSettings(Section):
     """Knobs of vmem's own machinery, each also named by its `VMEM_*` environment variable.
 
@@ -266,8 +284,8 @@ class TuningSettings(Section):
         description="Sessions per delete transaction of session delete / prune",
         json_schema_extra=_env("VMEM_DELETE_BATCH"),
     )
-    big_line_bytes: ByteSize = Field(
-        ByteSize(0),
+    big_line_bytes: Bytes = Field(
+        0,
         description="JSONL line length from which session import streams a session; 0: 16 MiB, 2 MiB into sqlite",
         json_schema_extra=_env("VMEM_BIG_LINE"),
     )
@@ -277,8 +295,8 @@ class TuningSettings(Section):
         description="Seconds session import waits for its reader process's next bytes",
         json_schema_extra=_env("VMEM_READER_TIMEOUT"),
     )
-    batch_bytes: ByteSize = Field(
-        ByteSize(64 * MIB),
+    batch_bytes: Bytes = Field(
+        64 * MIB,
         ge=1,
         description="Bytes a bulk batch holds at most (64MiB, 64MB or a number of bytes)",
         json_schema_extra=_env("VMEM_BATCH_BYTES"),
@@ -291,7 +309,7 @@ class TuningSettings(Section):
 
     @field_validator("big_line_bytes")
     @classmethod
-    def _streamable(cls, value: ByteSize) -> ByteSize:
+    def _streamable(cls, value: int) -> int:
         """0 (the default per database) or a line of at least 1 KiB: below that every line would stream."""
         if 0 < value < 1024:
             raise PydanticCustomError("too_small", "Input should be 0 or at least 1024 bytes")
@@ -537,8 +555,6 @@ class LoadedSettings:
 
 def _expected(error: dict[str, Any]) -> str:
     ctx = error.get("ctx") or {}
-    if str(error["type"]).startswith("byte_size"):
-        return "expected a size such as 64MiB, 64MB or 67108864"
     if "expected" in ctx:
         return f"expected {ctx['expected']}"
     return str(error["msg"]).lower().replace("input should be", "expected")
@@ -684,6 +700,10 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
     return rows
 
 
+def _is_size(key: Key) -> bool:
+    return any(getattr(m, "func", None) is _size for m in key.info.metadata)
+
+
 def starter_toml() -> str:
     """A commented config file naming every key with its default as a comment (uncomment to
     change one), for `config init` and examples.toml: a default stays a default, not pinned."""
@@ -703,7 +723,7 @@ def starter_toml() -> str:
         default = key.info.get_default(call_default_factory=True)
         if isinstance(default, SecretStr):
             default = default.get_secret_value()
-        elif isinstance(default, ByteSize) and default and default % MIB == 0:
+        elif _is_size(key) and default and default % MIB == 0:
             default = f"{default // MIB}MiB"  # as a person writes it
         lines.append(f"# {key.info.description} (env {key.env})")
         lines.append("# " + tomli_w.dumps({key.path[-1]: default}).strip())  # the default, shown, not pinned
