@@ -240,7 +240,7 @@ class PolicySettings(BaseModel):
 
     def named(self) -> dict[str, Any]:
         """The named policies defined as [policy.NAME] tables."""
-        return dict(self.__pydantic_extra__ or {})
+        return dict(self.model_extra or {})
 
 
 MIB = 1024 * 1024
