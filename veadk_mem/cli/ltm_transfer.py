@@ -32,15 +32,15 @@ SUMMARY_COLUMNS = [
 def _facade(state: AppState, backend: str | None, option: str = "--backend") -> LongTermMemory:
     """A facade on the configured backend, or on another one by name with the same settings."""
     from veadk_mem.ltm.facade import LongTermMemory
-    from veadk_mem.ltm.registry import backend_names, canonical_name
+    from veadk_mem.ltm.registry import backend_names, canonical_name, is_known
 
     settings = state.loaded.settings
     if backend:
-        name = canonical_name(backend, state.render.warn)
-        if name not in backend_names():
+        if not is_known(backend):  # the registry's own test, as the config's long_term_memory.backend
             from veadk_mem.errors import BadInput
 
             raise BadInput(f"{option}: unknown backend {backend!r}: expected one of {', '.join(backend_names())}")
+        name = canonical_name(backend, state.render.warn)
         settings = settings.model_copy(deep=True)
         settings.long_term_memory.backend = name
     return LongTermMemory.from_settings(settings, warn=state.render.warn, notice=state.render.warn)

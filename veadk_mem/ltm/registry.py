@@ -28,7 +28,6 @@ BackendFactory = Callable[..., "LongTermMemoryBackend"]
 
 ENTRY_POINT_GROUP = "veadk_mem.backends"
 DEPRECATED_ALIASES = {"viking_mem": "viking"}
-VECTOR_BACKENDS = ("local", "redis", "opensearch")
 _OWN = "veadk_mem."
 DISTRIBUTION = "veadk-mem"
 

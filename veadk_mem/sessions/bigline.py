@@ -39,11 +39,10 @@ _UNSET = object()
 
 
 def big_line_bytes(default: int = BIG_LINE) -> int:
-    """The line length from which a session is streamed: $VMEM_BIG_LINE bytes, else `default`."""
-    try:
-        return max(1024, int(os.environ.get("VMEM_BIG_LINE", default)))
-    except ValueError:
-        return default
+    """The line length from which a session is streamed: [tuning] big_line_bytes ($VMEM_BIG_LINE), else `default`."""
+    from veadk_mem.config import tuning  # here: the import's reader process never loads the settings
+
+    return tuning().big_line_bytes or default
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.config import tuning
 from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
@@ -28,13 +29,8 @@ DELETE_BATCH_EVENTS = 20_000  # ... and about this many events
 
 
 def _batch_size() -> int:
-    """Sessions per delete transaction: $VMEM_DELETE_BATCH (tests, benchmarks) or DELETE_BATCH."""
-    import os
-
-    try:
-        return max(1, int(os.environ.get("VMEM_DELETE_BATCH", DELETE_BATCH)))
-    except ValueError:
-        return DELETE_BATCH
+    """Sessions per delete transaction: [tuning] delete_batch ($VMEM_DELETE_BATCH), default DELETE_BATCH."""
+    return tuning().delete_batch
 
 
 def _by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[str]]:

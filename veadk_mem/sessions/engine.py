@@ -7,12 +7,11 @@ each given the store."""
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from veadk_mem.config import mask_url
+from veadk_mem.config import mask_url, tuning
 from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.jsonio import adk_text
 from veadk_mem.sessions.dberrors import describe_db_error
@@ -63,11 +62,7 @@ class StoreBase:
         self.dialect = url_dialect(self.url)  # sqlite, postgresql or mysql
         self.given_url = url  # as the user wrote it (a path, postgresql://): what messages name
         self.create = create
-        env_timeout = os.environ.get("VMEM_SQLITE_BUSY_TIMEOUT", "") or "10"
-        try:
-            self.busy_timeout = busy_timeout if busy_timeout is not None else float(env_timeout)
-        except ValueError:
-            raise BadInput(f"VMEM_SQLITE_BUSY_TIMEOUT: expected seconds, got {env_timeout!r}") from None
+        self.busy_timeout = busy_timeout if busy_timeout is not None else tuning().sqlite_busy_timeout
         self.schema = schema
         self._password = password
         self._engine: AsyncEngine | None = None
