@@ -2,8 +2,9 @@
 
 A failure in one session (bad JSON, a store error, a memory text no store can hold) is
 recorded on that session and the rest go on; the caller exits 1 when any failed. A store that
-went away (StoreUnreachable, or a PartialWrite that lost the connection) stops the replay at
-once: every later session would fail the same way. `saved` counts what the store acknowledged,
+went away (StoreUnreachable, or a PartialWrite that lost the connection), or a replay ledger
+that cannot be used (busy past its timeout, damaged: every save needs it before it sends),
+stops the replay at once: every later session would fail the same way. `saved` counts what the store acknowledged,
 a failed session's part included.
 """
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, MissingSdk, PartialWrite, StoreUnreachable, VmemError
 from veadk_mem.ltm.facade import SessionReport
+from veadk_mem.ltm.ledger import LedgerError
 
 if TYPE_CHECKING:
     from veadk_mem.events import Session
@@ -203,7 +205,9 @@ async def replay(
                     report.error = message
                     if isinstance(exc, PartialWrite):
                         report.saved, report.ids = len(exc.stored), list(exc.stored)
-                    if isinstance(exc, StoreUnreachable) or (isinstance(exc, PartialWrite) and exc.lost):
+                    if isinstance(exc, LedgerError):  # one line naming the session that met it and the file
+                        message = f"{where}: {message}"
+                    if isinstance(exc, StoreUnreachable | LedgerError) or (isinstance(exc, PartialWrite) and exc.lost):
                         report.source = where
                         summary.reports.append(report)
                         summary.aborted = f"stopped after {len(summary.reports) - 1:,} sessions: {message}"

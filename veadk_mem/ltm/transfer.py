@@ -26,6 +26,7 @@ from veadk_mem import files, jsonio
 from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreUnreachable, VmemError
 from veadk_mem.jsonio import loads
 from veadk_mem.ltm.base import MemoryRecord
+from veadk_mem.ltm.ledger import LedgerError
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -445,8 +446,9 @@ async def import_records(
             stored = len(exc.stored) if isinstance(exc, PartialWrite) else 0
             summary.saved += stored
             summary.failed += attempted - stored
-            if isinstance(exc, StoreUnreachable) or (isinstance(exc, PartialWrite) and exc.lost):
-                # every later batch would fail the same way: one line, and stop here
+            if isinstance(exc, StoreUnreachable | LedgerError) or (isinstance(exc, PartialWrite) and exc.lost):
+                # every later batch would fail the same way (a lost store, a replay ledger that
+                # cannot be used): one line, and stop here
                 summary.stopped = True
                 summary.failures.append(f"stopped after {summary.read:,} memories read: {exc.message}")
             else:
