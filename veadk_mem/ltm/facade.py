@@ -425,9 +425,16 @@ class LongTermMemory:
 
         Each request gets its `entries`, or its `error` (one failing query does not stop the rest).
         """
+        await self.prepare_searches(requests, mode=mode)
+        for request in requests:
+            await self.search_one(request, mode=mode, **options)
+        return requests
+
+    async def prepare_searches(self, requests: list[SearchRequest], *, mode: str | None = None) -> None:
+        """Find each request's index and embed the queries of each index together, ahead of
+        `search_one`; a request whose index or embedding fails gets its `error`."""
         from veadk_mem.errors import VmemError
 
-        top_k = options.pop("top_k", None)
         by_index: dict[str, list[SearchRequest]] = {}
         for request in requests:
             if request.error is not None:  # refused when the query file was read
@@ -446,20 +453,25 @@ class LongTermMemory:
             except VmemError as exc:
                 for request in group:
                     request.error = exc
-                continue
-            for request in group:
-                try:
-                    request.entries = await self.search_memory(
-                        app_name=request.app_name or None,
-                        user_id=request.user_id,
-                        query=request.query,
-                        top_k=request.top_k or top_k,
-                        mode=mode,
-                        **options,
-                    )
-                except VmemError as exc:
-                    request.error = exc
-        return requests
+
+    async def search_one(self, request: SearchRequest, *, mode: str | None = None, **options: Any) -> None:
+        """Search one prepared request: its `entries`, or its `error`."""
+        from veadk_mem.errors import VmemError
+
+        if request.error is not None:
+            return
+        top_k = options.pop("top_k", None)
+        try:
+            request.entries = await self.search_memory(
+                app_name=request.app_name or None,
+                user_id=request.user_id,
+                query=request.query,
+                top_k=request.top_k or top_k,
+                mode=mode,
+                **options,
+            )
+        except VmemError as exc:
+            request.error = exc
 
     async def list_memories(
         self,
