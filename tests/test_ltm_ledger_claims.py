@@ -276,3 +276,30 @@ def test_a_ledger_of_an_older_vmem_opens_with_every_entry_sent(tmp_path: Path) -
         rows = sorted(conn.execute("SELECT content_hash, state FROM sent"))
     conn.close()
     assert rows == [("h1", "sent"), ("h2", "pending")]
+
+
+def test_a_busy_ledger_stops_an_import_before_anything_is_sent(
+    runner: CliRunner, tmp_path: Path, tos: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import veadk_mem.ltm.ledger as ledger_module
+
+    _warm_up(runner, tmp_path)
+    monkeypatch.setattr(ledger_module, "BUSY_TIMEOUT", 0.5, raising=False)
+    file = tmp_path / "export.jsonl"
+    lines = [{"kind": "header", "format": "vmem-ltm", "version": 1}]
+    lines += [{"text": f"memory {i}", "user_id": "user-42", "index": "ltm_demo"} for i in range(3)]
+    file.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    holder = sqlite3.connect(_ledger_path(), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        result = vmem(runner, "ltm", "import", str(file), "--json")
+    finally:
+        holder.close()
+    assert result.exit_code == 1, result.output
+    summary = json.loads(result.stdout)
+    assert summary["stopped"] is True and summary["saved"] == 0
+    assert f"{_ledger_path()}: cannot use the replay ledger: database is locked" in summary["failures"][0]
+    assert len(_sent_texts(tos)) == 1  # the warm-up's only
+    again = vmem(runner, "ltm", "import", str(file), "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["saved"] == 3, again.output
+    assert len(_sent_texts(tos)) == 4
