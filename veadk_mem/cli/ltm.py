@@ -151,9 +151,11 @@ def save(
     sessions stores nothing new. One failing session is reported and the rest go on.
     """
     from veadk_mem.errors import BadInput
+    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.replay import aiter_items, count_sessions, expand_sources, file_sessions, replay
 
     state = get_state(ctx, json_flag=json_flag)
+    limit = batch_bytes()
     state.use_db_url(db_url)
     state.override("database.mem0.infer", False if no_infer else None)
     total: int | None = None
@@ -192,7 +194,7 @@ def save(
                     so_far["sessions"] += 1
                     advance(1)
 
-                return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done)
+                return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done, batch_bytes=limit)
         finally:
             await ltm.close()
 
@@ -435,26 +437,32 @@ def search(
 def _search_batch(
     state: AppState, source: str, user: str | None, app_name: str | None, mode: str | None, **options: Any
 ) -> None:
-    """`--queries`: every query searched in one process, one JSONL line each (exit 1 when any failed)."""
-    from veadk_mem.ltm.queries import read_queries
+    """`--queries`: every query searched in one process, one JSONL line each as it completes
+    (exit 1 when any failed)."""
+    from veadk_mem.ltm.bounds import batch_bytes
+    from veadk_mem.ltm.queries import SearchTally, open_queries, search_each
 
-    requests = read_queries(source, user_id=user, app_name=app_name)
+    limit = batch_bytes()
+    queries = open_queries(source, user_id=user, app_name=app_name)
     ltm = _ltm(state, app_name or "")
+    tally = SearchTally()
 
-    async def go() -> Any:
+    async def go() -> None:
         try:
-            return await ltm.search_batch(requests, mode=mode, **options)
+            async for request in search_each(ltm, queries.requests(), mode=mode, batch_bytes=limit, **options):
+                tally.add(request)
+                state.render.jsonl([request.as_dict()])  # written, and flushed, as each query completes
         finally:
             await ltm.close()
 
-    done = run(go())
-    state.render.jsonl(r.as_dict() for r in done)
-    failed = [r for r in done if r.error is not None]
-    for request in failed[:5]:
-        state.render.warn(f"query {request.query!r}: {getattr(request.error, 'message', request.error)}")
-    if failed:
-        codes = {getattr(r.error, "exit_code", 1) for r in failed}
-        raise typer.Exit(codes.pop() if len(failed) == len(done) and len(codes) == 1 else 1)
+    try:
+        run(go())
+    finally:
+        queries.close()
+    for query, message in tally.failures:
+        state.render.warn(f"query {query!r}: {message}")
+    if tally.failed:
+        raise typer.Exit(tally.exit_code)
 
 
 @app.command("list")

@@ -153,10 +153,12 @@ def import_(
     unless --rehash. Vectors are reused when the file's model and dimension are the
     target's, re-embedded otherwise.
     """
+    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.transfer import import_records, open_export, precheck_indexes
 
     state = get_state(ctx, json_flag=json_flag)
     render = state.render
+    limit = batch_bytes()
     with render.progress("checking the file") as advance:
         file = open_export(source, progress=advance, rehash=rehash)
     if file.rehashed:
@@ -169,7 +171,13 @@ def import_(
             try:
                 with render.progress("importing memories", total=file.memories) as step:
                     return await import_records(
-                        ltm, file.records(), index=index, dry_run=dry_run, progress=step, notice=render.message
+                        ltm,
+                        file.records(),
+                        index=index,
+                        dry_run=dry_run,
+                        progress=step,
+                        notice=render.message,
+                        batch_bytes=limit,
                     )
             finally:
                 await ltm.close()
@@ -195,6 +203,7 @@ def copy(
     json_flag: JsonOption = False,
 ) -> None:
     """Copy memories from one backend to another in one process (every user unless --user)."""
+    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.transfer import ExportScope, copy_memories
 
     state = get_state(ctx, json_flag=json_flag)
@@ -207,7 +216,14 @@ def copy(
         try:
             with render.progress("copying memories") as step:
                 return await copy_memories(
-                    source, target, scope, to_index=to_index, dry_run=dry_run, progress=step, notice=render.message
+                    source,
+                    target,
+                    scope,
+                    to_index=to_index,
+                    dry_run=dry_run,
+                    progress=step,
+                    notice=render.message,
+                    batch_bytes=batch_bytes(),
                 )
         finally:
             await source.close()

@@ -90,11 +90,15 @@ class QueryVectors:
         self._vectors: dict[str, Any] = {}
 
     def prepare(self, embedder: Embedder, queries: list[str]) -> None:
-        """Embed the queries not yet known, in the embedder's batches."""
+        """Embed the queries not yet known, in the embedder's batches. Only this batch's vectors
+        are kept: a batch search of any length holds one batch of them."""
         # A query too long for one chunk is left to embed_one, which averages its chunks.
-        todo = [q for q in dict.fromkeys(queries) if q not in self._vectors and embedder.fits(q)]
+        wanted = dict.fromkeys(queries)
+        kept = {q: v for q, v in self._vectors.items() if q in wanted}
+        todo = [q for q in wanted if q not in kept and embedder.fits(q)]
         if todo:
-            self._vectors.update(zip(todo, embedder.embed(todo), strict=True))
+            kept.update(zip(todo, embedder.embed(todo), strict=True))
+        self._vectors = kept
 
     def vector(self, embedder: Embedder, query: str) -> Any:
         """The query's vector: embedded ahead, or now."""

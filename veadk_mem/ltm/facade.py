@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotFound, NotSupported, PartialWrite, VmemError
+from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
 from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.convert import to_memory_entries
-from veadk_mem.ltm.ledger import Ledger, Scope
+from veadk_mem.ltm.ledger import Ledger, Scope, send_once
 from veadk_mem.ltm.registry import canonical_name, load_backend
 
 if TYPE_CHECKING:
@@ -335,8 +335,9 @@ class LongTermMemory:
     async def save_records(
         self, user_id: str, records: list[MemoryRecord], index: str, *, progress: Callable[[int], None] | None = None
     ) -> list[str]:
-        """Save new records into the index; a store that cannot say what it holds gets them
-        entered in the replay ledger, so the next replay skips them."""
+        """Save new records into the index. A store that cannot say what it holds is sent only
+        what the replay ledger lets this process claim (never what another save claimed or
+        sent), and the ledger records it, so the next replay skips it."""
         backend = self.backend_for(index=index)
         told = 0
 
@@ -346,22 +347,15 @@ class LongTermMemory:
             if progress is not None:
                 progress(n)
 
-        try:
-            ids = await backend.save(user_id, records, progress=tell)
-        except PartialWrite as exc:  # what the store acknowledged is saved: the ledger must know it too
-            if not backend.knows_what_it_holds():
-                acknowledged = set(exc.stored)
-                sent = [r for r in records if r.id in acknowledged] or records[: len(exc.stored)]
-                self.ledger.record(self._scope(backend, user_id), [(r.content_hash, r.id, r.session_id) for r in sent])
-            raise
+        async def send(chosen: list[MemoryRecord]) -> list[str]:
+            return await backend.save(user_id, chosen, progress=tell)
+
+        if backend.knows_what_it_holds():
+            ids = await send(records)
+        else:
+            ids = await send_once(self.ledger, self._scope(backend, user_id), records, send, warn=self.warn)
         if progress is not None and told < len(records):
-            progress(len(records) - told)  # what a store saving in one piece did not tell
-        if not backend.knows_what_it_holds():
-            given = ids if len(ids) == len(records) else [""] * len(records)
-            self.ledger.record(
-                self._scope(backend, user_id),
-                [(r.content_hash, i, r.session_id) for r, i in zip(records, given, strict=True)],
-            )
+            progress(len(records) - told)  # what a store saving in one piece (or the ledger's skip) did not tell
         return ids
 
     # --- read --------------------------------------------------------------------------
@@ -435,9 +429,16 @@ class LongTermMemory:
 
         Each request gets its `entries`, or its `error` (one failing query does not stop the rest).
         """
+        await self.prepare_searches(requests, mode=mode)
+        for request in requests:
+            await self.search_one(request, mode=mode, **options)
+        return requests
+
+    async def prepare_searches(self, requests: list[SearchRequest], *, mode: str | None = None) -> None:
+        """Find each request's index and embed the queries of each index together, ahead of
+        `search_one`; a request whose index or embedding fails gets its `error`."""
         from veadk_mem.errors import VmemError
 
-        top_k = options.pop("top_k", None)
         by_index: dict[str, list[SearchRequest]] = {}
         for request in requests:
             if request.error is not None:  # refused when the query file was read
@@ -456,20 +457,25 @@ class LongTermMemory:
             except VmemError as exc:
                 for request in group:
                     request.error = exc
-                continue
-            for request in group:
-                try:
-                    request.entries = await self.search_memory(
-                        app_name=request.app_name or None,
-                        user_id=request.user_id,
-                        query=request.query,
-                        top_k=request.top_k or top_k,
-                        mode=mode,
-                        **options,
-                    )
-                except VmemError as exc:
-                    request.error = exc
-        return requests
+
+    async def search_one(self, request: SearchRequest, *, mode: str | None = None, **options: Any) -> None:
+        """Search one prepared request: its `entries`, or its `error`."""
+        from veadk_mem.errors import VmemError
+
+        if request.error is not None:
+            return
+        top_k = options.pop("top_k", None)
+        try:
+            request.entries = await self.search_memory(
+                app_name=request.app_name or None,
+                user_id=request.user_id,
+                query=request.query,
+                top_k=request.top_k or top_k,
+                mode=mode,
+                **options,
+            )
+        except VmemError as exc:
+            request.error = exc
 
     async def list_memories(
         self,
@@ -547,6 +553,8 @@ class LongTermMemory:
         if not records:
             return 0
         backend = self.backend_for(app_name, index=index)
+        if not backend.knows_what_it_holds():
+            self.ledger.check()  # a ledger that cannot follow the delete fails it before anything goes
         deleted = await backend.delete_memories(user_id, [r.id for r in records])
         if not backend.knows_what_it_holds():
             self.ledger.forget(
