@@ -3,7 +3,7 @@
 A replay embedded 256 sessions (or 4,096 events) together whatever their size, and an import
 kept up to 500 memories waiting per (index, user), for any number of users: a file of huge
 records was held by the row count. Both now also cut at `[tuning] batch_bytes`
-(`$VMEM_BATCH_BYTES`). Each test here failed on the code before its fix.
+(`[tuning] batch_bytes`, `VMEM_BATCH_BYTES`). Each test here failed on the code before its fix.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_ltm_save_takes_the_bound_from_the_environment(runner: CliRunner, tmp_pa
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["totals"]["saved"] == 6
     bad = runner.invoke(app, ["ltm", "save", str(sessions)], env={"VMEM_BATCH_BYTES": "lots"})
-    assert bad.exit_code == 2 and "VMEM_BATCH_BYTES: expected a number of bytes, got 'lots'" in bad.stderr
+    assert bad.exit_code == 2 and "environment variable VMEM_BATCH_BYTES: expected a size such as 64MiB" in bad.stderr
 
 
 class Saves(LongTermMemory):

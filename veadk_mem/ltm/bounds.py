@@ -8,21 +8,12 @@ of bytes at a time, not a batch of rows.
 
 from __future__ import annotations
 
-import os
-
-from veadk_mem.errors import BadInput
-
 BATCH_BYTES = 64 * 1024 * 1024
 SMALLEST = 64 * 1024
 
 
 def batch_bytes() -> int:
-    """`$VMEM_BATCH_BYTES` (`[tuning] batch_bytes`) in bytes, at least 64 KiB; else 64 MiB."""
-    given = os.environ.get("VMEM_BATCH_BYTES", "").strip()
-    if not given:
-        return BATCH_BYTES
-    try:
-        value = int(given)
-    except ValueError:
-        raise BadInput(f"VMEM_BATCH_BYTES: expected a number of bytes, got {given!r}") from None
-    return max(SMALLEST, value)
+    """`[tuning] batch_bytes` (`VMEM_BATCH_BYTES`) in bytes, at least 64 KiB."""
+    from veadk_mem.config import tuning  # pydantic-settings: loaded once a command runs
+
+    return max(SMALLEST, tuning().batch_bytes)
