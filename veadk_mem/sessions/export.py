@@ -10,7 +10,7 @@ from veadk_mem.adkjson import printed_event
 from veadk_mem.errors import VmemError
 from veadk_mem.jsonio import compact_json_out as dumps
 from veadk_mem.sessions.codec import event_from_row
-from veadk_mem.sessions.read_queries import FIRST_PAGE, Frame, session_head, session_tail, times_line
+from veadk_mem.sessions.read_queries import FIRST_PAGE, MEMORY_FACTOR, Frame, session_head, session_tail, times_line
 from veadk_mem.sessions.records import (
     BATCH,
     PAGED_EVENTS,
@@ -124,6 +124,28 @@ class Export:
         async for piece in pieces:
             yield piece
 
+    async def _probe(self, summaries: Sequence[SessionSummary]) -> float | None:
+        """Bytes per event of the first listed session's first events, as stored (None: no JSON column,
+        or no event): what the first batches are cut by, before any batch was read."""
+        from sqlalchemy import Text, cast, func, select
+
+        first = next((s for s in summaries if s.event_count), None)
+        if first is None or "event_data" not in self.db.tables.events.c:
+            return None
+        e = self.db.tables.events.c
+        sample = (
+            select(e.event_data)
+            .where(e.app_name == first.app_name, e.user_id == first.user_id, e.session_id == first.id)
+            .limit(FIRST_PAGE)
+            .subquery()
+        )
+        try:
+            async with self.db.reader.connect() as conn:
+                found = (await conn.execute(select(func.max(func.length(cast(sample.c.event_data, Text)))))).scalar()
+        except Exception as exc:
+            raise self.db.fail(exc) from None
+        return float(found) if found else None
+
     async def export_jsonl(
         self,
         flt: SessionFilter | None = None,
@@ -134,8 +156,8 @@ class Export:
     ) -> AsyncIterator[str]:
         """The export file in text pieces: app_state and user_state records, then one session per line.
 
-        Sessions are read in batches of about `batch_events` events and about `batch_bytes()` (shared
-        with the batches read ahead), each in its own short transaction (see `_read_batch`); a
+        Sessions are read in batches of about `batch_events` events and about `batch_bytes()` of
+        memory (shared with the batches read ahead), each in its own short transaction (see `_read_batch`); a
         session larger than a batch is a batch of its own, and one of more than `paged_events`
         events, or too heavy to read whole (`Batches`), is read a page at a time (`_paged_line`).
         """
@@ -164,7 +186,8 @@ class Export:
         from collections import deque
 
         ahead = 2 if self.db.dialect == "mysql" else 1
-        cutter = Batches(summaries, batch_events, paged_events, batch_bytes() // (1 + ahead))
+        cutter = Batches(summaries, batch_events, paged_events, batch_bytes() // (MEMORY_FACTOR * (1 + ahead)))
+        cutter.per_event = await self._probe(summaries)
         batches: list[tuple[list[SessionSummary], bool]] = []
 
         def batch_at(index: int) -> tuple[list[SessionSummary], bool] | None:
@@ -218,8 +241,8 @@ class Batches:
     """The listed sessions cut into read batches as the export goes: by events and sessions, and by
     the bytes their events are estimated to take (from the batches read so far), so a run of big
     events is read a few at a time. A session whose events would not fit one batch is read a page
-    at a time, alone: past `paged_events`, past `budget` bytes, or past FIRST_PAGE events before
-    any size is known."""
+    at a time, alone: past `paged_events` events, or past `budget` bytes by the estimate (the first
+    listed session's first events, `Export._probe`, until batches were read)."""
 
     def __init__(self, summaries: Sequence[SessionSummary], batch_events: int, paged_events: int, budget: int) -> None:
         from collections import deque
@@ -232,11 +255,7 @@ class Batches:
 
     def _heavy(self, summary: SessionSummary) -> bool:
         n = summary.event_count
-        if n > self.paged_events:
-            return True
-        if self.per_event is None:
-            return n > FIRST_PAGE
-        return n * self.per_event > self.budget
+        return n > self.paged_events or (self.per_event is not None and n * self.per_event > self.budget)
 
     def next(self) -> tuple[list[SessionSummary], bool] | None:
         """The next batch and whether it is one session read a page at a time; None at the end."""

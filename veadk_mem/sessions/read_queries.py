@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from veadk_mem import events as ev
     from veadk_mem.sessions.statements import Statements
 
-FIRST_PAGE = 100  # events of a session's first page: its size is not known yet; later pages grow to `page`
+FIRST_PAGE = 8  # events of a session's first page: its size is not known yet; later pages grow to `page`
+MEMORY_FACTOR = 4  # memory a page or batch takes per byte of its events' JSON: rows, decoded, encoded
 READ_ATTEMPTS = 3  # reads of a session an agent keeps changing on sqlite before vmem gives up
 
 
@@ -415,7 +416,7 @@ class Reads:
 
         Each page continues after the last `(timestamp, id)` read (keyset paging on ADK's events
         index, never OFFSET) up to the first page's event count, and holds at most `page` events
-        and about `batch_bytes()` of them (pages after a heavy one hold fewer). On PostgreSQL and
+        and about `batch_bytes()` of memory (pages after a heavy one hold fewer events). On PostgreSQL and
         MySQL all pages are read in ONE read-only snapshot (REPEATABLE READ; MySQL's consistent
         snapshot), which no writer waits on. On sqlite each page is its own short transaction,
         which also reads the session's update time: changed since the first page, SessionChanged
@@ -508,7 +509,7 @@ class Reads:
         convert: Callable[[dict[str, Any]], Any] | None,
     ) -> AsyncIterator[SessionSummary | list[Any]]:
         """The pages of `session_pages`, each read on the connection `read()` gives."""
-        budget = batch_bytes()
+        budget = batch_bytes() // MEMORY_FACTOR
         params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
         limit = min(page, FIRST_PAGE)
         async with read() as conn:

@@ -23,10 +23,10 @@ BATCH_BYTES = 64 << 20  # see batch_bytes()
 
 
 def batch_bytes() -> int:
-    """About how many bytes of stored event JSON one read or write batch holds: export's batches and
-    pages, a paged session read and import's batches close at this as well as at their row counts,
-    so a run of 1 MB events holds tens of them, not thousands. `$VMEM_BATCH_BYTES` when set.
-    Peak memory is a few times this (rows, decoded events and their text, the batch read ahead)."""
+    """About how much memory a read's batch of events may take (their rows, decoded data and JSON
+    text; batches read ahead included): an export's batches, a paged session read's pages and
+    upgrade's pages close at it as well as at their row counts, so a run of 1 MB events is read a
+    few at a time, not thousands. `$VMEM_BATCH_BYTES` when set."""
     raw = os.environ.get("VMEM_BATCH_BYTES", "").strip()
     if not raw:
         return BATCH_BYTES
