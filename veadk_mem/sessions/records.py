@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,26 @@ BATCH = 500  # rows per IN list, statement batch and partition
 # and line would all be in memory at once (a 200,000-event session: over 1 GB); below it, a whole
 # read in one short transaction, with the next batch read ahead meanwhile, is the faster way.
 PAGED_EVENTS = 20_000
+BATCH_BYTES = 64 << 20  # see batch_bytes()
+
+
+def batch_bytes() -> int:
+    """About how much memory a read's batch of events may take (their rows, decoded data and JSON
+    text; batches read ahead included): an export's batches, a paged session read's pages and
+    upgrade's pages close at it as well as at their row counts, so a run of 1 MB events is read a
+    few at a time, not thousands. `$VMEM_BATCH_BYTES` when set."""
+    raw = os.environ.get("VMEM_BATCH_BYTES", "").strip()
+    if not raw:
+        return BATCH_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        from veadk_mem.errors import BadInput
+
+        raise BadInput(f"VMEM_BATCH_BYTES: expected a positive number of bytes, got {raw!r}")
+    return value
 
 
 def noop(n: int = 1) -> None:

@@ -50,7 +50,7 @@ from veadk_mem.sessions.layout import (
     build_tables,
     to_epoch,
 )
-from veadk_mem.sessions.records import Progress, noop
+from veadk_mem.sessions.records import Progress, batch_bytes, noop
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -62,7 +62,7 @@ NEW_PREFIX = "vmem_upgrade_"
 ADK_TABLES = ("sessions", "events", "app_states", "user_states", "adk_internal_metadata")
 KEPT = re.compile(r"^(sessions|events|app_states|user_states|adk_internal_metadata)_v0_(\d{14})$")
 _PAGE = 1000  # rows per keyset page and per INSERT
-_PAGE_BYTES = 64 << 20  # pickled actions per events page, about: heavier pages shrink the next
+_PAGE_BYTES: int | None = None  # pickled actions per events page, about (None: `batch_bytes()`)
 DEFAULT_BACKUP = re.compile(r"^vmem-upgrade-backup-\d{14}\.jsonl$")
 _NAMED = 10  # undecodable events named in an error; the rest are counted
 
@@ -622,7 +622,7 @@ async def _pages(
 
     With `weigh` (a page's payload bytes), pages after a heavy one hold fewer rows, so that a
     run of huge events (a pickled 250,000-value state delta is some MB) keeps about
-    _PAGE_BYTES in memory at a time, not 1,000 of them; light pages grow back to _PAGE rows.
+    _PAGE_BYTES (`batch_bytes()`) in memory at a time, not 1,000 of them; light pages grow back to _PAGE rows.
     """
     from sqlalchemy import select, tuple_
 
@@ -643,7 +643,7 @@ async def _pages(
         last = tuple(getattr(rows[-1], c.name) for c in pk)
         if weigh is not None:
             per_row = max(weigh(rows) // len(rows), 1)
-            limit = max(1, min(_PAGE, limit * 2, _PAGE_BYTES // per_row))
+            limit = max(1, min(_PAGE, limit * 2, (_PAGE_BYTES or batch_bytes()) // per_row))
 
 
 async def _snapshot(conn: AsyncConnection, names: dict[str, str] | None = None) -> Snapshot:
@@ -665,14 +665,19 @@ async def _snapshot(conn: AsyncConnection, names: dict[str, str] | None = None) 
 
 
 def _count_backup(path: Path) -> tuple[int, int]:
-    """Sessions and events in a backup file, read back record by record (every one validated)."""
-    from veadk_mem.sessions.validate import iter_import_records
+    """Sessions and events in a backup file, read back record by record (every one validated); a
+    long line (a big session) checked as import checks one, a block at a time, never decoded whole."""
+    from veadk_mem.sessions.bigline import BigLine, check_big
+    from veadk_mem.sessions.validate import iter_checked
 
     if os.path.getsize(path) == 0:
         return 0, 0
     sessions = events = 0
-    for record in iter_import_records(path):
-        if not isinstance(record, dict):
+    for _, record in iter_checked(path, big="skip"):
+        if isinstance(record, BigLine):
+            sessions += 1
+            events += check_big(record, None).count
+        elif not isinstance(record, dict):
             sessions += 1
             events += len(record.events)
     return sessions, events
