@@ -18,14 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
 
 
-def test_batch_bytes_reads_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batch_bytes_is_the_tuning_key_with_its_environment_alias(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VMEM_BATCH_BYTES", raising=False)
     assert batch_bytes() == BATCH_BYTES == 64 << 20
     monkeypatch.setenv("VMEM_BATCH_BYTES", "1048576")
     assert batch_bytes() == 1 << 20
-    for bad in ("0", "-5", "64MB"):
+    monkeypatch.setenv("VMEM_BATCH_BYTES", "8MiB")
+    assert batch_bytes() == 8 << 20
+    for bad in ("0", "-5", "lots"):
         monkeypatch.setenv("VMEM_BATCH_BYTES", bad)
-        with pytest.raises(BadInput, match="VMEM_BATCH_BYTES: expected a positive number of bytes"):
+        with pytest.raises(BadInput, match="environment variable VMEM_BATCH_BYTES"):
             batch_bytes()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,19 +25,10 @@ def batch_bytes() -> int:
     """About how much memory a read's batch of events may take (their rows, decoded data and JSON
     text; batches read ahead included): an export's batches, a paged session read's pages and
     upgrade's pages close at it as well as at their row counts, so a run of 1 MB events is read a
-    few at a time, not thousands. `$VMEM_BATCH_BYTES` when set."""
-    raw = os.environ.get("VMEM_BATCH_BYTES", "").strip()
-    if not raw:
-        return BATCH_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        from veadk_mem.errors import BadInput
+    few at a time, not thousands. `[tuning] batch_bytes` (`VMEM_BATCH_BYTES`)."""
+    from veadk_mem.config import tuning  # pydantic-settings: loaded once a command runs
 
-        raise BadInput(f"VMEM_BATCH_BYTES: expected a positive number of bytes, got {raw!r}")
-    return value
+    return tuning().batch_bytes
 
 
 def noop(n: int = 1) -> None:
