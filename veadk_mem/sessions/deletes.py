@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.sessions.engine import sqlite_gap
@@ -23,8 +23,11 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.statements import Statements
 
 
+T = TypeVar("T")
+
 DELETE_BATCH = 200  # sessions per delete transaction (each well under a second)
 DELETE_BATCH_EVENTS = 20_000  # ... and about this many events
+SQLITE_LONG_STEP = 5_000  # events per transaction of a longer session's delete on sqlite
 
 
 def _batch_size() -> int:
@@ -42,6 +45,18 @@ def _by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[
     for summary in summaries:
         by_pair[(summary.app_name, summary.user_id)].append(summary.id)
     return by_pair
+
+
+async def _whole(work: Coroutine[Any, Any, T]) -> T:
+    """`work` (one short transaction) run to its end even on Ctrl-C, which is raised after it: the
+    count a message gives is then exactly what is gone, never off by a commit."""
+    running = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await running
+        raise
 
 
 class Deletes:
@@ -106,16 +121,11 @@ class Deletes:
                 if n:  # on sqlite, let a waiting agent write between two batches
                     await sqlite_gap(self.db.dialect, held)
                 started = time.monotonic()
-                # Ctrl-C lets the batch in flight (one short transaction) finish: the count
-                # the message gives is then exactly what is gone, never off by a commit
-                running = asyncio.ensure_future(self._delete_batch(chunk, report, bool(recheck)))
-                try:
-                    await asyncio.shield(running)
-                except asyncio.CancelledError:
-                    with contextlib.suppress(Exception):
-                        await running
-                    raise
-                self.delete_transactions += 1
+                if self.db.dialect == "sqlite" and len(chunk) == 1 and chunk[0].event_count > DELETE_BATCH_EVENTS:
+                    await self._delete_long_sqlite(chunk[0], report, bool(recheck))
+                else:
+                    await _whole(self._delete_batch(chunk, report, bool(recheck)))
+                    self.delete_transactions += 1
                 held = time.monotonic() - started
             if purge_state:
                 await self._purge_orphaned(summaries, report)
@@ -152,6 +162,77 @@ class Deletes:
                     kept, events = await self._delete_each(conn, chunk, report, recheck)
         report.sessions += kept  # committed
         report.events += events
+
+    async def _delete_long_sqlite(self, summary: SessionSummary, report: DeleteReport, recheck: bool) -> None:
+        """sqlite: one long session's events in short transactions, newest first, its row with the last ones.
+
+        sqlite has one writer for the whole file, and one transaction deleting 2,000,000 events
+        held it 5-6 s: an agent's append failed with "database is locked". Here each
+        transaction deletes at most `SQLITE_LONG_STEP` events, with `sqlite_gap`'s pause
+        after it. The session row stays until the transaction that deletes its last events,
+        so meanwhile ADK (and vmem) read the session as it was at an earlier time: its oldest
+        events, in ADK's order, never a session without its row nor events without a
+        session another writer could join (ADK reads events by key: a session re-created under
+        the same id would pick up those left). An event an agent appends meanwhile goes with
+        the session. The re-check (`recheck`) is made in the first transaction only: once its
+        delete has begun, a session is deleted whole. A session whose row disappears or is
+        made anew under the same key meanwhile (another writer) is left to that writer, in
+        `report.skipped`. A failure or Ctrl-C part-way leaves the session with its oldest
+        events; `report.events` counts those deleted, and the same delete run again finishes.
+        """
+        from sqlalchemy import delete, literal_column, select
+
+        t = self.db.tables
+        s, e = t.sessions.c, t.events.c
+        key = (summary.app_name, summary.user_id, summary.id)
+        session_is = (s.app_name == key[0], s.user_id == key[1], s.id == key[2])
+        events_of = (e.app_name == key[0], e.user_id == key[1], e.session_id == key[2])
+        newest = (
+            select(literal_column("rowid"))
+            .where(*events_of)
+            .order_by(e.timestamp.desc(), e.id.desc())
+            .limit(SQLITE_LONG_STEP)
+            .scalar_subquery()
+        )
+        created: Any = None
+
+        async def one() -> bool:
+            """One short transaction; True once the session is gone (or left to another writer)."""
+            nonlocal created
+            async with self.db.engine.connect() as conn:
+                conn = await conn.execution_options(vmem_write=True)
+                async with conn.begin():
+                    row = (await conn.execute(select(s.update_time, s.create_time).where(*session_is))).first()
+                    if row is None or (created is not None and row.create_time != created):
+                        report.skipped.append(summary.key)  # deleted, or made anew, by another writer
+                        return True
+                    if created is None:
+                        if recheck and abs(to_epoch(row.update_time) - summary.update_time) > 1e-6:
+                            report.skipped.append(summary.key)  # resumed since it was listed: kept
+                            return True
+                        created = row.create_time
+                    gone = max(
+                        (await conn.execute(delete(t.events).where(literal_column("rowid").in_(newest)))).rowcount or 0,
+                        0,
+                    )
+                    left: Any = await conn.execute(select(literal_column("1")).where(*events_of).limit(1))
+                    last = left.first() is None  # its last events: the row goes with them, never a session without
+                    if last:
+                        await conn.execute(delete(t.sessions).where(*session_is))
+            self.delete_transactions += 1
+            report.events += gone  # committed
+            if last:
+                report.sessions.append(summary)
+            return last
+
+        held = 0.0
+        while True:
+            if held:
+                await sqlite_gap(self.db.dialect, held)
+            started = time.monotonic()
+            if await _whole(one()):
+                return
+            held = time.monotonic() - started
 
     async def _delete_each(
         self, conn: AsyncConnection, chunk: list[SessionSummary], report: DeleteReport, recheck: bool

