@@ -152,3 +152,78 @@ def test_an_agent_appends_and_reads_while_a_long_sqlite_session_is_deleted(tmp_p
     rows = sqlite3.connect(db).execute("SELECT count(*) FROM events WHERE session_id = 'long'").fetchone()
     assert rows == (0,)
     assert sqlite3.connect(db).execute("SELECT count(*) FROM sessions WHERE id = 'long'").fetchone() == (0,)
+
+
+# --- item 8: --purge-state racing an agent's create_session -----------------------------------
+
+
+def database(request: pytest.FixtureRequest, dialect: str, tmp_path: Path) -> str:
+    if dialect == "sqlite":
+        return sqlite_url(tmp_path / "veadk.db")
+    return str(request.getfixturevalue("pg_url" if dialect == "postgresql" else "mysql_url"))
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql", "mysql"])
+def test_purge_state_racing_an_agents_create_session_leaves_it_its_state_rows(
+    request: pytest.FixtureRequest, dialect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADK's create_session reads the app and user state rows, then inserts the session. Held
+    between the two (a hook on ADK's own `_get_or_create_state`) while `delete --purge-state`
+    removes the user's last session: the purge used to delete the rows the create had just read,
+    and every append_event to the new session raised "App state missing"."""
+    from google.adk.sessions import database_session_service as dss
+
+    url = database(request, dialect, tmp_path)
+    asyncio.run(adk_session(url, "alice", "old", ["hi"]))
+    original = dss._get_or_create_state
+
+    async def scenario() -> tuple[Any, list[str]]:
+        read, go_on = asyncio.Event(), asyncio.Event()
+
+        async def held(**kwargs: Any) -> Any:
+            row = await original(**kwargs)
+            if isinstance(kwargs["primary_key"], tuple):  # the user state: the create's last read
+                read.set()
+                await go_on.wait()
+            return row
+
+        monkeypatch.setattr(dss, "_get_or_create_state", held)
+        agent = adk(url)
+        try:
+            create = asyncio.ensure_future(agent.create_session(app_name=APP, user_id="alice", session_id="new"))
+            await read.wait()
+            async with SessionStore(url) as store:
+                purge = asyncio.ensure_future(
+                    store.delete_sessions([SessionKey(APP, "alice", "old")], purge_state=True)
+                )
+                await asyncio.sleep(0.5)  # the purge runs (sqlite), or waits for the create's lock (servers)
+                go_on.set()
+                await create
+                report = await purge
+            monkeypatch.setattr(dss, "_get_or_create_state", original)
+            errors = []
+            session = await agent.get_session(app_name=APP, user_id="alice", session_id="new")
+            for text in ("one", "two"):
+                try:
+                    session = await agent.append_event(session, text_event(text)) and session
+                except ValueError as exc:
+                    errors.append(str(exc))
+            return report, errors
+        finally:
+            await agent.close()
+
+    report, errors = asyncio.run(scenario())
+    assert [s.id for s in report.sessions] == ["old"]
+    assert errors == []
+    after = asyncio.run(adk_get_events(url, "alice", "new"))
+    assert after == ["one", "two"]
+
+
+async def adk_get_events(url: str, user: str, sid: str) -> list[str]:
+    service = adk(url)
+    try:
+        session = await service.get_session(app_name=APP, user_id=user, session_id=sid)
+        assert session is not None
+        return [p.text for e in session.events if e.content for p in e.content.parts or [] if p.text]
+    finally:
+        await service.close()
