@@ -23,14 +23,14 @@ import pytest
 from sessions_helpers import sqlite_url
 from typer.testing import CliRunner
 
-from veadk_mem.cli import app
+from veadk_mem.cli.app import app
 from veadk_mem.sessions.store import SessionKey, SessionStore
 
 APP = "demo_app"
 
 
 def vmem(runner: CliRunner, *args: str) -> Any:
-    return runner.invoke(app, list(args), catch_exceptions=False)
+    return runner.invoke(app, list(args))
 
 
 def adk(url: str, **kwargs: Any) -> Any:
@@ -227,3 +227,79 @@ async def adk_get_events(url: str, user: str, sid: str) -> list[str]:
         return [p.text for e in session.events if e.content for p in e.content.parts or [] if p.text]
     finally:
         await service.close()
+
+
+# --- items 1 and 4: event rows without a session (a killed import's staging) ------------------
+
+
+def staged(db: Path, user: str, sid: str, texts: list[str]) -> None:
+    """What a killed import's staging leaves on sqlite: ADK's event rows under a key with no session row."""
+    asyncio.run(adk_session(sqlite_url(db), user, sid, texts))
+    with sqlite3.connect(db) as conn:  # foreign keys off, as on vmem's connections (ADK's cascade: none)
+        conn.execute("DELETE FROM sessions WHERE user_id = ? AND id = ?", (user, sid))
+
+
+def event_rows(db: Path, user: str) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM events WHERE user_id = ?", (user,)).fetchone()[0])
+
+
+def test_doctor_counts_staged_rows_and_forget_and_delete_remove_them(runner: CliRunner, tmp_path: Path) -> None:
+    """ADK hands such rows to a session later created under the same key: doctor names them, and
+    `forget USER` / `session delete APP USER ID` remove them (forget used to leave them, exit 0;
+    delete by id said not found, exit 3)."""
+    db = tmp_path / "veadk.db"
+    asyncio.run(adk_session(sqlite_url(db), "carol", "kept", ["hello"]))
+    staged(db, "carol", "staged", ["card 4111 1111 1111 1111", "more"])
+    staged(db, "dave", "half", ["dave's"])
+    result = vmem(runner, "--json", "doctor", "--db-url", str(db))
+    check = next(c for c in json.loads(result.stdout) if c["name"].startswith("short_term_memory"))
+    assert check["orphan_events"] == {APP: 3}
+    assert "3 event rows without a session" in check["detail"] and "vmem forget USER" in check["detail"]
+
+    plan = vmem(runner, "--json", "forget", "carol", "--db-url", str(db), "--dry-run")
+    assert json.loads(plan.stdout)["sessions"]["orphan_events"] == 2
+    result = vmem(runner, "forget", "carol", "--db-url", str(db), "--yes")
+    assert result.exit_code == 0, result.stderr
+    assert event_rows(db, "carol") == 0 and event_rows(db, "dave") == 1
+
+    result = vmem(runner, "--json", "session", "delete", APP, "dave", "half", "--db-url", str(db), "--yes")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["orphan_events"] == 1 and event_rows(db, "dave") == 0
+    missing = vmem(runner, "session", "delete", APP, "dave", "half", "--db-url", str(db), "--yes")
+    assert missing.exit_code == 3  # nothing under that key now: not found, as before
+    result = vmem(runner, "--json", "doctor", "--db-url", str(db))
+    check = next(c for c in json.loads(result.stdout) if c["name"].startswith("short_term_memory"))
+    assert check["orphan_events"] == {} and "without a session" not in check["detail"]
+
+
+# --- item 12: `session upgrade --drop-old` compares what the copy holds, not row counts -------
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_drop_old_refuses_while_a_kept_session_is_missing_though_the_counts_agree(
+    runner: CliRunner, request: pytest.FixtureRequest, dialect: str, tmp_path: Path
+) -> None:
+    """After an upgrade an agent deleted one session and created another: the same counts, and the
+    old guard dropped the old tables with the last copy of the deleted session."""
+    from sessions_helpers import build_v0
+
+    url = database(request, dialect, tmp_path)
+    build_v0(url, {("alice", "s1"): 3, ("bob", "s2"): 2})
+    given = str(tmp_path / "veadk.db") if dialect == "sqlite" else url
+    result = vmem(runner, "session", "upgrade", "--db-url", given, "--backup", str(tmp_path / "b.jsonl"))
+    assert result.exit_code == 0, result.stderr
+
+    async def swap() -> None:
+        service = adk(url)
+        try:
+            await service.delete_session(app_name=APP, user_id="alice", session_id="s1")
+        finally:
+            await service.close()
+        await adk_session(url, "carol", "s3", ["a", "b", "c"])  # as many sessions and events as before
+
+    asyncio.run(swap())
+    result = vmem(runner, "session", "upgrade", "--db-url", given, "--drop-old")
+    assert result.exit_code == 1, result.stderr
+    assert "not dropping the old tables" in result.stderr and "'alice'" in result.stderr and "'s1'" in result.stderr
+    assert "nothing was dropped" in result.stderr

@@ -14,7 +14,14 @@ from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
-from veadk_mem.sessions.records import BATCH, DeleteReport, SessionFilter, SessionKey, SessionSummary, cut_batches
+from veadk_mem.sessions.records import (
+    BATCH,
+    DeleteReport,
+    SessionFilter,
+    SessionKey,
+    SessionSummary,
+    cut_batches,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -428,6 +435,87 @@ class Deletes:
                         await conn.execute(
                             insert(t.user_states).values(app_name=app, user_id=user, state={}, update_time=stamp)
                         )
+
+    # --- event rows without a session (a killed import's staging) ---------------------------
+
+    def _orphan_rows(self, app: str | None, user: str | None, keys: Sequence[SessionKey] | None) -> Any:
+        """The condition on `events` of the rows without a session row, among those of app / user / keys."""
+        from sqlalchemy import and_, exists, or_, select
+
+        t = self.db.tables
+        s, e = t.sessions.c, t.events.c
+        where = [~exists(select(s.id).where(s.app_name == e.app_name, s.user_id == e.user_id, s.id == e.session_id))]
+        if app is not None:
+            where.append(e.app_name == app)
+        if user is not None:
+            where.append(e.user_id == user)
+        if keys is not None:
+            pairs = _by_pair([SessionSummary(k.app_name, k.user_id, k.id, {}, 0, 0.0, 0.0) for k in keys])
+            where.append(
+                or_(*(and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in pairs.items()))
+            )
+        return and_(*where)
+
+    async def orphan_events(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> dict[SessionKey, int]:
+        """Event rows whose session row does not exist, counted by key: what a killed import's staging
+        (sqlite: a long session's events are written before its row) leaves. ADK and vmem read
+        none of them, until a session is created under the same key: then ADK's get_session
+        hands them to it."""
+        from sqlalchemy import func, select
+
+        if keys is not None and not keys:
+            return {}
+        e = self.db.tables.events.c
+        stmt = (
+            select(e.app_name, e.user_id, e.session_id, func.count())
+            .where(self._orphan_rows(app, user, keys))
+            .group_by(e.app_name, e.user_id, e.session_id)
+        )
+        try:
+            async with self.db.reader.connect() as conn:
+                return {SessionKey(a, u, sid): int(n) for a, u, sid, n in await conn.execute(stmt)}
+        except Exception as exc:
+            raise self.db.fail(exc) from None
+
+    async def delete_orphans(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> int:
+        """Delete the event rows `orphan_events` finds, whatever their content; how many went.
+
+        On sqlite in short transactions of `SQLITE_LONG_STEP` rows (with `sqlite_gap`'s pause),
+        elsewhere in one statement. An import still writing such rows (staging) then finds its
+        events gone and stops, its session row unwritten; run it again.
+        """
+        from sqlalchemy import delete, literal_column, select
+
+        if keys is not None and not keys:
+            return 0
+        t = self.db.tables
+        where = self._orphan_rows(app, user, keys)
+        total = 0
+        held = 0.0
+        try:
+            while True:
+                if held:
+                    await sqlite_gap(self.db.dialect, held)
+                started = time.monotonic()
+                async with self.db.engine.connect() as conn:
+                    conn = await conn.execution_options(vmem_write=True)
+                    async with conn.begin():
+                        if self.db.dialect == "sqlite":
+                            some: Any = select(literal_column("rowid")).where(where).limit(SQLITE_LONG_STEP)
+                            stmt = delete(t.events).where(literal_column("rowid").in_(some.scalar_subquery()))
+                        else:
+                            stmt = delete(t.events).where(where)
+                        gone = max((await conn.execute(stmt)).rowcount or 0, 0)
+                total += gone
+                held = time.monotonic() - started
+                if self.db.dialect != "sqlite" or gone < SQLITE_LONG_STEP:
+                    return total
+        except Exception as exc:
+            raise self.db.fail(exc) from None
 
     async def _unchanged(
         self, conn: AsyncConnection, summaries: list[SessionSummary], report: DeleteReport
