@@ -303,3 +303,65 @@ def test_drop_old_refuses_while_a_kept_session_is_missing_though_the_counts_agre
     assert result.exit_code == 1, result.stderr
     assert "not dropping the old tables" in result.stderr and "'alice'" in result.stderr and "'s1'" in result.stderr
     assert "nothing was dropped" in result.stderr
+
+
+# --- item 12: a killed import leaves no spool for a day ------------------------------------------
+
+
+def test_a_long_lines_spool_has_no_name_and_a_dead_runs_stdin_spool_goes_at_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long line's checked events wait in a spool as large as the session: it has no name now, so
+    a kill -9 leaves nothing. A stdin spool needs a name (the import's second pass and its reader
+    process open it): one whose vmem is gone (its lock free) goes at the next run, not after a day,
+    while one a live vmem holds stays."""
+    import fcntl
+    import io
+    import os
+    import subprocess
+    import sys
+
+    from veadk_mem.sessions import bigline
+    from veadk_mem.sessions.files import SPOOL_PREFIX, spool_dir, spooled_stdin
+
+    directory = spool_dir()
+    events = [{"id": f"e{i}", "author": "user", "invocationId": "i", "timestamp": 1_790_000_000 + i} for i in range(50)]
+    line = json.dumps({"id": "s", "appName": APP, "userId": "u", "events": events, "lastUpdateTime": 1_790_000_100})
+    source = tmp_path / "big.jsonl"
+    source.write_text(line + "\n")
+    lines = bigline.iter_lines(source, str(source), 100)
+    assert lines is not None
+    big_line = next(data for _, data in lines if isinstance(data, bigline.BigLine))
+    before = set(os.listdir(directory))
+    big = bigline.check_big(big_line, None, spool=True)
+    try:
+        assert set(os.listdir(directory)) == before  # the spool is open, and nameless
+        assert sum(len(chunk) for chunk in bigline.event_chunks(big)) == 50
+    finally:
+        big.remove_spool()
+
+    dead = directory / f"{SPOOL_PREFIX}killed.jsonl"  # a kill -9 during an import of stdin, an hour ago
+    dead.write_text("{}")
+    os.utime(dead, (time.time() - 3600, time.time() - 3600))
+    held = directory / f"{SPOOL_PREFIX}live.jsonl"
+    held.write_text("{}")
+    os.utime(held, (time.time() - 3600, time.time() - 3600))
+    holder = subprocess.Popen(  # another vmem, importing from its stdin meanwhile
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,sys,time; f=open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); "
+            "print('held', flush=True); time.sleep(60)",
+            str(held),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"{}\n"), encoding="utf-8"))
+        with spooled_stdin() as path, open(path) as probe, pytest.raises(OSError):  # this run holds its own
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert not dead.exists() and held.exists() and not path.exists()
+    finally:
+        holder.kill()
+        holder.wait()

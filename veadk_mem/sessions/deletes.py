@@ -36,7 +36,8 @@ DELETE_BATCH = 200  # sessions per delete transaction (each well under a second)
 DELETE_BATCH_EVENTS = 20_000  # ... and about this many events
 PURGE_LOCK_TIMEOUT = 10  # seconds --purge-state waits for the state tables' lock (PostgreSQL, MySQL)
 SQLITE_CREATE_WAIT = 0.3  # seconds a create that waited on the purge's write lock gets to finish (sqlite)
-SQLITE_LONG_STEP = 5_000  # events per transaction of a longer session's delete on sqlite
+SQLITE_LONG_STEP = 5_000  # events in the first transaction of a longer session's delete on sqlite
+SQLITE_LONG_HOLD = 0.1  # seconds each of the others should hold the write lock: the step follows the machine
 
 
 def _batch_size() -> int:
@@ -177,7 +178,8 @@ class Deletes:
 
         sqlite has one writer for the whole file, and one transaction deleting 2,000,000 events
         held it 5-6 s: an agent's append failed with "database is locked". Here each
-        transaction deletes at most `SQLITE_LONG_STEP` events, with `sqlite_gap`'s pause
+        transaction deletes `SQLITE_LONG_STEP` events, the next ones as many as take about
+        `SQLITE_LONG_HOLD` s (halved or doubled after each, 500 to 20,000), with `sqlite_gap`'s pause
         after it. The session row stays until the transaction that deletes its last events,
         so meanwhile ADK (and vmem) read the session as it was at an earlier time: its oldest
         events, in ADK's order, never a session without its row nor events without a
@@ -189,7 +191,7 @@ class Deletes:
         `report.skipped`. A failure or Ctrl-C part-way leaves the session with its oldest
         events; `report.events` counts those deleted, and the same delete run again finishes.
         """
-        from sqlalchemy import delete, literal_column, select
+        from sqlalchemy import bindparam, delete, literal_column, select
 
         t = self.db.tables
         s, e = t.sessions.c, t.events.c
@@ -200,10 +202,11 @@ class Deletes:
             select(literal_column("rowid"))
             .where(*events_of)
             .order_by(e.timestamp.desc(), e.id.desc())
-            .limit(SQLITE_LONG_STEP)
+            .limit(bindparam("step"))
             .scalar_subquery()
         )
         created: Any = None
+        step = SQLITE_LONG_STEP
 
         async def one() -> bool:
             """One short transaction; True once the session is gone (or left to another writer)."""
@@ -221,7 +224,12 @@ class Deletes:
                             return True
                         created = row.create_time
                     gone = max(
-                        (await conn.execute(delete(t.events).where(literal_column("rowid").in_(newest)))).rowcount or 0,
+                        (
+                            await conn.execute(
+                                delete(t.events).where(literal_column("rowid").in_(newest)), {"step": step}
+                            )
+                        ).rowcount
+                        or 0,
                         0,
                     )
                     left: Any = await conn.execute(select(literal_column("1")).where(*events_of).limit(1))
@@ -242,6 +250,11 @@ class Deletes:
             if await _whole(one()):
                 return
             held = time.monotonic() - started
+            # as many events as take about LONG_HOLD s on this machine now: a loaded host deleted 5,000 in 2 s
+            if held > 2 * SQLITE_LONG_HOLD:
+                step = max(SQLITE_LONG_STEP // 10, step // 2)
+            elif held < SQLITE_LONG_HOLD / 2:
+                step = min(SQLITE_LONG_STEP * 4, step * 2)
 
     async def _delete_each(
         self, conn: AsyncConnection, chunk: list[SessionSummary], report: DeleteReport, recheck: bool
