@@ -365,3 +365,33 @@ def test_a_long_lines_spool_has_no_name_and_a_dead_runs_stdin_spool_goes_at_the_
     finally:
         holder.kill()
         holder.wait()
+
+
+# --- item 4: delete by key whatever the rows hold -----------------------------------------------
+
+
+def test_sessions_with_corrupt_json_are_deleted_by_key_by_delete_and_forget(runner: CliRunner, tmp_path: Path) -> None:
+    """A session row whose state is not JSON (and events whose data is not): the reads skip it, and
+    `session delete` by id said not found (exit 3) while `forget` printed `forgot carol`, exit 0,
+    and left it. Deleting needs the key, not a decoded row."""
+    db = tmp_path / "veadk.db"
+    for sid in ("s1", "s2"):
+        asyncio.run(adk_session(sqlite_url(db), "carol", sid, ["card 4111 1111 1111 1111", "b"]))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE events SET event_data = '{not json'")
+        conn.execute("UPDATE sessions SET state = '{not json' WHERE id = 's2'")
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(db.read_bytes())
+
+    result = vmem(runner, "session", "delete", APP, "carol", "s1", "s2", "--db-url", str(db), "--yes")
+    assert result.exit_code == 0, result.stderr
+    assert event_rows(db, "carol") == 0
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM sessions").fetchone() == (0,)
+
+    result = vmem(runner, "--json", "forget", "carol", "--db-url", str(copy), "--yes")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["deleted"]["sessions"] == 2
+    assert event_rows(copy, "carol") == 0
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT count(*) FROM sessions").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM user_states").fetchone() == (0,)

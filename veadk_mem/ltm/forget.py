@@ -133,7 +133,12 @@ async def plan_forget(
     store = _session_store(settings, plan)
     if store is not None:
         async with store:
-            report = await store.delete_sessions(_filter(user_id, app_name), purge_state=True, dry_run=True)
+            from veadk_mem.sessions.delete_flow import undecoded
+
+            flt = _filter(user_id, app_name)
+            listed = await store.list_sessions(flt, oldest_first=True)
+            listed += await undecoded(store, flt, listed)  # a corrupt state is the user's all the same
+            report = await store.delete_sessions(listed, purge_state=True, dry_run=True)
             plan.orphan_events = sum((await store.orphan_events(app=app_name, user=user_id)).values())
         plan.sessions = list(report.sessions)
         plan.session_events = report.events

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from veadk_mem.errors import NotFound
+
 if TYPE_CHECKING:
-    from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionKey
+    from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionKey, SessionSummary
     from veadk_mem.sessions.store import SessionStore
 
 
@@ -40,10 +42,16 @@ async def delete_flow(
     if keys is not None:
         orphans = await store.orphan_events(keys=keys)  # a key with such rows has no session row
         named = [k for k in keys if k not in orphans]
-        chosen = await store.find_sessions(named) if named else []
+        try:
+            chosen = await store.find_sessions(named) if named else []
+        except NotFound:  # missing, or stored with a state the reads cannot decode: deleted all the same
+            chosen = await store.stored_sessions(keys=named)
+            if len(chosen) < len(named):
+                raise
     else:
         orphans = await _filter_orphans(store, flt)
         chosen = await store.list_sessions(flt, oldest_first=True)
+        chosen += await undecoded(store, flt, chosen)
     plan = await store.delete_sessions(chosen, purge_state=purge_state, dry_run=True)
     plan.orphan_events = sum(orphans.values())
     if dry_run or not (chosen or orphans):
@@ -67,3 +75,16 @@ async def _filter_orphans(store: SessionStore, flt: SessionFilter | None) -> dic
     if flt.app is None and flt.user is None:
         return {}
     return await store.orphan_events(app=flt.app, user=flt.user)
+
+
+async def undecoded(
+    store: SessionStore, flt: SessionFilter | None, listed: list[SessionSummary]
+) -> list[SessionSummary]:
+    """The sessions of the filter's app / user that `listed` (the reads) left out: stored with a state
+    they cannot decode. None for a filter with a time bound (its times are the reads')."""
+    if flt is None or any(v is not None for v in (flt.since, flt.until, flt.older_than)):
+        return []
+    if flt.app is None and flt.user is None:
+        return []
+    seen = {s.key for s in listed}
+    return [s for s in await store.stored_sessions(app=flt.app, user=flt.user) if s.key not in seen]

@@ -449,6 +449,47 @@ class Deletes:
                             insert(t.user_states).values(app_name=app, user_id=user, state={}, update_time=stamp)
                         )
 
+    async def stored_sessions(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> list[SessionSummary]:
+        """Sessions by key as stored, their state not decoded (empty in the summaries), oldest update
+        first: what a delete needs. A row whose state the reads cannot decode (corrupt JSON) is
+        skipped by them, and was left by delete and forget, which then said nothing was there."""
+        from sqlalchemy import and_, func, or_, select
+
+        t = self.db.tables
+        s, e = t.sessions.c, t.events.c
+        where: list[Any] = []
+        if app is not None:
+            where.append(s.app_name == app)
+        if user is not None:
+            where.append(s.user_id == user)
+        if keys is not None:
+            if not keys:
+                return []
+            pairs = _by_pair([SessionSummary(k.app_name, k.user_id, k.id, {}, 0, 0.0, 0.0) for k in keys])
+            where.append(or_(*(and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in pairs.items())))
+        counts = (
+            select(e.app_name, e.user_id, e.session_id, func.count().label("n"))
+            .group_by(e.app_name, e.user_id, e.session_id)
+            .subquery()
+        )
+        joined = t.sessions.outerjoin(
+            counts, and_(counts.c.app_name == s.app_name, counts.c.user_id == s.user_id, counts.c.session_id == s.id)
+        )
+        stmt = (
+            select(s.app_name, s.user_id, s.id, s.create_time, s.update_time, counts.c.n)
+            .select_from(joined)
+            .where(*where)
+            .order_by(s.update_time)
+        )
+        try:
+            async with self.db.reader.connect() as conn:
+                rows = (await conn.execute(stmt)).all()
+        except Exception as exc:
+            raise self.db.fail(exc) from None
+        return [SessionSummary(a, u, i, {}, int(n or 0), to_epoch(c), to_epoch(up)) for a, u, i, c, up, n in rows]
+
     # --- event rows without a session (a killed import's staging) ---------------------------
 
     def _orphan_rows(self, app: str | None, user: str | None, keys: Sequence[SessionKey] | None) -> Any:

@@ -202,6 +202,12 @@ class SessionStore(Statements):
             target, purge_state=purge_state, dry_run=dry_run, recheck=recheck, batch=batch
         )
 
+    async def stored_sessions(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> list[SessionSummary]:
+        """Sessions by key as stored, state not decoded: a delete's view (a corrupt state is still deleted)."""
+        return await self._deletes.stored_sessions(app=app, user=user, keys=keys)
+
     async def orphan_events(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
     ) -> dict[SessionKey, int]:
