@@ -324,16 +324,20 @@ def delete_cmd(
     if state.json_mode:
         state.render.json(report.to_json())
         return
-    if not report.sessions:
+    if not report.sessions and not report.orphan_events:
         state.render.message("no sessions match: nothing deleted")
         return
     if report.dry_run:
         _show_plan(state, report)
+        if report.orphan_events:
+            state.render.message(f"and {counted(report.orphan_events, 'event row')} without a session (staged)")
         state.render.message("dry run: nothing deleted")
         return
     extra = ""
     if report.app_states or report.user_states:
         extra = f", {counted(len(report.app_states), 'app state')} and {counted(len(report.user_states), 'user state')}"
+    if report.orphan_events:
+        extra += f", {counted(report.orphan_events, 'event row')} without a session (a killed import's staging)"
     state.render.message(
         f"deleted {counted(len(report.sessions), 'session')}, {counted(report.events, 'event')}{extra}"
     )
@@ -498,7 +502,7 @@ def upgrade_cmd(
     <name>_v0_<UTC time>, until --drop-old. Refused while another connection holds a sqlite
     database or while the tables change during the upgrade: stop the agents that use it first.
     An event whose pickled actions cannot be decoded stops the upgrade (exit 1, named) unless
-    --keep-undecodable; --drop-old refuses while the new tables hold fewer rows than the old.
+    --keep-undecodable; --drop-old refuses unless the new tables hold every old session and event.
     """
     from veadk_mem.sessions.upgrade import default_backup, upgrade_store
 

@@ -115,6 +115,7 @@ class DeleteReport:
     user_states: list[tuple[str, str]] = field(default_factory=list)
     dry_run: bool = False
     skipped: list[SessionKey] = field(default_factory=list)  # changed since listed: kept
+    orphan_events: int = 0  # event rows without a session row (a killed import's staging), of the same keys
 
     def to_json(self) -> dict[str, Any]:
         """`session delete --json`: vmem's own report, in snake_case like every vmem report."""
@@ -126,6 +127,7 @@ class DeleteReport:
             "app_states": self.app_states,
             "user_states": [{"app_name": a, "user_id": u} for a, u in self.user_states],
             "skipped": [{"app_name": k.app_name, "user_id": k.user_id, "id": k.id} for k in self.skipped],
+            "orphan_events": self.orphan_events,
         }
 
 

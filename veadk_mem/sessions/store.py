@@ -202,6 +202,24 @@ class SessionStore(Statements):
             target, purge_state=purge_state, dry_run=dry_run, recheck=recheck, batch=batch
         )
 
+    async def stored_sessions(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> list[SessionSummary]:
+        """Sessions by key as stored, state not decoded: a delete's view (a corrupt state is still deleted)."""
+        return await self._deletes.stored_sessions(app=app, user=user, keys=keys)
+
+    async def orphan_events(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> dict[SessionKey, int]:
+        """Event rows without a session row (a killed import's staging), counted by key."""
+        return await self._deletes.orphan_events(app=app, user=user, keys=keys)
+
+    async def delete_orphans(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> int:
+        """Delete the event rows `orphan_events` counts; how many went."""
+        return await self._deletes.delete_orphans(app=app, user=user, keys=keys)
+
     # --- writes (writes.py) -----------------------------------------------------
 
     def offline_limits(self) -> Limits | None:

@@ -24,7 +24,7 @@ under LOCK TABLES: the copy is committed in batches, the swap is one atomic `REN
 checked right before it and again right after it (a write that slipped in between is caught
 and the tables are swapped back); a failure drops the new tables, and tables left by a
 killed run are removed by the next one. The old tables stay until `--drop-old`, which
-refuses while the current tables hold fewer sessions or events than the kept ones.
+refuses unless the current tables hold every kept session (updated no earlier) and event, by key.
 """
 
 from __future__ import annotations
@@ -581,29 +581,62 @@ def backup_output(path: Path) -> AbstractContextManager[IO[str]]:
 
 
 async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
-    """StoreError (nothing dropped) while the current tables hold fewer sessions or events than
-    the old ones kept by an upgrade: the old ones may be the only copy of what is missing."""
-    from sqlalchemy import func, select, table
+    """StoreError (nothing dropped) unless the current tables hold everything the old ones kept by an
+    upgrade hold: every old session (by key), updated no earlier, and every old event (by key).
+
+    Counts alone passed a copy that had lost a session once another had been created: the old
+    tables were dropped with the last database copy of the deleted one.
+    """
+    from sqlalchemy import and_, column, exists, func, select, table
+
+    from veadk_mem.sessions.layout import AdkTimestamp
 
     stamps = sorted({m[2] for n in names if (m := KEPT.match(n))})
     present = set(names)
+    now = store.tables
+
+    def refuse(what: str) -> StoreError:
+        return StoreError(
+            f"{store.display_url}: not dropping the old tables: {what}; nothing was dropped",
+            hint="the old tables may hold the only copy of what is missing: compare them first "
+            "(drop them by hand once the difference is meant, e.g. sessions deleted since)",
+        )
+
     try:
         async with store.engine.connect() as conn:
-
-            async def rows(name: str) -> int:
-                return int((await conn.execute(select(func.count()).select_from(table(name)))).scalar_one())
-
-            for kind in ("sessions", "events"):
-                current = await rows(kind)
-                for stamp in stamps:
-                    old = f"{kind}_v0_{stamp}"
-                    if old in present and (count := await rows(old)) > current:
-                        raise StoreError(
-                            f"{store.display_url}: not dropping the old tables: {old} holds {count:,} {kind}, "
-                            f"the current {kind} table {current:,}; nothing was dropped",
-                            hint="the old tables may hold the only copy of what is missing: compare them "
-                            "first (drop them by hand once the difference is meant, e.g. sessions deleted since)",
+            for stamp in stamps:
+                if (name := f"sessions_v0_{stamp}") in present:
+                    old = table(
+                        name, column("app_name"), column("user_id"), column("id"), column("update_time", AdkTimestamp())
+                    )
+                    c = now.sessions.c
+                    same = (c.app_name == old.c.app_name, c.user_id == old.c.user_id, c.id == old.c.id)
+                    missing = ~exists(select(c.id).where(*same))
+                    count = (await conn.execute(select(func.count()).select_from(old).where(missing))).scalar_one()
+                    if count:
+                        first = (
+                            await conn.execute(select(old.c.app_name, old.c.user_id, old.c.id).where(missing).limit(1))
+                        ).one()
+                        raise refuse(
+                            f"{count:,} session(s) of {name} are not in the current sessions table "
+                            f"(app {first[0]!r} user {first[1]!r} session {first[2]!r} among them)"
                         )
+                    older = select(func.count()).select_from(old.join(now.sessions, and_(*same)))
+                    count = (await conn.execute(older.where(c.update_time < old.c.update_time))).scalar_one()
+                    if count:
+                        raise refuse(f"{count:,} session(s) of {name} were updated later than the current copy")
+                if (name := f"events_v0_{stamp}") in present:
+                    old = table(name, column("id"), column("app_name"), column("user_id"), column("session_id"))
+                    e = now.events.c
+                    key = (
+                        e.id == old.c.id,
+                        e.app_name == old.c.app_name,
+                        e.user_id == old.c.user_id,
+                        e.session_id == old.c.session_id,
+                    )
+                    lost = select(func.count()).select_from(old).where(~exists(select(e.id).where(*key)))
+                    if count := (await conn.execute(lost)).scalar_one():
+                        raise refuse(f"{count:,} event(s) of {name} are not in the current events table")
     except VmemError:
         raise
     except Exception as exc:
