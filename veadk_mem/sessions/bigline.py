@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import marshal
-import os
 import re
 import struct
 from collections.abc import Iterator
