@@ -114,14 +114,12 @@ def export(
                     advance(1)
 
     async def go() -> None:
-        try:
+        async with ltm:
             if output in (None, "-"):
                 await render.stream(pieces())
             else:
                 with atomic_output(output) as handle:
                     await render.stream(pieces(), handle)
-        finally:
-            await ltm.close()
 
     run(go())
     if output not in (None, "-"):
@@ -165,13 +163,11 @@ def import_(
         precheck_indexes(ltm, file.indexes, index)
 
         async def go() -> Any:
-            try:
+            async with ltm:
                 with render.progress("importing memories", total=file.memories) as step:
                     return await import_records(
                         ltm, file.records(), index=index, dry_run=dry_run, progress=step, notice=render.message
                     )
-            finally:
-                await ltm.close()
 
         summary = run(go())
     finally:
@@ -203,13 +199,10 @@ def copy(
     scope = ExportScope(user_id=user, all_users=user is None, index=from_index)
 
     async def go() -> Any:
-        try:
+        async with source, target:
             with render.progress("copying memories") as step:
                 return await copy_memories(
                     source, target, scope, to_index=to_index, dry_run=dry_run, progress=step, notice=render.message
                 )
-        finally:
-            await source.close()
-            await target.close()
 
     _finish(state, run(go()), dry_run)

