@@ -310,8 +310,9 @@ class LongTermMemory:
     async def embed(self, backend: LongTermMemoryBackend, records: list[MemoryRecord]) -> None:
         """Chunk and embed the records for a backend that stores vectors, in a worker thread
         (an HTTP embedder blocks, a local model computes): the event loop goes on meanwhile."""
-        if records and backend.can(Capability.EMBEDS):
-            await asyncio.to_thread(embed_records, backend.embedder, records, backend.embedding_text)
+        todo = [r for r in records if r.chunks is None or r.vectors is None]
+        if todo and backend.can(Capability.EMBEDS):
+            await asyncio.to_thread(embed_records, backend.embedder, todo, backend.embedding_text)
 
     async def embed_queries(self, backend: LongTermMemoryBackend, queries: list[str]) -> None:
         """Embed search queries ahead, in a worker thread, for a backend that stores vectors."""
