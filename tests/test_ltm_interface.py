@@ -123,6 +123,20 @@ def test_a_dry_run_saves_into_memory_and_leaves_the_store_alone(tmp_path: Path) 
     assert not path.exists()
 
 
+def test_a_dry_run_counts_a_memory_two_sessions_share_once(tmp_path: Path) -> None:
+    """As a real run would: the second session finds it saved by the first."""
+    ltm = LongTermMemory(backend_config={"local_path": str(tmp_path / "m.db")}, embedder=HashEmbedder(dim=64))
+
+    async def go() -> list[Any]:
+        async with ltm:
+            first = _session("I like tea", "I live in Porto")
+            second = _session("I like tea", "I cycle to work").model_copy(update={"id": "s2"})
+            return [await ltm.add_session_to_memory(s, dry_run=True) for s in (first, second)]
+
+    reports = asyncio.run(go())
+    assert [(r.saved, r.duplicates) for r in reports] == [(2, 0), (1, 1)]
+
+
 def test_the_facade_is_an_async_context_manager_that_closes() -> None:
     closed: list[bool] = []
 

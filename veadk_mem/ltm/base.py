@@ -188,7 +188,7 @@ class LongTermMemoryBackend(ABC):
     def require(self, capability: Capability) -> None:
         """NotSupported (exit 4) naming what this backend cannot do, unless it declares the capability."""
         if capability not in self.capabilities:
-            what, hint = LACKING[capability]
+            what, hint = LACKING.get(capability, (f"has no {capability.value} capability", ""))
             raise NotSupported(f"the {self.name} backend {what}", hint=hint or None)
 
     @property
@@ -209,7 +209,7 @@ class LongTermMemoryBackend(ABC):
     async def save(
         self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
     ) -> list[str]:
-        """Store memories for the user; returns the ids stored.
+        """Store memories for the user; returns the ids stored (for EMBEDS, each comes with its chunks and vectors).
 
         `progress(n)` is told as memories are stored (n of them each time) where the store
         saves piecemeal; the facade accounts for whatever a backend leaves untold.

@@ -248,7 +248,7 @@ class LongTermMemory:
                 record.chunks, record.vectors = self._prepared.pop((index, record.content_hash), (None, None))
         if not new:
             return report
-        into = self._dry_run_backend(index) if dry_run else None
+        into = self.dry_run_backend(index) if dry_run else None
         ids = await self.save_records(session.user_id, new, index, progress=progress, into=into)
         report.ids = list(ids)
         report.saved = len(ids)
@@ -319,7 +319,7 @@ class LongTermMemory:
         if queries and backend.can(Capability.EMBEDS):
             await asyncio.to_thread(backend.queries.prepare, backend.embedder, queries)
 
-    def _dry_run_backend(self, index: str) -> LongTermMemoryBackend:
+    def dry_run_backend(self, index: str) -> LongTermMemoryBackend:
         """The index of the in-memory store a dry run saves into, so it runs the save path and stores nothing."""
         from veadk_mem.ltm.backends.memory import MemoryBackend, MemoryStore
 

@@ -438,10 +438,9 @@ async def import_records(
             summary.reused_vectors += reused
             if models.get(name) is not None:
                 summary.reembedded += len(new) - reused
-            if dry_run or not new:
-                summary.saved += len(new) if dry_run else 0
-            else:
-                ids = await target.save_records(user_id, new, name)
+            if new:  # a dry run saves into the facade's in-memory store
+                into = target.dry_run_backend(name) if dry_run else None
+                ids = await target.save_records(user_id, new, name, into=into)
                 summary.saved += len(ids)
                 summary.duplicates += len(new) - len(ids)
         except VmemError as exc:
