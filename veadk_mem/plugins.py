@@ -7,6 +7,7 @@ the installed metadata. Other packages' are read on first need.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from pathlib import Path
 from typing import Any
@@ -30,15 +31,21 @@ def source_tree_declarations(group: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in declared.items()}
 
 
-def own_declarations(group: str) -> dict[str, str]:
-    """name -> `module:attr` of vmem's own entry points in the group."""
+@functools.cache
+def _own_points() -> tuple[tuple[str, str, str], ...]:
+    """(group, name, value) of every entry point vmem's distribution declares, read once."""
     from importlib.metadata import PackageNotFoundError, distribution
 
     try:
         points = distribution(DISTRIBUTION).entry_points
     except PackageNotFoundError:
-        points = ()  # type: ignore[assignment]
-    own = {p.name: p.value for p in points if p.group == group and p.value.startswith(OWN)}
+        return ()
+    return tuple((p.group, p.name, p.value) for p in points)
+
+
+def own_declarations(group: str) -> dict[str, str]:
+    """name -> `module:attr` of vmem's own entry points in the group."""
+    own = {name: value for g, name, value in _own_points() if g == group and value.startswith(OWN)}
     return {**source_tree_declarations(group), **own}
 
 
