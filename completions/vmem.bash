@@ -45,12 +45,12 @@ _vmem() {
   case "$path $prev" in
     " ltm save --policy") cmds=(default all custom); opts=() ;;
     " ltm save -p") cmds=(default all custom); opts=() ;;
-    " ltm export --backend") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm export -b") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm import --backend") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm import -b") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm copy --from-backend") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm copy --to-backend") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm export --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm export -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm import --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm import -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm copy --from-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm copy --to-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
     " policy test --policy") cmds=(default all custom); opts=() ;;
     " policy test -p") cmds=(default all custom); opts=() ;;
   esac

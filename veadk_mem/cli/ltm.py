@@ -179,7 +179,7 @@ def save(
     so_far = {"sessions": 0, "saved": 0}  # what a Ctrl-C reports
 
     async def go() -> Any:
-        try:
+        async with ltm:
             count = total
             if from_store and not sources:
                 count = await _count_matching(state, app_name, user, since, until)
@@ -195,8 +195,6 @@ def save(
                     advance(1)
 
                 return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done, batch_bytes=limit)
-        finally:
-            await ltm.close()
 
     try:
         summary = run(go())
@@ -405,7 +403,7 @@ def search(
     ltm = _ltm(state, app_name or "")
 
     async def go() -> tuple[list[dict[str, Any]], str | None]:
-        try:
+        async with ltm:
             found = await ltm.search_memory(
                 app_name=app_name,
                 user_id=user,
@@ -417,8 +415,6 @@ def search(
                 mode=mode_name,
             )
             return found, None if found else await _elsewhere(ltm, app_name, user)
-        finally:
-            await ltm.close()
 
     with state.render.spinner("searching"):
         entries, elsewhere = run(go())
@@ -448,12 +444,10 @@ def _search_batch(
     tally = SearchTally()
 
     async def go() -> None:
-        try:
+        async with ltm:
             async for request in search_each(ltm, queries.requests(), mode=mode, batch_bytes=limit, **options):
                 tally.add(request)
                 state.render.jsonl([request.as_dict()])  # written, and flushed, as each query completes
-        finally:
-            await ltm.close()
 
     try:
         run(go())
@@ -484,13 +478,11 @@ def list_(
     after, before = _window(since, until)
 
     async def go() -> tuple[list[dict[str, Any]], str | None]:
-        try:
+        async with ltm:
             found = await ltm.list_memories(
                 app_name=app_name, user_id=user, limit=limit or None, since=after, until=before
             )
             return found, None if found else await _elsewhere(ltm, app_name, user)
-        finally:
-            await ltm.close()
 
     with state.render.spinner("listing memories"):
         entries, elsewhere = run(go())
@@ -514,10 +506,8 @@ def profile(
     ltm = _ltm(state, app_name or "")
 
     async def go() -> str:
-        try:
+        async with ltm:
             return await ltm.get_user_profile(app_name=app_name, user_id=user)
-        finally:
-            await ltm.close()
 
     text = run(go())
     if not text:
@@ -579,7 +569,7 @@ def delete(
     async def go() -> tuple[str, list[Any], int]:
         # One event loop for select, confirm and delete: async clients (redis, opensearch)
         # hold connections bound to the loop that opened them.
-        try:
+        async with ltm:
             index = await ltm.user_index(app_name, user)
             found = await ltm.select(
                 app_name=app_name,
@@ -599,8 +589,6 @@ def delete(
             whole = whole_index(everything=everything, since=after, until=before)
             deleted = await ltm.delete(app_name=app_name, user_id=user, records=found, index=index, everything=whole)
             return index, found, deleted
-        finally:
-            await ltm.close()
 
     index, records, deleted = run(go())
     rows = _record_rows(index, records)
@@ -646,14 +634,12 @@ def forget(
 
     async def go() -> Any:
         # Plan, confirm and forget on one event loop (see `delete`).
-        try:
+        async with ltm:
             plan = await plan_forget(settings, ltm, user_id=user, app_name=app_name)
             if not dry_run and plan.total:
                 confirm_deletion(state, f"forget user {user!r}: {plan.describe()}?", yes=yes)
                 plan = await forget_user(settings, ltm, plan)
             return plan
-        finally:
-            await ltm.close()
 
     plan = run(go())
     if render.json_mode:

@@ -115,14 +115,12 @@ def export(
                     advance(1)
 
     async def go() -> None:
-        try:
+        async with ltm:
             if output in (None, "-"):
                 await render.stream(pieces())
             else:
                 with atomic_output(output) as handle:
                     await render.stream(pieces(), handle)
-        finally:
-            await ltm.close()
 
     run(go())
     if output not in (None, "-"):
@@ -168,7 +166,7 @@ def import_(
         precheck_indexes(ltm, file.indexes, index)
 
         async def go() -> Any:
-            try:
+            async with ltm:
                 with render.progress("importing memories", total=file.memories) as step:
                     return await import_records(
                         ltm,
@@ -179,8 +177,6 @@ def import_(
                         notice=render.message,
                         batch_bytes=limit,
                     )
-            finally:
-                await ltm.close()
 
         summary = run(go())
     finally:
@@ -213,7 +209,7 @@ def copy(
     scope = ExportScope(user_id=user, all_users=user is None, index=from_index)
 
     async def go() -> Any:
-        try:
+        async with source, target:
             with render.progress("copying memories") as step:
                 return await copy_memories(
                     source,
@@ -225,8 +221,5 @@ def copy(
                     notice=render.message,
                     batch_bytes=batch_bytes(),
                 )
-        finally:
-            await source.close()
-            await target.close()
 
     _finish(state, run(go()), dry_run)

@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 from veadk_mem import files, jsonio
 from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreUnreachable, VmemError
 from veadk_mem.jsonio import loads
-from veadk_mem.ltm.base import MemoryRecord
+from veadk_mem.ltm.base import Capability, MemoryRecord
 from veadk_mem.ltm.bounds import BATCH_BYTES
 from veadk_mem.ltm.ledger import LedgerError
 
@@ -56,12 +56,15 @@ async def _pairs(ltm: LongTermMemory, scope: ExportScope) -> list[tuple[str, str
     if scope.all_users == (scope.user_id is not None):
         raise BadInput("say whose memories to export: --user U or --all-users (exactly one)")
     if scope.all_users:
-        pairs = await ltm.backend_for(scope.index).scopes()
+        everyone = ltm.backend_for(scope.index)
+        everyone.require(Capability.USERS)
+        pairs = await everyone.scopes()
         return [p for p in pairs if scope.index is None or p[0] == scope.index]
     assert scope.user_id is not None
     if scope.index is not None:
         return [(scope.index, scope.user_id)]
-    known = await ltm.backend_for(None).known_indexes(scope.user_id)
+    backend = ltm.backend_for(None)
+    known = await backend.known_indexes(scope.user_id) if backend.can(Capability.INDEXES) else None
     if known is None:
         raise NotSupported(
             f"the {ltm.backend_name} backend cannot tell which indexes hold a user's memories",
@@ -123,6 +126,7 @@ async def export_lines(
     yield header(ltm, model)
     for index, user_id in pairs:
         backend = ltm.backend_for(index=index)
+        backend.require(Capability.LIST)
         index_model = await backend.embedding_model() if vectors else model
         async for page in backend.iter_memories(user_id, vectors=vectors):
             for record in page:
@@ -449,10 +453,9 @@ async def import_records(
             summary.reused_vectors += reused
             if models.get(name) is not None:
                 summary.reembedded += len(new) - reused
-            if dry_run or not new:
-                summary.saved += len(new) if dry_run else 0
-            else:
-                ids = await target.save_records(user_id, new, name)
+            if new:  # a dry run saves into the facade's in-memory store
+                into = target.dry_run_backend(name) if dry_run else None
+                ids = await target.save_records(user_id, new, name, into=into)
                 summary.saved += len(ids)
                 summary.duplicates += len(new) - len(ids)
         except VmemError as exc:
