@@ -96,39 +96,42 @@ class Statements(StoreBase):
         oldest_first: bool = False,
         one: tuple[str, str, str] | None = None,
     ) -> list[SessionSummary]:
-        """Summaries with merged state and event counts, from ONE query (no event is loaded)."""
-        from sqlalchemy import and_, bindparam, func, select
+        """Summaries with merged state and event counts, from ONE query (no event is loaded): of
+        the session `one`, of the sessions `keys`, or of those `flt` matches (a page of them).
 
-        t = self.tables
-        s, e = t.sessions.c, t.events.c
-        a, u = t.app_states.c, t.user_states.c
-        if one is not None and "one" in self.stmts:
-            return await self.rows_to_summaries(
-                conn, self.stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}, "one"
-            )
-        shape: tuple[Any, ...] | None = None
-        params: dict[str, Any] = {}
+        Each query shape is one statement, built once and cached, its values bound at execution.
+        """
+        if one is not None:  # the hot path of get
+            params = {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
+            return await self._cached_summaries(conn, "one", self._one_summary, params)
         if keys is not None:  # the same statement for any key set (`key_match`)
             if flt is not None or limit or offset:
                 raise ValueError("summaries: keys with a filter or a page")
             params = self.key_params([(k.app_name, k.user_id, k.id) for k in keys])
-            shape = ("keys", oldest_first)
-            if shape in self.stmts:
-                return await self.rows_to_summaries(conn, self.stmts[shape], params, shape)
-        elif one is None:  # filters: one prepared statement per shape, reused
-            f = (flt or SessionFilter()).resolved()
-            values = {"f_app": f.app, "f_user": f.user, "f_since": f.since, "f_until": f.until}
-            params = {k: v for k, v in values.items() if v is not None}
-            for k in ("f_since", "f_until"):
-                if k in params:
-                    params[k] = stored_time(t, params[k])
-            if limit:
-                params["f_limit"] = limit
-            if offset:
-                params["f_offset"] = offset
-            shape = ("filter", *sorted(params), oldest_first)
-            if shape in self.stmts:
-                return await self.rows_to_summaries(conn, self.stmts[shape], params, shape)
+            return await self._cached_summaries(
+                conn, ("keys", oldest_first), lambda: self._keys_summaries(oldest_first), params
+            )
+        params = self._filter_params(flt, limit, offset)
+        shape = ("filter", *sorted(params), oldest_first)
+        return await self._cached_summaries(conn, shape, lambda: self._filter_summaries(params, oldest_first), params)
+
+    async def _cached_summaries(
+        self, conn: AsyncConnection, shape: Any, build: Callable[[], Any], params: dict[str, Any]
+    ) -> list[SessionSummary]:
+        """The summaries of the statement cached as `shape` (built by `build` the first time)."""
+        stmt = self.stmts.get(shape)
+        if stmt is None:
+            stmt = self.stmts[shape] = build()
+        return await self.rows_to_summaries(conn, stmt, params, shape)
+
+    def _summary_select(self, sessions: Any = None) -> Any:
+        """SELECT of a summary's columns from `sessions` (the sessions table, or a join of it)
+        joined to the app and user state rows: the one column list and join every shape shares."""
+        from sqlalchemy import and_, func, select
+
+        t = self.tables
+        s, e = t.sessions.c, t.events.c
+        a, u = t.app_states.c, t.user_states.c
         count = (
             select(func.count())
             .where(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
@@ -146,67 +149,85 @@ class Statements(StoreBase):
             self.raw_json(a.state, "app_state"),
             self.raw_json(u.state, "user_state"),
         )
-        stmt = select(*columns).select_from(
-            t.sessions.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
-                t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id)
-            )
+        joined = (t.sessions if sessions is None else sessions).outerjoin(t.app_states, a.app_name == s.app_name)
+        joined = joined.outerjoin(t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id))
+        return select(*columns).select_from(joined)
+
+    def _summary_order(self, oldest_first: bool) -> tuple[Any, ...]:
+        s = self.tables.sessions.c
+        return (s.update_time.asc() if oldest_first else s.update_time.desc(), s.app_name, s.user_id, s.id)
+
+    def _one_summary(self) -> Any:
+        """The summary of the session bound as k_app, k_user, k_id."""
+        from sqlalchemy import bindparam
+
+        s = self.tables.sessions.c
+        return self._summary_select().where(
+            self.key_eq(s.app_name, bindparam("k_app")),
+            self.key_eq(s.user_id, bindparam("k_user")),
+            self.key_eq(s.id, bindparam("k_id")),
         )
-        if one is not None:  # the hot path of get: one prepared statement, reused
-            cached = self.stmts.get("one")
-            if cached is None:
-                cached = self.stmts["one"] = stmt.where(
-                    self.key_eq(s.app_name, bindparam("k_app")),
-                    self.key_eq(s.user_id, bindparam("k_user")),
-                    self.key_eq(s.id, bindparam("k_id")),
-                )
-            stmt = cached
-            params = {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
-        elif keys is not None:
-            conds = [self.key_match((s.app_name, s.user_id, s.id))]
-            stmt = stmt.where(*conds)
-        elif shape is not None:
-            conds = []
-            for key, column, op in (
-                ("f_app", s.app_name, "eq"),
-                ("f_user", s.user_id, "eq"),
-                ("f_since", s.update_time, "ge"),
-                ("f_until", s.update_time, "lt"),
-            ):
-                if key in params:
-                    bound = bindparam(key, type_=column.type)
-                    conds.append(
-                        self.key_eq(column, bound) if op == "eq" else column >= bound if op == "ge" else column < bound
-                    )
-            stmt = stmt.where(*conds)
-        else:
-            conds = self.session_where(flt)
-            stmt = stmt.where(*conds)
-        order = (s.update_time.asc() if oldest_first else s.update_time.desc(), s.app_name, s.user_id, s.id)
-        page_first = self.dialect == "sqlite" and one is None and bool(limit or offset)
-        # On sqlite, a page's keys first, from the sessions table alone, then the counts and
-        # states of that page only: sqlite computed the event count of every session it sorted
-        # past (OFFSET 32,000: 0.2 to 0.5 s, while the read's lock kept agents from committing).
-        paged = select(s.app_name, s.user_id, s.id).where(*conds) if page_first else stmt
-        paged = paged.order_by(*order)
+
+    def _keys_summaries(self, oldest_first: bool) -> Any:
+        """The summaries of the sessions bound by `key_params`."""
+        s = self.tables.sessions.c
+        where = self.key_match((s.app_name, s.user_id, s.id))
+        return self._summary_select().where(where).order_by(*self._summary_order(oldest_first))
+
+    def _filter_params(self, flt: SessionFilter | None, limit: int | None, offset: int) -> dict[str, Any]:
+        """The bound values of a filter's statement: only those set, which also name its shape."""
+        f = (flt or SessionFilter()).resolved()
+        values: dict[str, Any] = {"f_app": f.app, "f_user": f.user, "f_since": f.since, "f_until": f.until}
+        params = {k: v for k, v in values.items() if v is not None}
+        for k in ("f_since", "f_until"):
+            if k in params:
+                params[k] = stored_time(self.tables, params[k])
         if limit:
-            paged = paged.limit(bindparam("f_limit") if shape is not None else limit)
+            params["f_limit"] = limit
         if offset:
-            paged = paged.offset(bindparam("f_offset") if shape is not None else offset)
-            if not limit and self.dialect in ("sqlite", "mysql"):
-                paged = paged.limit(-1 if self.dialect == "sqlite" else 2**63 - 1)
-        if page_first:
-            keys_of = paged.subquery("page")
+            params["f_offset"] = offset
+        return params
+
+    def _filter_summaries(self, params: dict[str, Any], oldest_first: bool) -> Any:
+        """The summaries of the sessions a filter matches, newest (or oldest) first, a page of them.
+
+        On sqlite, a page's keys first, from the sessions table alone, then the counts and
+        states of that page only: sqlite computed the event count of every session it sorted
+        past (OFFSET 32,000: 0.2 to 0.5 s, while the read's lock kept agents from committing).
+        """
+        from sqlalchemy import and_, bindparam, select
+
+        t = self.tables
+        s = t.sessions.c
+        conds: list[Any] = []
+        for key, column in (("f_app", s.app_name), ("f_user", s.user_id)):
+            if key in params:
+                conds.append(self.key_eq(column, bindparam(key, type_=column.type)))
+        if "f_since" in params:
+            conds.append(s.update_time >= bindparam("f_since", type_=s.update_time.type))
+        if "f_until" in params:
+            conds.append(s.update_time < bindparam("f_until", type_=s.update_time.type))
+        order = self._summary_order(oldest_first)
+        if self.dialect == "sqlite" and ("f_limit" in params or "f_offset" in params):
+            keys_of = self._page(select(s.app_name, s.user_id, s.id).where(*conds), order, params).subquery("page")
             on_page = t.sessions.join(
                 keys_of, and_(s.app_name == keys_of.c.app_name, s.user_id == keys_of.c.user_id, s.id == keys_of.c.id)
             )
-            with_states = on_page.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
-                t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id)
-            )
-            paged = select(*columns).select_from(with_states).order_by(*order)
-        stmt = paged
-        if shape is not None:
-            self.stmts[shape] = stmt
-        return await self.rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
+            return self._summary_select(on_page).order_by(*order)
+        return self._page(self._summary_select().where(*conds), order, params)
+
+    def _page(self, stmt: Any, order: tuple[Any, ...], params: dict[str, Any]) -> Any:
+        """`stmt` in `order`, limited and offset by the bound f_limit and f_offset when `params` has them."""
+        from sqlalchemy import bindparam
+
+        stmt = stmt.order_by(*order)
+        if "f_limit" in params:
+            stmt = stmt.limit(bindparam("f_limit"))
+        if "f_offset" in params:
+            stmt = stmt.offset(bindparam("f_offset"))
+            if "f_limit" not in params and self.dialect in ("sqlite", "mysql"):  # no OFFSET without a LIMIT
+                stmt = stmt.limit(-1 if self.dialect == "sqlite" else 2**63 - 1)
+        return stmt
 
     async def count_compactions(self, conn: AsyncConnection, summaries: Sequence[SessionSummary]) -> None:
         """Set each summary's compaction_count: its events that are ADK context compactions.
