@@ -688,7 +688,7 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
     import pymysql
     from sqlalchemy.engine import make_url
 
-    from veadk_mem.sessions import writes
+    from veadk_mem.sessions import upsert
 
     async def agent() -> None:
         service = adk_service(mysql_url)
@@ -707,7 +707,7 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
             out.write(json.dumps(line) + "\n")
     url = make_url(mysql_url)
     probes: list[list[str]] = []
-    real = writes.Writes._write_records
+    real = upsert.Upsert._write_records
 
     async def then_probe(self: Any, conn: Any, *args: Any, **kwargs: Any) -> None:
         await real(self, conn, *args, **kwargs)
@@ -729,8 +729,8 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
             other.close()
         probes.append(blocked)
 
-    monkeypatch.setattr(writes.Writes, "_write_records", then_probe)
-    stored_times = writes.Writes._stored_times
+    monkeypatch.setattr(upsert.Upsert, "_write_records", then_probe)
+    stored_times = upsert.Upsert.stored_times
 
     async def while_the_agent_holds_its_row(self: Any, conn: Any, keys: Any) -> Any:
         """The agent's own transaction holds its session row as the batch's locking read runs."""
@@ -762,7 +762,7 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
             done.set()
             turn.join()
 
-    monkeypatch.setattr(writes.Writes, "_stored_times", while_the_agent_holds_its_row)
+    monkeypatch.setattr(upsert.Upsert, "stored_times", while_the_agent_holds_its_row)
 
     async def go() -> None:
         async with SessionStore(mysql_url) as store:
@@ -786,14 +786,14 @@ def test_a_session_an_agent_creates_while_a_mariadb_batch_writes_it_stops_the_im
     from typer.testing import CliRunner
 
     from veadk_mem.cli.app import app
-    from veadk_mem.sessions import writes
+    from veadk_mem.sessions import upsert
 
     with (tmp_path / "s.jsonl").open("w", encoding="utf-8") as out:
         for s in range(3):
             line = {"id": f"s{s}", "appName": APP, "userId": "u", "state": {"from": "file"}}
             line["events"] = [{"id": f"e{s}", "author": "user", "timestamp": 1.79e9 + s}]
             out.write(json.dumps(line) + "\n")
-    stored_times = writes.Writes._stored_times
+    stored_times = upsert.Upsert.stored_times
 
     async def then_the_agent_creates_one(self: Any, conn: Any, keys: Any) -> Any:
         found = await stored_times(self, conn, keys)
@@ -804,7 +804,7 @@ def test_a_session_an_agent_creates_while_a_mariadb_batch_writes_it_stops_the_im
             await service.close()
         return found
 
-    monkeypatch.setattr(writes.Writes, "_stored_times", then_the_agent_creates_one)
+    monkeypatch.setattr(upsert.Upsert, "stored_times", then_the_agent_creates_one)
     result = CliRunner().invoke(app, ["session", "import", str(tmp_path / "s.jsonl"), "--db-url", mysql_url])
     assert result.exit_code == 1, result.output
     assert "Duplicate entry" in result.stderr and "s1" in result.stderr, result.stderr

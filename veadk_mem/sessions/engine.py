@@ -188,7 +188,7 @@ class StoreBase:
             def _connect(dbapi_conn: Any, record: Any) -> None:
                 dbapi_conn.isolation_level = None
                 # Off, as sqlite has them unless a build turns them on: a big session's events
-                # are written before its session row (`Writes._write_big_staged`), and every
+                # are written before its session row (`BigWrites._write_big_staged`), and every
                 # vmem delete names the events it deletes (ADK's connections turn them on).
                 cursor = dbapi_conn.cursor()
                 cursor.execute("PRAGMA foreign_keys=OFF")
@@ -257,8 +257,9 @@ class StoreBase:
             raise RuntimeError("SessionStore is not open")
         return self._engine
 
-    def fail(self, exc: BaseException) -> VmemError:
-        return describe_db_error(exc, self.display_url, self._password, self.busy_timeout)
+    def fail(self, exc: BaseException, *, unchanged: bool = True) -> VmemError:
+        """`exc` as a one-line, secret-free error naming this database (`dberrors.describe_db_error`)."""
+        return describe_db_error(exc, self.display_url, self._password, self.busy_timeout, unchanged=unchanged)
 
     @property
     def reader(self) -> AsyncEngine:

@@ -129,7 +129,7 @@ async def import_file(
                     for _, record in iter_checked(source, name, big="skip", big_bytes=store.big_line_bytes())
                 )
                 report = await store.import_records(records, force=force, progress=progress)
-            report.warnings = list(dict.fromkeys(store.warnings))
+            report.warnings = list(dict.fromkeys(report.warnings))
             return report
     finally:
         if reader is not None:

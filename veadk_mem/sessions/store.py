@@ -11,7 +11,9 @@ imported, on first use, so a command imports only what it runs:
 - `read_queries.py` (`Reads`): lists, summaries, sessions and events, streamed;
 - `export.py` (`Export`): JSONL export in bounded short read transactions;
 - `deletes.py` (`Deletes`): deletes in one transaction, re-checked on locked rows;
-- `writes.py` (`Writes`, + `limits.py`): import checks against the database and batched writes;
+- `preflight.py` (`Preflight`, + `limits.py`): an import's checks against the database;
+- `batches.py` (`Batches`): an import's write pipeline, over `upsert.py` (one batch in one
+  transaction, state merge) and `big_writes.py` (a long line's session on its own);
   `importer.py`, above this facade, runs a whole import (`validate.py`, `checks.py`: the
   file's checks; `records.py`: keys, filters and reports; `files.py`: spools and temp files).
 
@@ -49,14 +51,15 @@ from veadk_mem.sessions.statements import Statements
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
+    from veadk_mem.sessions.batches import Batches
     from veadk_mem.sessions.bigline import BigSession
     from veadk_mem.sessions.deletes import Deletes
     from veadk_mem.sessions.export import Export
     from veadk_mem.sessions.limits import Limits
+    from veadk_mem.sessions.preflight import Preflight
     from veadk_mem.sessions.rawsession import RawSession
     from veadk_mem.sessions.read_queries import Reads
     from veadk_mem.sessions.rows import Columns
-    from veadk_mem.sessions.writes import Writes
 
 __all__ = [
     "APP_PREFIX",
@@ -111,10 +114,16 @@ class SessionStore(Statements):
         return Deletes(self, self._reads)
 
     @cached_property
-    def _writes(self) -> Writes:
-        from veadk_mem.sessions.writes import Writes
+    def _preflight(self) -> Preflight:
+        from veadk_mem.sessions.preflight import Preflight
 
-        return Writes(self)
+        return Preflight(self)
+
+    @cached_property
+    def _batches(self) -> Batches:
+        from veadk_mem.sessions.batches import Batches
+
+        return Batches(self)
 
     @property
     def delete_transactions(self) -> int:
@@ -206,25 +215,25 @@ class SessionStore(Statements):
 
     def offline_limits(self) -> Limits | None:
         """The limits of a sqlite file that does not exist yet (known without creating it), else None."""
-        return self._writes.offline_limits()
+        return self._preflight.offline_limits()
 
     async def limits(self) -> Limits:
         """What this database accepts (column sizes, time range, MariaDB's max_allowed_packet)."""
-        return await self._writes.limits()
+        return await self._preflight.limits()
 
     async def key_collisions(
         self, keys: Sequence[FileKey], states: Sequence[tuple[str, str | None, str]] = ()
     ) -> list[str]:
         """Distinct session keys the database's collation takes for one (MySQL/MariaDB only)."""
-        return await self._writes.key_collisions(keys, states)
+        return await self._preflight.key_collisions(keys, states)
 
     async def name_collisions(self, names: Sequence[tuple[str, str | None, str]]) -> list[str]:
         """App names, and user ids within an app, that the state tables' collation takes for one (MySQL)."""
-        return await self._writes.name_collisions(names)
+        return await self._preflight.name_collisions(names)
 
     async def newer_sessions(self, keys: Sequence[FileKey]) -> list[str]:
         """The sessions of `keys` stored with an update time later than the file's."""
-        return await self._writes.newer_sessions(keys)
+        return await self._preflight.newer_sessions(keys)
 
     async def import_records(
         self,
@@ -236,25 +245,25 @@ class SessionStore(Statements):
         batch_rows: int | None = None,
     ) -> ImportReport:
         """Upsert sessions and state records (validated input), committing in batches."""
-        return await self._writes.import_records(
+        return await self._batches.import_records(
             records, force=force, progress=progress, batch_seconds=batch_seconds, batch_rows=batch_rows
         )
 
     def batch_rows(self) -> int:
         """Rows an import writes per transaction: fewer on sqlite, whose one write lock the agents wait for."""
-        return self._writes.batch_rows()
+        return self._batches.batch_rows()
 
     def big_line_bytes(self) -> int:
         """The JSONL line length from which an import streams a session and writes it on its own."""
-        return self._writes.big_line_bytes()
+        return self._batches.big_line_bytes()
 
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`)."""
-        return self._writes.takes_columns()
+        return self._batches.takes_columns()
 
     def column_style(self) -> str:
         """How such batches hold JSON text (`rows.TEXTS`), for the rows ADK itself writes here."""
-        return self._writes.column_style()
+        return self._batches.column_style()
 
     async def import_columns(
         self,
@@ -265,4 +274,4 @@ class SessionStore(Statements):
         bigs: dict[int, BigSession] | None = None,
     ) -> ImportReport:
         """`import_records` of batches whose columns were built elsewhere (`reader.ReaderProcess`)."""
-        return await self._writes.import_columns(batches, force=force, progress=progress, bigs=bigs)
+        return await self._batches.import_columns(batches, force=force, progress=progress, bigs=bigs)
