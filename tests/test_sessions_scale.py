@@ -33,7 +33,7 @@ def _capture(store: SessionStore) -> list[tuple[str, Any]]:
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         seen.append((statement, parameters))
 
-    sa_event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    sa_event.listen(store.db.engine.sync_engine, "before_cursor_execute", record)
     return seen
 
 
@@ -384,7 +384,7 @@ def test_a_sqlite_delete_batch_is_a_few_statements_whatever_the_users(tmp_path: 
                 report = await store.delete_sessions(listed, recheck=True, batch=n)
                 writes = [sql for sql, _ in seen if not sql.lstrip().upper().startswith("BEGIN")]
                 assert len(writes) == 3, writes
-                async with store.engine.connect() as conn:
+                async with store.db.engine.connect() as conn:
                     for sql, params in seen[-2:]:  # the two deletes
                         plan = [r[-1] for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
                         assert any(p.startswith("SEARCH") and "USING INDEX" in p for p in plan), plan
@@ -514,14 +514,14 @@ def test_a_set_of_session_keys_is_bound_so_one_statement_serves_every_batch() ->
     many = [(f"app{i % 3}", f"user{i % 7}", f"s{i}") for i in range(40)]
     for url in ("sqlite+aiosqlite:///x.db", "postgresql://u@127.0.0.1/x", "mysql://root@127.0.0.1:3306/x"):
         store = SessionStore(url)
-        sql = str(select(cols[2]).where(store.key_match(cols)).compile(dialect=dialects[store.dialect]))
+        sql = str(select(cols[2]).where(store.db.key_match(cols)).compile(dialect=dialects[store.db.dialect]))
         assert " OR " not in sql and "s1" not in sql, sql
-        few_params, many_params = store.key_params(few), store.key_params(many)
+        few_params, many_params = store.db.key_params(few), store.db.key_params(many)
         assert set(few_params) == set(many_params) and few_params != many_params
-        if store.dialect == "mysql":
+        if store.db.dialect == "mysql":
             assert "(app_name, user_id, session_id) IN (__[POSTCOMPILE_k_keys])" in sql, sql
             assert few_params == {"k_keys": few}
-        elif store.dialect == "postgresql":
+        elif store.db.dialect == "postgresql":
             assert "unnest(CAST(" in sql, sql
             assert few_params == {"k_apps": ["a", "a", "b"], "k_users": ["u1", "u1", "u2"], "k_ids": ["s1", "s2", "s3"]}
         else:
@@ -542,8 +542,8 @@ def test_export_batches_read_every_event_through_adks_key(
         async with SessionStore(url) as store:
             lines = [json.loads(x) for x in "".join([p async for p in store.export_jsonl(batch_events=3)]).splitlines()]
             found = await store.list_sessions(None)
-            params = store.key_params([(s.app_name, s.user_id, s.id) for s in found])
-            compiled = store.batch_events_stmt().compile(dialect=store.engine.dialect)
+            params = store.db.key_params([(s.app_name, s.user_id, s.id) for s in found])
+            compiled = store.sql.batch_events_stmt().compile(dialect=store.db.engine.dialect)
             return lines, str(compiled), params, compiled
 
     lines, sql, params, compiled = asyncio.run(go())
@@ -588,7 +588,7 @@ def test_an_export_batch_reads_its_rows_and_events_in_one_snapshot(pg_url: str) 
 
     async def go() -> list[dict[str, Any]]:
         async with SessionStore(pg_url) as store:
-            summaries = store.summaries
+            summaries = store.sql.summaries
             appended: list[int] = []
 
             async def then_append(*args: Any, **kwargs: Any) -> Any:
@@ -611,7 +611,7 @@ def test_an_export_batch_reads_its_rows_and_events_in_one_snapshot(pg_url: str) 
                     appended.append(len(found))
                 return found
 
-            store.summaries = then_append  # type: ignore[method-assign]
+            store.sql.summaries = then_append  # type: ignore[method-assign]
             text = "".join([p async for p in store.export_jsonl()])
             assert appended and appended[0] == 12
             return [json.loads(x) for x in text.splitlines() if '"events"' in x]

@@ -275,9 +275,9 @@ def test_a_list_page_reads_a_long_session_in_short_statements(
     sessions are searched by key from the page)."""
     from sqlalchemy import event as sa_event
 
-    from veadk_mem.sessions import statements
+    from veadk_mem.sessions import compactions
 
-    monkeypatch.setattr(statements, "LIST_READ_EVENTS", 20, raising=False)  # raising: the test runs on older code
+    monkeypatch.setattr(compactions, "LIST_READ_EVENTS", 20)
     db = tmp_path / "s.db"
     url = sqlite_url(db) if service == "DatabaseSessionService" else str(db)
     asyncio.run(_sessions_with_compactions(url))
@@ -286,15 +286,15 @@ def test_a_list_page_reads_a_long_session_in_short_statements(
         async with SessionStore(url) as store:
             seen: list[tuple[str, Any]] = []
             sa_event.listen(
-                store.engine.sync_engine,
+                store.db.engine.sync_engine,
                 "before_cursor_execute",
                 lambda conn, cursor, sql, params, context, many: seen.append((sql, params)),
             )
             found = await store.list_sessions(None, limit=100, compactions=True)
             await store.list_sessions(None, limit=5, offset=10, compactions=True)
-            shape = next(k for k in store.stmts if isinstance(k, tuple) and "f_offset" in k)
-            async with store.engine.connect() as conn:
-                sql = str(store.stmts[shape].compile(store.engine.sync_engine))
+            shape = next(k for k in store.db.stmts if isinstance(k, tuple) and "f_offset" in k)
+            async with store.db.engine.connect() as conn:
+                sql = str(store.db.stmts[shape].compile(store.db.engine.sync_engine))
                 plan = [r[-1] for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, (5, 10))]
             return {s.id: s.compaction_count for s in found}, seen, plan
 

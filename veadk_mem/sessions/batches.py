@@ -26,7 +26,7 @@ from veadk_mem.sessions.upsert import Batch, Done, Plans, Upsert, column_style, 
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
-    from veadk_mem.sessions.statements import Statements as Database
+    from veadk_mem.sessions.engine import Database
 
 BATCH_ROWS = 20_000  # rows an import writes per transaction (`Batches.batch_rows`)
 SQLITE_BATCH_ROWS = 5_000  # ... on sqlite, where every agent waits for the write lock meanwhile
@@ -311,7 +311,7 @@ def _take_batch(records: Iterator[Any], seconds: float, max_rows: int) -> tuple[
         if record is None:
             return batch, True
         batch.append(record)
-        if isinstance(record, BigSession):  # written alone, streamed (`Writes._write_big`)
+        if isinstance(record, BigSession):  # written alone, streamed (`BigWrites.write`)
             return batch, False
         rows += 1 + (0 if isinstance(record, dict) else len(record.events))
     return batch, False

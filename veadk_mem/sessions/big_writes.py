@@ -180,7 +180,7 @@ class BigWrites:
         `sessions`, and events without that row are read by no one. That row, with the app and
         user state, is written last, in one short transaction, and only when the key's events
         are exactly the ones written here. sqlite's foreign keys stay off on vmem's connections
-        (`engine.StoreBase.open`), so the events may wait for their row; ADK's connections turn
+        (`engine.Database.open`), so the events may wait for their row; ADK's connections turn
         them on, which checks only the rows ADK itself writes or deletes.
 
         A session stored already (written over) loses its row in the first transaction: from

@@ -19,8 +19,8 @@ from veadk_mem.sessions.records import BATCH, DeleteReport, SessionFilter, Sessi
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from veadk_mem.sessions.engine import Database
     from veadk_mem.sessions.read_queries import Reads
-    from veadk_mem.sessions.statements import Statements
 
 
 DELETE_BATCH = 200  # sessions per delete transaction (each well under a second)
@@ -47,7 +47,7 @@ def _by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[
 class Deletes:
     """`delete_sessions` and the state rows a delete leaves orphaned."""
 
-    def __init__(self, db: Statements, reads: Reads) -> None:
+    def __init__(self, db: Database, reads: Reads) -> None:
         self.db = db
         self.reads = reads
         self.delete_transactions = 0  # batches committed by this store's deletes (tests count them)

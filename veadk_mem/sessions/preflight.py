@@ -12,9 +12,9 @@ from veadk_mem.sessions.layout import Layout, to_epoch
 from veadk_mem.sessions.records import BATCH
 
 if TYPE_CHECKING:
+    from veadk_mem.sessions.engine import Database
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.records import FileKey
-    from veadk_mem.sessions.statements import Statements as Database
 
 
 def newer(stored: float, file_time: float) -> bool:

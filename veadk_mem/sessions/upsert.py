@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
     from veadk_mem.sessions.bigline import BigSession
     from veadk_mem.sessions.driver import InsertPlan
+    from veadk_mem.sessions.engine import Database
     from veadk_mem.sessions.rawsession import RawEvent, RawSession
-    from veadk_mem.sessions.statements import Statements as Database
 
 Key = tuple[str, str, str]  # (app, user, session id)
 Plans = tuple["InsertPlan", "InsertPlan"]  # driver plans for the sessions and the events table
