@@ -16,7 +16,7 @@ from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.big_writes import BigWrites, ReadAhead
 from veadk_mem.sessions.bigline import BigSession
-from veadk_mem.sessions.dberrors import concurrent_ddl, retry_db, retryable
+from veadk_mem.sessions.dberrors import concurrent_ddl, partial, retry_db, retryable
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import LATEST_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Layout, build_tables
 from veadk_mem.sessions.rawsession import RawSession
@@ -246,7 +246,7 @@ class _Run:
             raise Interrupted(self._stopped("interrupted")) from None
         except Exception as exc:
             error = exc if isinstance(exc, VmemError) else self.db.fail(exc, unchanged=False)
-            error.message = self._stopped(error.message)
+            error.message = self._stopped(partial(error.message))  # what was committed, said instead
             error.args = (error.message,)
             raise error from None
 

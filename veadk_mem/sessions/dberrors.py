@@ -12,6 +12,15 @@ T = TypeVar("T")
 RETRY_ATTEMPTS = 5  # tries in all; 50 ms x the attempt's number between them
 
 
+UNCHANGED = "; nothing was changed"  # ends the message of a failure that changed nothing
+
+
+def partial(message: str) -> str:
+    """`message` without its closing claim that nothing was changed: for a caller that has
+    committed part of its work, and says what instead."""
+    return message.removesuffix(UNCHANGED)
+
+
 _AUTH_HINTS = ("password authentication failed", "access denied", "invalidpassword", "authentication failed")
 
 
@@ -35,7 +44,7 @@ def describe_db_error(
     if "database is locked" in low or "database table is locked" in low:
         return StoreError(
             f"{where}: database is locked by another writer (waited {busy_timeout:g} s)"
-            + ("; nothing was changed" if unchanged else ""),
+            + (UNCHANGED if unchanged else ""),
             hint="an agent is writing to it: retry, or raise the wait with VMEM_SQLITE_BUSY_TIMEOUT (seconds)",
         )
     if "max_allowed_packet" in low or "packet bigger" in low or "packet too large" in low:
