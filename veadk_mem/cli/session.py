@@ -13,6 +13,9 @@ from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_delet
 from veadk_mem.cli.wiring import table_shaped
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from veadk_mem.sessions.notes import Listing, Stream
     from veadk_mem.sessions.store import SessionFilter, SessionStore, SessionSummary
 
 app = typer.Typer(help="Inspect, clean, back up and migrate ADK session databases.", no_args_is_help=True)
@@ -96,14 +99,15 @@ def _summary_json(s: SessionSummary, compactions: bool = False) -> dict[str, Any
     return s.to_json(compactions=compactions)
 
 
-def _warn_all(state: AppState, store: SessionStore) -> None:
-    for text in dict.fromkeys(store.warnings):
+def _warn_all(state: AppState, warnings: Iterable[str]) -> None:
+    """Each of a result's warnings, once."""
+    for text in dict.fromkeys(warnings):
         state.render.warn(text)
 
 
-def _exit_if_damaged(store: SessionStore) -> None:
+def _exit_if_damaged(damaged: Sequence[str]) -> None:
     """Exit 1 after the output when sessions were skipped for unreadable rows (named in warnings)."""
-    if store.damaged:
+    if damaged:
         raise typer.Exit(1)
 
 
@@ -134,13 +138,12 @@ def list_cmd(
     state = _state(ctx, db_url, json_flag)
     flt = _filter(app_name, user, since, until)
 
-    async def go() -> tuple[list[SessionSummary], SessionStore]:
+    async def go() -> Listing[SessionSummary]:
         async with _store(state) as store:
-            found = await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=compactions)
-            return found, store
+            return await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=compactions)
 
     with state.render.spinner("listing sessions"):
-        found, store = run(go())
+        found = run(go())
     state.render.records(
         [_summary_row(s) for s in found],
         _list_columns(state, found, compactions),
@@ -151,8 +154,8 @@ def list_cmd(
         state.render.message(
             f"showing {counted(limit, 'session')}; more may exist: use --offset {offset + limit} or --limit 0"
         )
-    _warn_all(state, store)
-    _exit_if_damaged(store)
+    _warn_all(state, found.warnings)
+    _exit_if_damaged(found.damaged)
 
 
 @app.command("get")
@@ -183,11 +186,13 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
         if state.fmt == "jsonl":
             from veadk_mem.adkjson import printed_event
 
-            async for data in store.iter_event_data(app_name, user, session_id, last=last):
+            stream: Stream[Any] = store.iter_event_data(app_name, user, session_id, last=last)
+            async for data in stream:
                 state.render.jsonl([printed_event(data)])  # a line at a time: a 100k-event session never sits in memory
         else:
-            await state.render.stream(store.session_json(app_name, user, session_id, last=last))
-        _warn_all(state, store)
+            stream = store.session_json(app_name, user, session_id, last=last)
+            await state.render.stream(stream)
+        _warn_all(state, stream.warnings)
 
 
 async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
@@ -202,7 +207,8 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
         timeline = Timeline(view.first)
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
-        async for data in store.iter_event_data(app_name, user, session_id, last=view.last):
+        events = store.iter_event_data(app_name, user, session_id, last=view.last)
+        async for data in events:
             chunk.append(_safe(timeline.row_of(data)))
             if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
                 render.table(chunk, EVENT_COLUMNS, title=title, continued=title is None)
@@ -214,7 +220,7 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
                 f"showing the last {view.shown} of {summary.event_count} events: use --events N for more, "
                 "or --json for all of them"
             )
-        _warn_all(state, store)
+        _warn_all(state, events.warnings)
 
 
 EVENT_COLUMNS = [
@@ -386,8 +392,8 @@ def export_cmd(
                 else:
                     with atomic_output(output) as handle:
                         await state.render.stream(pieces, handle)
-            _warn_all(state, store)
-            return total, set(store.damaged)
+            _warn_all(state, pieces.warnings)
+            return total, set(pieces.damaged)
 
     total, damaged = run(go())
     state.render.message(f"exported {counted(total - len(damaged), 'session')}" + (f" to {output}" if output else ""))
@@ -519,7 +525,7 @@ def upgrade_cmd(
             keep_undecodable=keep_undecodable,
         )
     )
-    _warn_all(state, store)
+    _warn_all(state, report.warnings)
     if state.json_mode:
         state.render.json(report.to_json())
         return
@@ -697,7 +703,7 @@ def stats_cmd(
     --by groups, else the --top sessions, else the totals as one record.
     """
     from veadk_mem.errors import BadInput
-    from veadk_mem.sessions.stats import GROUPINGS, collect_stats
+    from veadk_mem.sessions.stats import GROUPINGS
 
     state = _state(ctx, db_url, json_flag)
     if by is not None and by not in GROUPINGS:
@@ -706,7 +712,7 @@ def stats_cmd(
 
     async def go() -> Any:
         async with _store(state) as store:
-            return await collect_stats(store, flt, by=by, top=10 if top is None else top), store.display_url
+            return await store.stats(flt, by=by, top=10 if top is None else top), store.display_url
 
     stats, where = run(go())
     render = state.render
@@ -873,12 +879,11 @@ async def _watch(
     from veadk_mem.adkjson import printed_event
     from veadk_mem.jsonio import compact_json_out as dumps
     from veadk_mem.sessions.timeline import Timeline
-    from veadk_mem.sessions.watch import Watcher, WatchEvent
+    from veadk_mem.sessions.watch import WatchEvent
 
     render = state.render
     async with _store(state) as store:
-        watcher = Watcher(
-            store,
+        watcher = store.watch(
             app_name,
             user,
             session_id,
@@ -907,8 +912,7 @@ async def _watch(
                     timeline = Timeline(1)
             _print_rows(state, rows, header)
             header = header and not rows
-            _warn_all(state, store)
-            store.warnings.clear()  # each said once
+            _warn_all(state, watcher.take_warnings())
 
 
 def _stop_on_signals(watcher: Any) -> None:

@@ -8,7 +8,7 @@ decoded, in a private spool file until the line's end has given the session's ow
 then are checked a chunk at a time as any session is checked (same messages;
 `$.events[i]` counts from the session's first event) and spooled in stored form. The
 write pass reads that spool, a chunk at a time, inside the session's one transaction
-(`writes.Writes._write_big`).
+(`big_writes.BigWrites`).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from veadk_mem.sessions.records import (
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from veadk_mem.sessions.engine import Database
     from veadk_mem.sessions.read_queries import Reads
-    from veadk_mem.sessions.statements import Statements
 
 
 T = TypeVar("T")
@@ -68,7 +68,7 @@ async def _whole(work: Coroutine[Any, Any, T]) -> T:
 class Deletes:
     """`delete_sessions` and the state rows a delete leaves orphaned."""
 
-    def __init__(self, db: Statements, reads: Reads) -> None:
+    def __init__(self, db: Database, reads: Reads) -> None:
         self.db = db
         self.reads = reads
         self.delete_transactions = 0  # batches committed by this store's deletes (tests count them)

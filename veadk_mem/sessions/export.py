@@ -23,6 +23,8 @@ from veadk_mem.sessions.records import (
 )
 
 if TYPE_CHECKING:
+    from veadk_mem.sessions.engine import Database
+    from veadk_mem.sessions.notes import Notes
     from veadk_mem.sessions.read_queries import Reads
     from veadk_mem.sessions.statements import Statements
 
@@ -30,9 +32,11 @@ if TYPE_CHECKING:
 class Export:
     """`export_jsonl`: one short read transaction per batch, nothing held while the caller writes."""
 
-    def __init__(self, db: Statements, reads: Reads) -> None:
+    def __init__(self, db: Database, sql: Statements, reads: Reads, notes: Notes) -> None:
         self.db = db
+        self.sql = sql
         self.reads = reads
+        self.notes = notes  # the sessions left out, and why: handed back with the stream (store.py)
 
     async def _read_batch(self, batch: Sequence[SessionSummary]) -> tuple[dict[SessionKey, SessionSummary], list[Any]]:
         """These sessions' rows and events, read in ONE short transaction, fully, before returning.
@@ -49,9 +53,9 @@ class Export:
             async with engine.connect() as conn, conn.begin():
                 if self.db.dialect == "sqlite":
                     await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
-                fresh = {x.key: x for x in await self.db.summaries(conn, None, keys)}
+                fresh = {x.key: x for x in await self.sql.summaries(conn, None, keys, notes=self.notes)}
                 params = self.db.key_params([(k.app_name, k.user_id, k.id) for k in keys])
-                rows = await self.db.batch_event_rows(conn, params, sum(s.event_count for s in batch))
+                rows = await self.sql.batch_event_rows(conn, params, sum(s.event_count for s in batch))
         except VmemError:
             raise
         except Exception as exc:
@@ -67,7 +71,7 @@ class Export:
 
         from veadk_mem.gc_pause import bulk_objects, collect_young
 
-        tables, warnings = self.db.tables, self.db.warnings
+        tables, warnings = self.db.tables, self.notes.warnings
         events: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         broken: set[tuple[str, str, str]] = set()
         with bulk_objects():  # acyclic dicts by the thousand: 30 µs an event with the collector, 24 without
@@ -78,7 +82,7 @@ class Export:
                 except (ValueError, TypeError, AttributeError) as exc:
                     if where not in broken:
                         broken.add(where)
-                        self.db.damaged.append("/".join(where))
+                        self.notes.damaged.append("/".join(where))
                         warnings.append(
                             f"session {'/'.join(where)}: event {row.id} is not readable "
                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]}); session not exported"
@@ -117,8 +121,8 @@ class Export:
         except StoreError as exc:
             if "is not readable" not in exc.message:
                 raise
-            self.db.damaged.append(name)
-            self.db.warnings.append(f"{exc.message}; session not exported")
+            self.notes.damaged.append(name)
+            self.notes.warnings.append(f"{exc.message}; session not exported")
             return
         yield first
         async for piece in pieces:

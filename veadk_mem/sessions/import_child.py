@@ -127,7 +127,7 @@ class ReaderProcess:
             if kind == "big":  # a long line, streamed by the writer itself: where it starts
                 yield int(frame[1])
                 continue
-            yield Columns(*frame[1])
+            yield Columns.from_frame(frame[1])
 
     def close(self) -> None:
         """Reap the child: let it exit once it has sent everything, else stop it at once."""
@@ -228,7 +228,7 @@ def _child() -> int:
 
     def flush(batch: list[Any]) -> None:
         columns = build_columns(batch, job["style"])
-        put(("batch", (columns.records, columns.splits, columns.sessions, columns.events)))
+        put(("batch", columns.to_frame()))
 
     try:
         batch: list[Any] = []
@@ -242,7 +242,7 @@ def _child() -> int:
                 continue
             batch.append(record)
             rows += 1 + (0 if isinstance(record, dict) else len(record.events))
-            # as `writes._take_batch`: rows, sessions, or seconds of reading (large events)
+            # as `batches._take_batch`: rows, sessions, or seconds of reading (large events)
             if rows >= limit or len(batch) >= 5000 or time.monotonic() - started >= job["batch_seconds"]:
                 flush(batch)
                 batch, rows, limit, started = [], 0, job["batch_rows"], time.monotonic()

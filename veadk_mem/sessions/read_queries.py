@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from veadk_mem import events as ev
+    from veadk_mem.sessions.engine import Database
+    from veadk_mem.sessions.notes import Notes
     from veadk_mem.sessions.statements import Statements
 
 FIRST_PAGE = 8  # events of a session's first page: its size is not known yet; later pages grow to `page`
@@ -61,8 +63,10 @@ async def _same(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
 class Reads:
     """Sessions, summaries and events, read in short autocommit statements."""
 
-    def __init__(self, db: Statements) -> None:
+    def __init__(self, db: Database, sql: Statements, notes: Notes) -> None:
         self.db = db
+        self.sql = sql
+        self.notes = notes  # what the reads met: handed back with their results (store.py)
 
     async def states(
         self, conn: AsyncConnection, apps: Iterable[str], pairs: Iterable[tuple[str, str]]
@@ -109,9 +113,11 @@ class Reads:
         """
         try:
             async with self.db.reader.connect() as conn:
-                found = await self.db.summaries(conn, flt, limit=limit, offset=offset, oldest_first=oldest_first)
+                found = await self.sql.summaries(
+                    conn, flt, limit=limit, offset=offset, oldest_first=oldest_first, notes=self.notes
+                )
                 if compactions:
-                    await self.db.count_compactions(conn, found)
+                    await self.sql.count_compactions(conn, found)
                 return found
         except Exception as exc:
             raise self.db.fail(exc) from None
@@ -122,7 +128,7 @@ class Reads:
 
         try:
             async with self.db.reader.connect() as conn:
-                stmt = select(func.count()).select_from(self.db.tables.sessions).where(*self.db.session_where(flt))
+                stmt = select(func.count()).select_from(self.db.tables.sessions).where(*self.sql.session_where(flt))
                 return int((await conn.execute(stmt)).scalar_one())
         except Exception as exc:
             raise self.db.fail(exc) from None
@@ -138,9 +144,9 @@ class Reads:
             raise self.db.fail(exc) from None
 
     async def _one_summary(self, conn: AsyncConnection, app: str, user: str, session_id: str) -> SessionSummary:
-        found = await self.db.summaries(conn, None, None, one=(app, user, session_id))
-        if not found and f"{app}/{user}/{session_id}" in self.db.damaged:
-            raise StoreError(self.db.warnings[-1].removesuffix("; skipped"))
+        found = await self.sql.summaries(conn, None, None, one=(app, user, session_id), notes=self.notes)
+        if not found and f"{app}/{user}/{session_id}" in self.notes.damaged:
+            raise StoreError(self.notes.warnings[-1].removesuffix("; skipped"))
         if not found:
             raise NotFound(f"session {app}/{user}/{session_id}: not found in {self.db.display_url}")
         return found[0]
@@ -151,7 +157,7 @@ class Reads:
         try:
             async with self.db.reader.connect() as conn:
                 for i in range(0, len(keys), BATCH):
-                    found += await self.db.summaries(conn, None, keys[i : i + BATCH])
+                    found += await self.sql.summaries(conn, None, keys[i : i + BATCH], notes=self.notes)
         except Exception as exc:
             raise self.db.fail(exc) from None
         wanted = set(keys)
@@ -185,11 +191,11 @@ class Reads:
         name = "events" if last is None else "events_last"
         stmt = self.db.stmts.get(name)
         if stmt is None:
-            stmt = self.db.stmts[name] = self.db.events_stmt(self._one_session_events(), None if last is None else -1)
+            stmt = self.db.stmts[name] = self.sql.events_stmt(self._one_session_events(), None if last is None else -1)
         params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
         if last is not None:
             params["k_last"] = last
-        tables, warnings = self.db.tables, self.db.warnings
+        tables, warnings = self.db.tables, self.notes.warnings
 
         def decode(row: Any) -> dict[str, Any]:
             try:
@@ -201,7 +207,7 @@ class Reads:
                 ) from None
 
         if 0 <= expected <= BATCH:  # small: one round trip beats a server-side cursor
-            for row in await self.db.fetch_all(conn, stmt, params, name):
+            for row in await self.sql.fetch_all(conn, stmt, params, name):
                 yield decode(row)
             return
         # Large: stream through a server-side cursor, which PostgreSQL only allows in a transaction.
@@ -549,7 +555,7 @@ class Reads:
     async def _page_rows(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], count: int) -> list[Any]:
         if count <= 0:
             return []
-        return self.db.event_rows((await conn.execute(stmt, {**params, "k_limit": count})).all())
+        return self.sql.event_rows((await conn.execute(stmt, {**params, "k_limit": count})).all())
 
     def _decoded_page(
         self,
@@ -560,7 +566,7 @@ class Reads:
         convert: Callable[[dict[str, Any]], Any] | None,
     ) -> tuple[list[Any], int, tuple[Any, Any] | None]:
         """(events encoded or converted, their stored bytes about, keyset cursor after them) of a page."""
-        tables, warnings = self.db.tables, self.db.warnings
+        tables, warnings = self.db.tables, self.notes.warnings
         items: list[Any] = []
         weight = 0
         for row in rows:
@@ -578,7 +584,7 @@ class Reads:
         cursor = None
         if rows:
             tail = rows[-1]
-            cursor = (self.db.cursor_time(tail.timestamp), tail._tie if tables.layout is Layout.SQLITE else tail.id)
+            cursor = (self.sql.cursor_time(tail.timestamp), tail._tie if tables.layout is Layout.SQLITE else tail.id)
         return items, weight, cursor
 
     def _keyset_terms(self) -> tuple[Any, Any]:
@@ -606,7 +612,7 @@ class Reads:
                 b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
                 # `ts >= t` is the index range; the OR only sorts out the rows that tie on t
                 where += [ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie > b_tie))]
-            stmt = self.db.packed(self.db.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer)))
+            stmt = self.sql.packed(self.sql.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer)))
             if index is not None:
                 stmt = stmt.with_hint(self.db.tables.events, f"FORCE INDEX ({index})", "mysql")
             self.db.stmts[name] = stmt
@@ -664,8 +670,8 @@ class Reads:
             ts, tie = self._keyset_terms()
             b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
             where = [*self._one_session_events(), ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie >= b_tie))]
-            stmt = self.db.stmts["events_from"] = self.db.packed(
-                self.db.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
+            stmt = self.db.stmts["events_from"] = self.sql.packed(
+                self.sql.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
             )
         return stmt
 

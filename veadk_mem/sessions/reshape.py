@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Table
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from veadk_mem.sessions.store import SessionStore
+    from veadk_mem.sessions.engine import Database
 
 PAGE = 1000  # event rows read, and at most rewritten, per transaction
 
@@ -49,7 +49,7 @@ async def _pages(conn: AsyncConnection, events: Table, last: tuple[Any, ...] | N
     return (await conn.execute(stmt)).all()
 
 
-async def _mixed_pages(store: SessionStore) -> AsyncIterator[tuple[int, list[tuple[dict[str, Any], dict[str, Any]]]]]:
+async def _mixed_pages(store: Database) -> AsyncIterator[tuple[int, list[tuple[dict[str, Any], dict[str, Any]]]]]:
     """(rows read, [(primary key, data in ADK's stored shape)] of the mixed ones) a page at a time:
     at most PAGE rows and about `batch_bytes()` of them (pages after heavy ones hold fewer rows)."""
     events = store.tables.events
@@ -75,12 +75,12 @@ async def _mixed_pages(store: SessionStore) -> AsyncIterator[tuple[int, list[tup
         next_limit = max(1, min(PAGE, limit * 2, batch_bytes() // max(weight // len(rows), 1)))
 
 
-def applies(store: SessionStore) -> bool:
+def applies(store: Database) -> bool:
     """Whether the database's events hold event_data JSON (ADK 2.x's tables, SqliteSessionService's)."""
     return store.layout in (Layout.V1, Layout.SQLITE)
 
 
-async def count_mixed(store: SessionStore) -> int:
+async def count_mixed(store: Database) -> int:
     """How many event rows are stored in a mixed shape."""
     total = 0
     async for _read, found in _mixed_pages(store):
@@ -88,7 +88,7 @@ async def count_mixed(store: SessionStore) -> int:
     return total
 
 
-async def rewrite_mixed(store: SessionStore, progress: Progress = noop) -> int:
+async def rewrite_mixed(store: Database, progress: Progress = noop) -> int:
     """Rewrite every mixed event row in ADK's stored shape, a committed page at a time; the count."""
     from sqlalchemy import and_, update
 
