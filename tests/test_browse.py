@@ -66,6 +66,14 @@ def big_db(sqlite_db: str, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def evil_db(tmp_path: Path) -> str:
+    """A session whose user and id hold terminal escape sequences, as ADK stores them."""
+    url = sqlite_url(tmp_path / "evil.db")
+    build(url, {("u\x1b]0;pwned\x07", "s\x1b[2J"): 2})
+    return url
+
+
+@pytest.fixture
 def memories(monkeypatch: pytest.MonkeyPatch) -> None:
     """Three memories of u1 in the local store, with the deterministic embedder."""
     from test_ltm_cli import seed
@@ -311,3 +319,48 @@ def test_the_tui_extra_pins_textual() -> None:
     assert pin.startswith("textual>=") and ",<" in pin
     for script in (".ci/test", ".ci/wheel-venv"):
         assert "EXTRAS=local,mem0,viking,openviking,tos,tui" in (root / script).read_text()
+
+
+@pytest.mark.slow  # a Textual app per test: seconds each
+async def test_a_lost_database_is_one_status_line_and_a_retry(sqlite_db: str, tmp_path: Path) -> None:
+    import os
+
+    path = Path(sqlite_db.split("///", 1)[1])
+    app = browser(sqlite_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await listed(pilot, app, 3)
+        os.replace(path, tmp_path / "away.db")  # the database is gone (a new connection finds no tables)
+        await pilot.press("r")
+        said = await until(pilot, lambda: "retrying in" in status(app) and status(app), "the failure said", 30)
+        assert "\n" not in said and "Traceback" not in said
+        os.replace(tmp_path / "away.db", path)
+        await until(pilot, lambda: "answers again" in status(app) or "3 sessions" in status(app), "the retry", 30)
+        await listed(pilot, app, 3)
+
+
+@pytest.mark.slow  # a Textual app per test: seconds each
+async def test_control_characters_in_stored_data_are_made_visible(evil_db: str) -> None:
+    app = browser(evil_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        [shown] = await listed(pilot, app, 1)
+        assert shown == "s\\x1b[2J" and "\x1b" not in shown
+        table = app.screen.query_one("#sessions", DataTable)
+        assert str(table.get_row_at(0)[1]) == "u\\x1b]0;pwned\\x07"
+        await pilot.press("enter")
+        view = await until(pilot, lambda: found(app, TimelineView), "the timeline")
+        await until(pilot, lambda: view.timeline.row(0), "the first event")
+        assert "\x1b" not in view.timeline.row(0).json and "\x1b" not in str(app.screen.query_one("#head").render())
+
+
+def test_an_event_row_neutralises_control_characters_and_reads_tokens() -> None:
+    printed = {
+        "author": "agent\x1b[31m",
+        "invocationId": "i",
+        "timestamp": 1.0,
+        "content": {"role": "model", "parts": [{"text": "hi\x9b2J [bold]x[/bold]"}]},
+        "usageMetadata": {"totalTokenCount": 42},
+        "actions": {"stateDelta": {"k": "v\u202e"}},
+    }
+    row = data.EventRow.of(1, printed)
+    assert row.author == "agent\\x1b[31m" and row.text == "hi\\x9b2J [bold]x[/bold]"
+    assert row.delta == 'k="v\\u202e"' and row.tokens == 42 and "\x1b" not in row.json

@@ -259,7 +259,7 @@ class SessionsScreen(Pane):
         b = self.browser
         return SessionFilter(app=b.app_name, user=b.user_id, since=self.since)
 
-    @work(exclusive=True, group="sessions")
+    @work(exclusive=True, group="sessions", exit_on_error=False)
     async def reload(self) -> None:
         """The first page of sessions under the current scope and time filter."""
         listing = data.SessionList(self._filter())
@@ -268,7 +268,7 @@ class SessionsScreen(Pane):
         await self._fill_filtered()
         self._redraw()
 
-    @work(exclusive=True, group="sessions")
+    @work(exclusive=True, group="sessions", exit_on_error=False)
     async def more(self) -> None:
         listing = self.listing
         if listing is None or listing.done:
@@ -290,7 +290,7 @@ class SessionsScreen(Pane):
     async def _more(self, listing: data.SessionList) -> list[SessionSummary]:
         return await listing.more(await self.browser.ready())
 
-    @work(exclusive=True, group="scope")
+    @work(exclusive=True, group="scope", exit_on_error=False)
     async def load_scope(self) -> None:
         """Apps and their users with session counts (`session stats --by user`), in the background."""
         from veadk_mem.sessions.records import SessionFilter
@@ -303,6 +303,8 @@ class SessionsScreen(Pane):
             return await collect_stats(await b.ready(), flt, by="user", top=0)
 
         stats = await self.guarded("reading apps and users", read)
+        if not self.is_attached:  # left (or the app quit) while it read
+            return
         tree = self.query_one("#scope", Tree)
         tree.clear()
         apps: dict[str, Any] = {}
@@ -317,7 +319,7 @@ class SessionsScreen(Pane):
 
     def _redraw(self) -> None:
         listing = self.listing
-        if listing is None:
+        if listing is None or not self.is_attached:
             return
         text = self.query_one("#filter", Input).value
         self.shown = [s for s in listing.rows if not text or data.matches(s, text)]
@@ -370,7 +372,7 @@ class SessionsScreen(Pane):
         self._redraw()
         self.refill()
 
-    @work(exclusive=True, group="sessions")
+    @work(exclusive=True, group="sessions", exit_on_error=False)
     async def refill(self) -> None:
         await self._fill_filtered()
         self._redraw()
@@ -460,9 +462,11 @@ if TYPE_CHECKING:
 # --- one session ---------------------------------------------------------------------------
 
 
-class TimelineView(ScrollView, can_focus=True):
+class TimelineView(ScrollView):
     """A session's events as one line each, drawn from the rows read so far; rows coming into
     view that are not read yet are asked for by page (a placeholder shows meanwhile)."""
+
+    can_focus = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up,k", "move(-1)", "up", show=False),
@@ -533,7 +537,7 @@ class TimelineView(ScrollView, can_focus=True):
                 self._pending.add(page)
                 self.fetch(page)
 
-    @work(group="pages")
+    @work(group="pages", exit_on_error=False)
     async def fetch(self, page: int) -> None:
         screen = self.screen
         assert isinstance(screen, SessionScreen)
@@ -611,7 +615,7 @@ class SessionScreen(Pane):
     def on_mount(self) -> None:
         self.open()
 
-    @work(exclusive=True, group="open")
+    @work(exclusive=True, group="open", exit_on_error=False)
     async def open(self) -> None:
         """The session's summary now (its count may have grown since listed), then its first page."""
         s = self.summary
@@ -680,7 +684,7 @@ class SessionScreen(Pane):
         self.say("follow: watching for new events (f stops)")
         self.follow(self.watcher)
 
-    @work(group="follow")
+    @work(group="follow", exit_on_error=False)
     async def follow(self, watcher: Any) -> None:
         """`session watch APP USER ID --events 0`: each new event appended, the cursor kept at the end."""
         from veadk_mem.adkjson import printed_event
@@ -773,13 +777,13 @@ class MemoriesScreen(Pane):
     def ltm(self) -> LongTermMemory:
         return self.browser.ltm(self.app_name)
 
-    @work(exclusive=True, group="memories")
+    @work(exclusive=True, group="memories", exit_on_error=False)
     async def load(self) -> None:
         """`ltm list --user U`: the user's memories, newest first."""
         found = await self.guarded("listing memories", lambda: data.list_memories(self.ltm(), self.app_name, self.user))
         self._fill(found or [], ranked=False)
 
-    @work(exclusive=True, group="memories")
+    @work(exclusive=True, group="memories", exit_on_error=False)
     async def search(self, query: str, mode: str | None) -> None:
         """`ltm search QUERY --user U [--mode M]`; a bad mode or query is one line, not retried."""
         ltm = self.ltm()
@@ -858,7 +862,7 @@ class MemoriesScreen(Pane):
         row = self.rows[min(table.cursor_row, len(self.rows) - 1)]
         self.delete_memory(row.id)
 
-    @work(exclusive=True, group="memory-delete")
+    @work(exclusive=True, group="memory-delete", exit_on_error=False)
     async def delete_memory(self, memory_id: str) -> None:
         ltm = self.ltm()
         planned = await self.guarded(
@@ -974,7 +978,7 @@ class BrowseApp(App[None]):
             return
         self._delete_sessions(pane, chosen, done)
 
-    @work(exclusive=True, group="act")
+    @work(exclusive=True, group="act", exit_on_error=False)
     async def _delete_sessions(self, pane: Pane, chosen: list[SessionSummary], done: Callable[[], None]) -> None:
         """`session delete APP USER ID...`: the plan it prints, the question, then the delete."""
         store = await self.ready()
@@ -1000,7 +1004,7 @@ class BrowseApp(App[None]):
             return
         self._export_sessions(pane, chosen)
 
-    @work(exclusive=True, group="act")
+    @work(exclusive=True, group="act", exit_on_error=False)
     async def _export_sessions(self, pane: Pane, chosen: list[SessionSummary]) -> None:
         """`session export -o FILE` of the chosen sessions: the file, the plan, the question, the export."""
         name = await self.push_screen_wait(AskPath(data.default_export_path()))
