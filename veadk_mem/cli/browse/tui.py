@@ -163,18 +163,18 @@ class AskPath(ModalScreen[str | None]):
 
 
 HELP = """\
-vmem browse: sessions and memories of ADK/VeADK agents
+vmem browse: the sessions and memories of ADK / VeADK agents
 
-sessions      enter open   / filter by id or user   t updated since (7d, ISO)
-              space mark   d delete   e export   m memories of the user
-              tab / shift-tab move between the apps tree, the filter boxes and the list
-timeline      up/down pgup/pgdn home/end move   s state or event JSON
-              f follow as `session watch`   d delete   e export   escape back
-memories      / search   enter provenance   d delete   escape back
-everywhere    ? this help   q quit
+sessions   enter open, / filter (id or user), t updated since (7d, ISO)
+           space mark, d delete, e export, m the user's memories
+           r reload; tab moves between the tree, the boxes, the list
+timeline   up/down, pgup/pgdn, home/end move; s state or event JSON
+           f follow (as session watch), d delete, e export, m memories
+memories   / search, enter where a memory came from, d delete, l list
+anywhere   escape back, ? this help, q quit
 
---read-only turns every action (delete, export) off. A lost database is one line in
-the status bar, and the read is tried again until it answers.
+--read-only turns every action (delete, export) off. A lost database
+is one line in the status bar; the read is tried again until it works.
 """
 
 
@@ -182,7 +182,7 @@ class Help(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "close", "close")]
     DEFAULT_CSS = """
     Help { align: center middle; }
-    Help > VerticalScroll { width: auto; max-width: 100%; height: auto; max-height: 100%;
+    Help > VerticalScroll { width: 76; max-width: 100%; height: auto; max-height: 100%;
                             border: thick $accent; background: $surface; padding: 0 1; }
     """
 
