@@ -190,7 +190,8 @@ async def test_a_large_session_is_read_a_page_at_a_time(big_db: str) -> None:
         await pilot.press("end")
         await until(pilot, lambda: timeline.row(n - 1) is not None, "the last page")
         assert list(timeline.pages) == [0, 5]  # the pages between were never read
-        assert f"event #{n} of {n:,}" in str(app.screen.query_one("#json").render())
+        shown = f"event #{n} of {n:,}"  # the detail pane follows once the page's rows are in
+        await until(pilot, lambda: shown in str(app.screen.query_one("#json").render()), "the last event's JSON")
         await pilot.press("home", *["pagedown"] * 12)  # 240 rows down: page 1 comes into view
         await until(pilot, lambda: 1 in timeline.pages, "page 1")
         async with SessionStore(sqlite_db) as store:
