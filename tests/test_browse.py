@@ -331,6 +331,7 @@ async def test_a_lost_database_is_one_status_line_and_a_retry(sqlite_db: str, tm
     async with app.run_test(size=(100, 30)) as pilot:
         await listed(pilot, app, 3)
         os.replace(path, tmp_path / "away.db")  # the database is gone (a new connection finds no tables)
+        await app.store_lost()  # and its connections with it: a pooled one would still read the moved file
         await pilot.press("r")
         said = await until(pilot, lambda: "retrying in" in status(app) and status(app), "the failure said", 30)
         assert "\n" not in said and "Traceback" not in said
