@@ -11,6 +11,8 @@ function __vmem_path
                 set path $path $t
             case 'completion'
                 set path $path $t
+            case 'browse'
+                set path $path $t
             case 'session'
                 set path $path $t
             case 'session list'
@@ -73,6 +75,7 @@ complete -c vmem -f
 complete -c vmem -n "__vmem_at ''" -a 'doctor' -d 'Check the reachability of every configured store; exit 1 when one fails.'
 complete -c vmem -n "__vmem_at ''" -a 'forget' -d 'Remove a user\'s sessions and memories everywhere.'
 complete -c vmem -n "__vmem_at ''" -a 'completion' -d 'Print the shell completion script for this vmem.'
+complete -c vmem -n "__vmem_at ''" -a 'browse' -d 'Browse sessions and memories in the terminal: apps, users, sessions, timelines, memories.'
 complete -c vmem -n "__vmem_at ''" -a 'session' -d 'Inspect, clean, back up and migrate ADK session databases.'
 complete -c vmem -n "__vmem_at ''" -a 'ltm' -d 'Save sessions into long-term memory, search and manage it.'
 complete -c vmem -n "__vmem_at ''" -a 'policy' -d 'Dry-run and show VeADK auto-save memory policies.'
@@ -119,6 +122,19 @@ complete -c vmem -n "__vmem_at 'completion'" -s 'q' -d 'Only data and errors; no
 complete -c vmem -n "__vmem_at 'completion'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'completion'" -s 'v' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'completion'" -a 'bash zsh fish'
+complete -c vmem -n "__vmem_at 'browse'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'browse'" -l 'app' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'browse'" -s 'a' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'browse'" -l 'user' -d 'Only this user.'
+complete -c vmem -n "__vmem_at 'browse'" -s 'u' -d 'Only this user.'
+complete -c vmem -n "__vmem_at 'browse'" -l 'read-only' -d 'Look only: every action (delete, export) is turned off.'
+complete -c vmem -n "__vmem_at 'browse'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'browse'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'browse'" -l 'json' -d 'Print stable JSON on stdout.'
+complete -c vmem -n "__vmem_at 'browse'" -l 'quiet' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'browse'" -s 'q' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'browse'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'browse'" -s 'v' -d 'Tracebacks and extra detail on errors.'
 complete -c vmem -n "__vmem_at 'session'" -a 'list' -d 'List sessions, most recently updated first, with their event counts (events are not loaded).'
 complete -c vmem -n "__vmem_at 'session'" -a 'get' -d 'Show a session: merged state and its event timeline; --json prints ADK\'s session JSON.'
 complete -c vmem -n "__vmem_at 'session'" -a 'delete' -d 'Delete sessions with their events, by id or by filter, in batches of short transactions.'
