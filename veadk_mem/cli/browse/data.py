@@ -43,15 +43,9 @@ class EventRow:
     @classmethod
     def of(cls, n: int, data: Any) -> EventRow:
         """The row of event number `n` from its printed (camelCase) JSON, control characters made visible."""
-        from pydantic import ValidationError
+        from veadk_mem.sessions.timeline import Timeline
 
-        from veadk_mem import events as ev
-        from veadk_mem.sessions.timeline import odd_row, timeline_row
-
-        try:
-            row = timeline_row(ev.Event.model_validate(data))
-        except ValidationError as exc:
-            row = odd_row(data, exc)
+        row = Timeline(n).row_of(data)  # an event ADK cannot read gives the row that says why
         usage = data.get("usageMetadata") if isinstance(data, dict) else None
         tokens = usage.get("totalTokenCount") if isinstance(usage, dict) else None
         delta = row["state_delta"]

@@ -30,7 +30,8 @@ from textual.strip import Strip
 from textual.widgets import DataTable, Footer, Input, Select, Static, Tree
 
 from veadk_mem.cli.browse import data
-from veadk_mem.cli.render import counted, local_time, terminal_safe
+from veadk_mem.cli.render import counted, terminal_safe
+from veadk_mem.timefmt import format_time
 
 if TYPE_CHECKING:
     from veadk_mem.cli.state import AppState
@@ -294,13 +295,12 @@ class SessionsScreen(Pane):
     async def load_scope(self) -> None:
         """Apps and their users with session counts (`session stats --by user`), in the background."""
         from veadk_mem.sessions.records import SessionFilter
-        from veadk_mem.sessions.stats import collect_stats
 
         b = self.browser
         flt = SessionFilter(app=b.fixed_app, user=b.fixed_user)
 
         async def read() -> Any:
-            return await collect_stats(await b.ready(), flt, by="user", top=0)
+            return await (await b.ready()).stats(flt, by="user", top=0)
 
         stats = await self.guarded("reading apps and users", read)
         if not self.is_attached:  # left (or the app quit) while it read
@@ -332,13 +332,13 @@ class SessionsScreen(Pane):
                 Text(mark + terminal_safe(s.id), no_wrap=True),
                 Text(terminal_safe(s.user_id), no_wrap=True),
                 Text(f"{s.event_count:,}", justify="right"),
-                Text(local_time(s.update_time)),
+                Text(format_time(s.update_time)),
                 Text(terminal_safe(s.app_name), no_wrap=True),
             )
         if self.shown:
             table.move_cursor(row=min(keep, len(self.shown) - 1))
         more = "" if listing.done else "+ (more below)"
-        scope = self.browser.scope_text() + (f", since {local_time(self.since)}" if self.since else "")
+        scope = self.browser.scope_text() + (f", since {format_time(self.since)}" if self.since else "")
         marked = f", {len(self.marked)} marked" if self.marked else ""
         self.say(f"{counted(len(self.shown), 'session')}{more} in {scope}{marked}")
 
@@ -633,7 +633,7 @@ class SessionScreen(Pane):
         view.focus()
         self.query_one("#head", Static).update(Text(self._head(), no_wrap=True, overflow="ellipsis"))
         self._show(0)
-        self.say(f"{counted(fresh.event_count, 'event')}; updated {local_time(fresh.update_time)}")
+        self.say(f"{counted(fresh.event_count, 'event')}; updated {format_time(fresh.update_time)}")
 
     @on(TimelineView.Moved)
     def _moved(self, event: TimelineView.Moved) -> None:
@@ -677,10 +677,8 @@ class SessionScreen(Pane):
             return
         if self.timeline is None:
             return
-        from veadk_mem.sessions.watch import Watcher
-
         s = self.summary
-        self.watcher = Watcher(self.browser.store, s.app_name, s.user_id, s.id, last=0, interval=0.5)
+        self.watcher = self.browser.store.watch(s.app_name, s.user_id, s.id, last=0, interval=0.5)
         self.say("follow: watching for new events (f stops)")
         self.follow(self.watcher)
 
@@ -943,7 +941,7 @@ class BrowseApp(App[None]):
         import contextlib
 
         with contextlib.suppress(Exception):
-            await self.store.engine.dispose(close=False)
+            await self.store.db.engine.dispose(close=False)
 
     def scope_text(self) -> str:
         if self.app_name and self.user_id:
