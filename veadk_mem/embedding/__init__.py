@@ -79,4 +79,8 @@ def create_embedder(
         chosen = auto_provider(settings)
         if chosen == "hash" and notice is not None:
             notice(HASH_NOTICE)
+    if chosen == "local" and is_e5(settings.local_model):
+        from veadk_mem.embedding.e5 import E5Embedder
+
+        return E5Embedder("" if settings.local_model == E5_NAME else settings.local_model)
     return load_embedder(chosen).from_settings(settings, hash_dim=hash_dim)

@@ -113,13 +113,8 @@ class LocalEmbedder(Embedder):
 
     @classmethod
     def from_settings(cls, settings: EmbeddingSettings, **options: Any) -> Embedder:
-        """The configured local model: a folder, the multilingual model's name or file, or empty (MiniLM)."""
-        from veadk_mem.embedding import E5_NAME, is_e5
-
-        if is_e5(settings.local_model):
-            from veadk_mem.embedding.e5 import E5Embedder
-
-            return E5Embedder("" if settings.local_model == E5_NAME else settings.local_model)
+        """The configured local model directory (empty: the packaged model); the multilingual
+        model's name or file is E5Embedder's (create_embedder chooses it)."""
         return cls(settings.local_model)
 
     def __init__(self, path: str = "", batch_size: int = 32) -> None:

@@ -36,7 +36,9 @@ T = TypeVar("T")
 DELETE_BATCH = 200  # sessions per delete transaction (each well under a second)
 DELETE_BATCH_EVENTS = 20_000  # ... and about this many events
 PURGE_LOCK_TIMEOUT = 10  # seconds --purge-state waits for the state tables' lock (PostgreSQL, MySQL)
-SQLITE_CREATE_WAIT = 0.3  # seconds a create that waited on the purge's write lock gets to finish (sqlite)
+# Seconds after the purge at which vmem looks for a session a create made meanwhile (sqlite): a
+# create that waited on the purge's write lock is usually done by the first; a busy machine's, by the last.
+SQLITE_CREATE_WAITS = (0.3, 1.0)
 SQLITE_LONG_STEP = 5_000  # events in the first transaction of a longer session's delete on sqlite
 SQLITE_LONG_HOLD = 0.1  # seconds each of the others should hold the write lock: the step follows the machine
 
@@ -365,8 +367,11 @@ class Deletes:
                     apps, users = await self._orphaned_states(conn, touched)
                     await self._delete_states(conn, apps, users)
             if self.db.dialect == "sqlite" and (apps or users):
-                await asyncio.sleep(SQLITE_CREATE_WAIT)
-                await self._restore_states(apps, users)
+                waited = 0.0
+                for at in SQLITE_CREATE_WAITS:
+                    await asyncio.sleep(at - waited)
+                    waited = at
+                    await self._restore_states(apps, users)
         report.app_states, report.user_states = apps, users
 
     def _state_tables(self) -> str:

@@ -242,6 +242,15 @@ class SessionStore:
         notes = Notes()
         return Stream(self._reads(notes).session_json(app, user, session_id, last=last, page=page), notes)
 
+    def session_pages(
+        self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
+    ) -> Stream[SessionSummary | list[Any]]:
+        """The session's summary, then its events' printed JSON a page (a list of texts) at a time
+        (`Reads.session_pages`: one snapshot on PostgreSQL and MySQL; on sqlite, SessionChanged when
+        an agent changed the session between two pages)."""
+        notes = Notes()
+        return Stream(self._reads(notes).session_pages(app, user, session_id, last=last, page=page), notes)
+
     def iter_sessions(self, flt: SessionFilter | None = None) -> Stream[ev.Session]:
         """Every matching session with its events, oldest update first, one at a time."""
         notes = Notes()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.cli.render import terminal_safe
+from veadk_mem.sessions.read_queries import SessionChanged
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -61,22 +62,14 @@ class EventRow:
         )
 
 
-def page_events(piece: str) -> list[Any] | None:
-    """The events in one page piece of `store.session_json` (None for its head and tail)."""
-    body = piece.lstrip(",\n")
-    if not body.startswith("{"):
-        return None
-    events: list[Any] = json.loads("[" + body + "]")
-    return events
-
-
 class Timeline:
     """A session's events by number, read a page at a time as they come into view.
 
-    Each page is one short read of `store.session_json` (the read `session get --json` makes,
-    keyset-paged by ADK's events index), started at the page's first event with its `last`;
-    scrolling on continues the same read, so a page down costs one page. Memory holds at most
-    CACHED_PAGES pages, whatever the session's size.
+    Pages come from `store.session_pages` (the paged read `session get --json` makes, keyset-paged
+    by ADK's events index), started at the page's first event with its `last`; scrolling on
+    continues the same read, so a page down costs one page. Memory holds at most CACHED_PAGES
+    pages, whatever the session's size. An agent changing the session on sqlite between two
+    pages ends that read: the next page starts a new one.
     """
 
     def __init__(self, store: SessionStore, summary: SessionSummary) -> None:
@@ -85,7 +78,8 @@ class Timeline:
         self.count = summary.event_count
         self.pages: OrderedDict[int, list[EventRow]] = OrderedDict()
         self.extra: dict[int, EventRow] = {}  # events a follow appended, by number
-        self._reader: AsyncIterator[str] | None = None
+        self._reader: AsyncIterator[Any] | None = None
+        self._carry: list[str] = []  # events read past the end of the last page handed out
         self._next_page = -1  # the page `_reader` hands out next
         self.reads = 0  # pages read from the database (tests and the benchmark count them)
 
@@ -116,21 +110,32 @@ class Timeline:
             await self.close()
             start = page * EVENT_PAGE
             s = self.summary
-            self._reader = self.store.session_json(
+            self._reader = self.store.session_pages(
                 s.app_name, s.user_id, s.id, last=s.event_count - start, page=EVENT_PAGE
             )
             self._next_page = page
-        rows: list[EventRow] | None = None
-        async for piece in self._reader:
-            found = page_events(piece)
-            if found is not None:
-                start = page * EVENT_PAGE
-                rows = [EventRow.of(start + i + 1, data) for i, data in enumerate(found)]
-                break
-        self.reads += 1
-        if rows is None:  # the read ended: the session lost events since it was opened
+        found, ended = self._carry, False
+        self._carry = []
+        try:
+            while len(found) < EVENT_PAGE:
+                item = await anext(self._reader)
+                if isinstance(item, list):  # (the first item is the session's summary)
+                    found = found + item
+        except StopAsyncIteration:
+            ended = True
+        except SessionChanged:  # an agent wrote meanwhile (sqlite): this page starts a new read
             await self.close()
-            rows = []
+            return await self.load(page)
+        self._carry = found[EVENT_PAGE:]
+        start = page * EVENT_PAGE
+        texts = found[:EVENT_PAGE]
+        rows: list[EventRow] | None = [EventRow.of(start + i + 1, json.loads(t)) for i, t in enumerate(texts)]
+        if ended and not found:
+            rows = None
+        self.reads += 1
+        if rows is None or ended:  # the read ended (at the session's end, or it lost events since)
+            await self.close()
+            rows = rows or []
         else:
             self._next_page = page + 1
         self.pages[page] = rows
@@ -147,6 +152,7 @@ class Timeline:
     async def close(self) -> None:
         """End a read in progress (its generator, and with it nothing held: each page is its own read)."""
         reader, self._reader = self._reader, None
+        self._carry = []
         if reader is not None:
             await reader.aclose()  # type: ignore[attr-defined]
 
