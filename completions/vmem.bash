@@ -13,34 +13,34 @@ _vmem() {
   done
   case "$path" in
     "") opts=(--config -c --json --quiet -q --verbose -v --version); cmds=(doctor forget completion session ltm policy config) ;;
-    " doctor") opts=(--db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=() ;;
-    " forget") opts=(--app -a --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v); cmds=() ;;
-    " completion") opts=(--install --config -c --json --quiet -q --verbose -v); cmds=(bash zsh fish) ;;
+    " doctor") opts=(--db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " forget") opts=(--app -a --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " completion") opts=(--install --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=(bash zsh fish) ;;
     " session") opts=(); cmds=(list get delete export import upgrade stats watch) ;;
-    " session list") opts=(--app -a --user -u --since --until --limit -n --offset --compactions --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=() ;;
-    " session get") opts=(--events --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=() ;;
-    " session delete") opts=(--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v); cmds=() ;;
-    " session export") opts=(--app -a --user -u --since --until --output -o --db-url --config -c --json --quiet -q --verbose -v); cmds=() ;;
-    " session import") opts=(--force --db-url --dry-run --json --config -c --quiet -q --verbose -v); cmds=() ;;
-    " session upgrade") opts=(--backup --dry-run --drop-old --keep-undecodable --db-url --json --config -c --quiet -q --verbose -v); cmds=() ;;
-    " session stats") opts=(--app -a --user -u --since --until --by --top --db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=() ;;
-    " session watch") opts=(--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v); cmds=() ;;
+    " session list") opts=(--app -a --user -u --since --until --limit -n --offset --compactions --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " session get") opts=(--events --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " session delete") opts=(--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " session export") opts=(--app -a --user -u --since --until --output -o --db-url --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " session import") opts=(--force --db-url --dry-run --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " session upgrade") opts=(--backup --dry-run --drop-old --keep-undecodable --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " session stats") opts=(--app -a --user -u --since --until --by --top --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " session watch") opts=(--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm") opts=(); cmds=(save search list profile delete export import copy) ;;
-    " ltm save") opts=(--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v); cmds=() ;;
-    " ltm search") opts=(--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=() ;;
-    " ltm list") opts=(--user -u --app -a --limit -n --since --until --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=() ;;
-    " ltm profile") opts=(--app -a --json --config -c --quiet -q --verbose -v); cmds=() ;;
-    " ltm delete") opts=(--user -u --id --session -s --all --app -a --since --until --dry-run --yes -y --json --config -c --quiet -q --verbose -v); cmds=() ;;
-    " ltm export") opts=(--user -u --all-users --app -a --index -i --output -o --vectors --backend -b --config -c --json --quiet -q --verbose -v); cmds=() ;;
-    " ltm import") opts=(--backend -b --index -i --dry-run --rehash --json --config -c --quiet -q --verbose -v); cmds=() ;;
-    " ltm copy") opts=(--from-backend --to-backend --from-index --to-index --user -u --dry-run --json --config -c --quiet -q --verbose -v); cmds=() ;;
+    " ltm save") opts=(--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " ltm search") opts=(--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " ltm list") opts=(--user -u --app -a --limit -n --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " ltm profile") opts=(--app -a --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " ltm delete") opts=(--user -u --id --session -s --all --app -a --since --until --dry-run --yes -y --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " ltm export") opts=(--user -u --all-users --app -a --index -i --output -o --vectors --backend -b --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " ltm import") opts=(--backend -b --index -i --dry-run --rehash --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " ltm copy") opts=(--from-backend --to-backend --from-index --to-index --user -u --dry-run --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " policy") opts=(); cmds=(test show) ;;
-    " policy test") opts=(--from-store --db-url --policy -p --include-assistant --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=() ;;
-    " policy show") opts=(--include-assistant --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=(default all custom) ;;
+    " policy test") opts=(--from-store --db-url --policy -p --include-assistant --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " policy show") opts=(--include-assistant --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=(default all custom) ;;
     " config") opts=(); cmds=(show init path) ;;
-    " config show") opts=(--db-url --json --config -c --quiet -q --verbose -v --jsonl --csv --tsv); cmds=() ;;
-    " config init") opts=(--force --config -c --json --quiet -q --verbose -v); cmds=() ;;
-    " config path") opts=(--json --config -c --quiet -q --verbose -v); cmds=() ;;
+    " config show") opts=(--db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " config init") opts=(--force --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " config path") opts=(--json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
   esac
   case "$path $prev" in
     " ltm save --policy") cmds=(default all custom); opts=() ;;
