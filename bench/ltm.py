@@ -71,6 +71,12 @@ class FixedEmbedder:
     def chunk(self, text: str) -> list[str]:
         return [text]
 
+    def spans(self, text: str) -> list[tuple[int, str]]:
+        return [(0, text)]
+
+    def fits(self, text: str) -> bool:
+        return True
+
     def embed(self, texts: list[str], progress: Any = None) -> Any:
         out = self.vectors[self.pos : self.pos + len(texts)]
         self.pos += len(texts)

@@ -117,9 +117,9 @@ async def _count(url: str) -> int:
 async def _events_total(store: Any) -> int:
     from sqlalchemy import func, select
 
-    e = store.tables.events
+    e = store.db.tables.events
     stmt = select(func.count()).select_from(e).where(e.c.app_name.in_(["fleet", "one"]))  # not the watch's
-    async with store.reader.connect() as conn:
+    async with store.db.reader.connect() as conn:
         return int((await conn.execute(stmt)).scalar_one())
 
 

@@ -75,7 +75,7 @@ async def build(path: Path, n: int, per: int) -> None:
     build_tables(Layout.V0, columns).metadata.create_all(engine)
     engine.dispose()
     async with SessionStore(str(path)) as store:
-        assert store.tables.releases == "1.15-1.17", store.tables.describe()
+        assert store.db.tables.releases == "1.15-1.17", store.db.tables.describe()
         await store.import_records(_sessions(n, per))
 
 

@@ -211,11 +211,11 @@ async def export_rates(url: str) -> tuple[float, float, int, float, int]:
 async def _count_events(store: Any, app: str | None) -> int:
     from sqlalchemy import func, select
 
-    e = store.tables.events
+    e = store.db.tables.events
     stmt = select(func.count()).select_from(e)
     if app:
         stmt = stmt.where(e.c.app_name == app)
-    async with store.engine.connect() as conn:
+    async with store.db.engine.connect() as conn:
         return int((await conn.execute(stmt)).scalar_one())
 
 

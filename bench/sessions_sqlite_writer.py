@@ -16,8 +16,8 @@ delete's wall time, the writes done meanwhile and their p50 / max latency, and t
 
 With `--big N`, the same agent writes while `session import` writes a file holding one
 session of N events (a long line, streamed) into a sqlite file holding ADK's tables,
-alternately in the one transaction it was (`Writes._write_big`) and in short transactions
-with the session row last (`Writes._write_big_staged`, what vmem does on sqlite): it prints
+alternately in the one transaction it was (`BigWrites._write_big`) and in short transactions
+with the session row last (`BigWrites._write_big_staged`, what vmem does on sqlite): it prints
 the import's wall time and rate and the agent's writes, p50 / p99 / max latency and errors.
 """
 
@@ -65,21 +65,21 @@ def write_every_50ms(path: Path, latencies: list[float], errors: list[str], stop
 
 def run_import(seed: Path, source: Path, work: Path, events: int, staged: bool) -> str:
     """Import `source` (one big session) into a copy of `seed` while the agent writes: one table row."""
+    from veadk_mem.sessions.big_writes import BigWrites
     from veadk_mem.sessions.importer import import_file
     from veadk_mem.sessions.store import SessionStore
-    from veadk_mem.sessions.writes import Writes
 
     path = work / f"import-{'staged' if staged else 'one'}.db"
     shutil.copy(seed, path)
     latencies: list[float] = []
     errors: list[str] = []
     stop = threading.Event()
-    original = Writes._write_big_staged
+    original = BigWrites._write_big_staged
 
-    async def one_transaction(self: Writes, big: object, *, force: bool, staging: list[str]) -> object:
+    async def one_transaction(self: BigWrites, big: object, *, force: bool, staging: list[str]) -> object:
         return await self._write_big(big, force=force)  # type: ignore[arg-type]
 
-    Writes._write_big_staged = original if staged else one_transaction  # type: ignore[method-assign,assignment]
+    BigWrites._write_big_staged = original if staged else one_transaction  # type: ignore[method-assign,assignment]
     thread = threading.Thread(target=write_every_50ms, args=(path, latencies, errors, stop))
     load = os.getloadavg()[0]
     try:
@@ -90,7 +90,7 @@ def run_import(seed: Path, source: Path, work: Path, events: int, staged: bool) 
     finally:
         stop.set()
         thread.join()
-        Writes._write_big_staged = original  # type: ignore[method-assign]
+        BigWrites._write_big_staged = original  # type: ignore[method-assign]
     load = max(load, os.getloadavg()[0])
     latencies.sort()
     ms = (

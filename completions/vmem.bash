@@ -8,14 +8,15 @@ _vmem() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" completion"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
+      " doctor"|" forget"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
     esac
   done
   case "$path" in
-    "") opts=(--config -c --json --quiet -q --verbose -v --version); cmds=(doctor forget completion session ltm policy config) ;;
+    "") opts=(--config -c --json --quiet -q --verbose -v --version); cmds=(doctor forget completion browse session ltm policy config) ;;
     " doctor") opts=(--db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " forget") opts=(--app -a --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " completion") opts=(--install --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=(bash zsh fish) ;;
+    " browse") opts=(--db-url --app -a --user -u --read-only --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session") opts=(); cmds=(list get delete export import upgrade stats watch) ;;
     " session list") opts=(--app -a --user -u --since --until --limit -n --offset --compactions --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " session get") opts=(--events --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
@@ -45,12 +46,12 @@ _vmem() {
   case "$path $prev" in
     " ltm save --policy") cmds=(default all custom); opts=() ;;
     " ltm save -p") cmds=(default all custom); opts=() ;;
-    " ltm export --backend") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm export -b") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm import --backend") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm import -b") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm copy --from-backend") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm copy --to-backend") cmds=(local mem0 opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm export --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm export -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm import --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm import -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm copy --from-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
+    " ltm copy --to-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
     " policy test --policy") cmds=(default all custom); opts=() ;;
     " policy test -p") cmds=(default all custom); opts=() ;;
   esac

@@ -167,7 +167,7 @@ def test_the_sessions_package_is_read() -> None:
     """The graph is not empty by accident: the store's known imports are there."""
     graph = import_graph()
     assert "veadk_mem.sessions.store" in graph
-    assert "veadk_mem.sessions.writes" in graph["veadk_mem.sessions.store"]
+    assert "veadk_mem.sessions.batches" in graph["veadk_mem.sessions.store"]
 
 
 def test_no_import_cycle() -> None:

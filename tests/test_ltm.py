@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -13,8 +12,9 @@ from veadk_mem.config import VmemSettings
 from veadk_mem.embedding.hash import HashEmbedder
 from veadk_mem.errors import BadInput, NotSupported
 from veadk_mem.ltm.backends.local import LocalBackend, default_path
-from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
-from veadk_mem.ltm.convert import searchable_text, to_memory_entries
+from veadk_mem.ltm.backends.memory import MemoryBackend, MemoryStore
+from veadk_mem.ltm.base import Capability, MemoryRecord
+from veadk_mem.ltm.convert import records_of_payload, searchable_text, to_memory_entries
 from veadk_mem.ltm.facade import LongTermMemory
 from veadk_mem.ltm.registry import load_backend, register_backend
 
@@ -198,24 +198,17 @@ def test_unknown_and_unavailable_backends() -> None:
 
 
 async def test_backends_that_cannot_list_or_profile_say_so() -> None:
-    class SaveOnly(LongTermMemoryBackend):
+    class SaveOnly(MemoryBackend):
+        """A hosted store that can save and search (its payloads converted to records) and nothing else."""
+
         name = "saveonly"
+        capabilities = frozenset({Capability.HASHES})
 
-        def __init__(self) -> None:
-            self.index = "i"
-            self.saved: list[str] = []
+        async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+            payload = {"memories": [{"memory": "likes tea", "score": 0.5}, "plain string"]}
+            return records_of_payload(payload, user_id)
 
-        def precheck_index_naming(self) -> None:
-            pass
-
-        async def save(self, user_id: str, memories: list[MemoryRecord], progress: Any = None) -> list[str]:
-            self.saved.extend(m.text for m in memories)
-            return [str(i) for i, _ in enumerate(memories)]
-
-        async def search(self, user_id: str, query: str, top_k: int) -> list[object]:  # type: ignore[override]
-            return [{"memories": [{"memory": "likes tea", "score": 0.5}, "plain string"]}]
-
-    ltm = LongTermMemory(backend=SaveOnly())
+    ltm = LongTermMemory(backend=SaveOnly("i", store=MemoryStore()))
     hits = await ltm.search_memory(app_name="x", user_id="u", query="tea")
     assert [h["content"]["parts"][0]["text"] for h in hits] == ["likes tea", "plain string"]
     assert hits[0]["custom_metadata"]["score"] == 0.5
@@ -245,7 +238,8 @@ def test_local_index_names_are_checked(tmp_path: Path) -> None:
     ],
 )
 def test_chunks_become_memory_entries(chunk: object, texts: list[str], role: str) -> None:
-    entries = to_memory_entries(chunk, backend="viking", index="idx")  # type: ignore[arg-type]
+    records = records_of_payload(chunk, "u")  # type: ignore[arg-type]
+    entries = [e for r in records for e in to_memory_entries(r, backend="viking", index="idx")]
     assert [e["content"]["parts"][0]["text"] for e in entries] == texts
     for entry in entries:
         assert entry["content"]["role"] == role
@@ -255,7 +249,8 @@ def test_chunks_become_memory_entries(chunk: object, texts: list[str], role: str
 
 def test_dict_chunk_metadata_is_kept() -> None:
     chunk = {"summary": "s", "uri": "u://1", "score": 0.25, "category": "c"}
-    (entry,) = to_memory_entries(chunk, backend="b", index="i")
+    (record,) = records_of_payload(chunk, "u")
+    (entry,) = to_memory_entries(record, backend="b", index="i")
     assert entry["custom_metadata"] == {
         "score": 0.25,
         "origin": {"backend": "b", "index": "i", "uri": "u://1", "score": 0.25, "category": "c"},
@@ -331,6 +326,7 @@ def test_a_backend_from_an_entry_point_is_accepted_by_the_config_and_usable(
         "from veadk_mem.ltm.base import LongTermMemoryBackend\n"
         "class ThirdBackend(LongTermMemoryBackend):\n"
         "    name = 'thirdstore'\n"
+        "    target = 'third://here'\n"
         "    def __init__(self, index, **_):\n"
         "        self.index, self.held = index, []\n"
         "    def precheck_index_naming(self):\n"
@@ -373,20 +369,7 @@ def test_a_registered_backend_is_accepted_by_the_config() -> None:
 async def test_progress_is_told_for_every_saved_memory_whatever_the_backend_tells() -> None:
     """`progress` is part of the save contract: a store saving in one piece tells nothing, the facade tells the rest."""
 
-    class OnePiece(LongTermMemoryBackend):
-        name = "onepiece"
-        index = "i"
-
-        def precheck_index_naming(self) -> None:
-            pass
-
-        async def save(self, user_id: str, memories: list[MemoryRecord], progress: Any = None) -> list[str]:
-            return [m.content_hash for m in memories]
-
-        async def search(self, user_id: str, query: str, top_k: int) -> list[Any]:
-            return []
-
     told: list[int] = []
-    ltm = LongTermMemory(backend=OnePiece())
+    ltm = LongTermMemory(backend=MemoryBackend("i", store=MemoryStore()))  # saves in one piece, tells nothing
     ids = await ltm.save_records("u1", [record("one"), record("two"), record("three")], "i", progress=told.append)
     assert len(ids) == 3 and sum(told) == 3

@@ -12,27 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 from veadk_mem.errors import NotSupported, StoreError, missing_extra
-from veadk_mem.ltm.base import BackendHealth, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.backends.memory import MemoryBackend
+from veadk_mem.ltm.base import BackendHealth
 from veadk_mem.ltm.registry import register_backend
 
 
-class Scripted(LongTermMemoryBackend):
+class Scripted(MemoryBackend):
     """A backend whose health() answers what the test says."""
 
     name = "scripted"
     answer: Any = None
-
-    def __init__(self, index: str, **_: Any) -> None:
-        self.index = index
-
-    def precheck_index_naming(self) -> None:
-        pass
-
-    async def save(self, user_id: str, memories: list[MemoryRecord], progress: Any = None) -> list[str]:
-        return []
-
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Any]:
-        return []
 
     async def health(self, user_id: str | None = None) -> BackendHealth:
         assert user_id is None  # doctor asks about the whole index, for no user

@@ -18,7 +18,8 @@ from veadk_mem.config import VmemSettings
 from veadk_mem.embedding.hash import HashEmbedder
 from veadk_mem.errors import BadInput
 from veadk_mem.ltm.backends.local import LocalBackend
-from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.backends.memory import MemoryBackend
+from veadk_mem.ltm.base import MemoryRecord
 from veadk_mem.ltm.facade import LongTermMemory
 from veadk_mem.ltm.registry import _registered, register_backend
 from veadk_mem.ltm.transfer import ExportScope, export_lines, import_records, open_export
@@ -277,20 +278,9 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
 
 
 def test_a_backend_that_cannot_list_exits_4_naming_it() -> None:
-    class WriteOnly(LongTermMemoryBackend):
+    class WriteOnly(MemoryBackend):
         name = "writeonly"
-
-        def __init__(self, index: str, **_: Any) -> None:
-            self.index = index
-
-        def precheck_index_naming(self) -> None:
-            pass
-
-        async def save(self, user_id: str, memories: list[MemoryRecord], progress: Any = None) -> list[str]:
-            return []
-
-        async def search(self, user_id: str, query: str, top_k: int) -> list[Any]:
-            return []
+        capabilities = frozenset()
 
     register_backend("writeonly", WriteOnly)
     try:

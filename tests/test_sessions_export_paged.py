@@ -44,7 +44,7 @@ async def _export(url: str, batch_events: int, paged_events: int = 1000) -> tupl
     async with SessionStore(url) as store:
         pieces = store.export_jsonl(batch_events=batch_events, paged_events=paged_events)
         text = "".join([piece async for piece in pieces])
-        return text, list(store.warnings)
+        return text, list(pieces.warnings)
 
 
 def test_a_paged_session_is_exported_byte_for_byte_as_a_whole_one(

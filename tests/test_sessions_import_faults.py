@@ -124,9 +124,9 @@ def test_a_batch_the_database_rolled_back_for_a_deadlock_is_written_again(
 
     from sqlalchemy.exc import OperationalError
 
-    from veadk_mem.sessions import writes
+    from veadk_mem.sessions import upsert
 
-    real = writes.Writes._write_batch
+    real = upsert.Upsert.write_batch
     calls: list[float] = []
 
     async def deadlocked_once(self: Any, batch: Any, *, force: bool, **kw: Any) -> Any:
@@ -137,7 +137,7 @@ def test_a_batch_the_database_rolled_back_for_a_deadlock_is_written_again(
             )
         return await real(self, batch, force=force, **kw)
 
-    monkeypatch.setattr(writes.Writes, "_write_batch", deadlocked_once)
+    monkeypatch.setattr(upsert.Upsert, "write_batch", deadlocked_once)
     source = write_export(tmp_path / "s.jsonl", 30, 3)
     db = tmp_path / "s.db"
     result = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(db), "--json"])
@@ -153,7 +153,7 @@ def test_a_batch_the_database_rolled_back_for_a_deadlock_is_written_again(
             "INSERT INTO sessions", {}, Exception("(1213, 'Deadlock found when trying to get lock')")
         )
 
-    monkeypatch.setattr(writes.Writes, "_write_batch", always_deadlocked)
+    monkeypatch.setattr(upsert.Upsert, "write_batch", always_deadlocked)
     again = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "t.db")])
     assert again.exit_code == 1 and "Deadlock found" in again.stderr and "nothing was written" in again.stderr
     assert len(calls) == 5  # five tries, then the error as it came
@@ -167,9 +167,9 @@ def test_a_batch_that_failed_after_its_commit_is_counted_once_and_not_written_ag
     that commit must neither write the batch again nor count it twice."""
     from sqlalchemy.exc import OperationalError
 
-    from veadk_mem.sessions import writes
+    from veadk_mem.sessions import upsert
 
-    real = writes.Writes._write_batch
+    real = upsert.Upsert.write_batch
     calls: list[int] = []
 
     async def fails_on_the_way_out(self: Any, batch: Any, *, force: bool, **kw: Any) -> Any:
@@ -179,7 +179,7 @@ def test_a_batch_that_failed_after_its_commit_is_counted_once_and_not_written_ag
             raise OperationalError("ROLLBACK", {}, Exception("(1213, 'Deadlock found when trying to get lock')"))
         return written
 
-    monkeypatch.setattr(writes.Writes, "_write_batch", fails_on_the_way_out)
+    monkeypatch.setattr(upsert.Upsert, "write_batch", fails_on_the_way_out)
     source = write_export(tmp_path / "s.jsonl", 30, 3)
     db = tmp_path / "s.db"
     result = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(db), "--json"])

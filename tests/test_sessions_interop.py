@@ -312,8 +312,8 @@ def test_v0_database_is_read_and_written_in_its_layout(db: str) -> None:
     async def go() -> None:
         async with SessionStore(db) as store:
             assert store.layout is Layout.V0
-            ours = await store.get_session(APP, "alice", "old")
-            assert not store.warnings
+            ours, notes = await store.read_session(APP, "alice", "old")
+            assert not notes.warnings
         theirs = await adk_get(db, APP, "alice", "old")
         assert theirs is not None
         assert adk_view(ours) == adk_view(theirs)
@@ -353,10 +353,10 @@ def test_crafted_pickle_in_v0_actions_never_runs(tmp_path: Path) -> None:
 
     async def go() -> None:
         async with SessionStore(url) as store:
-            session = await store.get_session(APP, "alice", "old")
+            session, notes = await store.read_session(APP, "alice", "old")
             assert len(session.events) == 3
             assert any(
-                "refusing to load posix.system" in w or "refusing to load os.system" in w for w in store.warnings
+                "refusing to load posix.system" in w or "refusing to load os.system" in w for w in notes.warnings
             )
             text = "".join([p async for p in store.export_jsonl()])
             assert "stateDelta" in text

@@ -435,7 +435,9 @@ def test_export_batches_keep_every_session_whole(tmp_path: Path) -> None:
     assert counts == {"big": 50, "a": 3, "b": 0}
 
 
-def test_export_reads_the_next_batch_while_it_converts_this_one_and_cancels_it_when_left(tmp_path: Path) -> None:
+def test_export_reads_the_next_batch_while_it_converts_this_one_and_cancels_it_when_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The read-ahead: batch 2 is being read before batch 1's lines are handed over; a caller that
     stops after one batch leaves no read running and no task pending."""
     db = tmp_path / "veadk.db"
@@ -443,14 +445,16 @@ def test_export_reads_the_next_batch_while_it_converts_this_one_and_cancels_it_w
 
     async def go() -> tuple[list[int], list[int]]:
         async with SessionStore(str(db)) as store:
+            from veadk_mem.sessions.export import Export
+
             started: list[int] = []
-            read = store._export._read_batch
+            read = Export._read_batch
 
-            async def counted(batch: Any) -> Any:
+            async def counted(self: Export, batch: Any) -> Any:
                 started.append(len(batch))
-                return await read(batch)
+                return await read(self, batch)
 
-            store._export._read_batch = counted  # type: ignore[method-assign]
+            monkeypatch.setattr(Export, "_read_batch", counted)
             pieces = store.export_jsonl(batch_events=5)  # a session a batch
             async for piece in pieces:
                 if '"events":[' in piece:

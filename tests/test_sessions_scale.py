@@ -33,7 +33,7 @@ def _capture(store: SessionStore) -> list[tuple[str, Any]]:
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         seen.append((statement, parameters))
 
-    sa_event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    sa_event.listen(store.db.engine.sync_engine, "before_cursor_execute", record)
     return seen
 
 
@@ -384,7 +384,7 @@ def test_a_sqlite_delete_batch_is_a_few_statements_whatever_the_users(tmp_path: 
                 report = await store.delete_sessions(listed, recheck=True, batch=n)
                 writes = [sql for sql, _ in seen if not sql.lstrip().upper().startswith("BEGIN")]
                 assert len(writes) == 3, writes
-                async with store.engine.connect() as conn:
+                async with store.db.engine.connect() as conn:
                     for sql, params in seen[-2:]:  # the two deletes
                         plan = [r[-1] for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
                         assert any(p.startswith("SEARCH") and "USING INDEX" in p for p in plan), plan
@@ -514,14 +514,14 @@ def test_a_set_of_session_keys_is_bound_so_one_statement_serves_every_batch() ->
     many = [(f"app{i % 3}", f"user{i % 7}", f"s{i}") for i in range(40)]
     for url in ("sqlite+aiosqlite:///x.db", "postgresql://u@127.0.0.1/x", "mysql://root@127.0.0.1:3306/x"):
         store = SessionStore(url)
-        sql = str(select(cols[2]).where(store.key_match(cols)).compile(dialect=dialects[store.dialect]))
+        sql = str(select(cols[2]).where(store.db.key_match(cols)).compile(dialect=dialects[store.db.dialect]))
         assert " OR " not in sql and "s1" not in sql, sql
-        few_params, many_params = store.key_params(few), store.key_params(many)
+        few_params, many_params = store.db.key_params(few), store.db.key_params(many)
         assert set(few_params) == set(many_params) and few_params != many_params
-        if store.dialect == "mysql":
+        if store.db.dialect == "mysql":
             assert "(app_name, user_id, session_id) IN (__[POSTCOMPILE_k_keys])" in sql, sql
             assert few_params == {"k_keys": few}
-        elif store.dialect == "postgresql":
+        elif store.db.dialect == "postgresql":
             assert "unnest(CAST(" in sql, sql
             assert few_params == {"k_apps": ["a", "a", "b"], "k_users": ["u1", "u1", "u2"], "k_ids": ["s1", "s2", "s3"]}
         else:
@@ -542,8 +542,8 @@ def test_export_batches_read_every_event_through_adks_key(
         async with SessionStore(url) as store:
             lines = [json.loads(x) for x in "".join([p async for p in store.export_jsonl(batch_events=3)]).splitlines()]
             found = await store.list_sessions(None)
-            params = store.key_params([(s.app_name, s.user_id, s.id) for s in found])
-            compiled = store.batch_events_stmt().compile(dialect=store.engine.dialect)
+            params = store.db.key_params([(s.app_name, s.user_id, s.id) for s in found])
+            compiled = store.sql.batch_events_stmt().compile(dialect=store.db.engine.dialect)
             return lines, str(compiled), params, compiled
 
     lines, sql, params, compiled = asyncio.run(go())
@@ -588,7 +588,7 @@ def test_an_export_batch_reads_its_rows_and_events_in_one_snapshot(pg_url: str) 
 
     async def go() -> list[dict[str, Any]]:
         async with SessionStore(pg_url) as store:
-            summaries = store.summaries
+            summaries = store.sql.summaries
             appended: list[int] = []
 
             async def then_append(*args: Any, **kwargs: Any) -> Any:
@@ -611,7 +611,7 @@ def test_an_export_batch_reads_its_rows_and_events_in_one_snapshot(pg_url: str) 
                     appended.append(len(found))
                 return found
 
-            store.summaries = then_append  # type: ignore[method-assign]
+            store.sql.summaries = then_append  # type: ignore[method-assign]
             text = "".join([p async for p in store.export_jsonl()])
             assert appended and appended[0] == 12
             return [json.loads(x) for x in text.splitlines() if '"events"' in x]
@@ -688,7 +688,7 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
     import pymysql
     from sqlalchemy.engine import make_url
 
-    from veadk_mem.sessions import writes
+    from veadk_mem.sessions import upsert
 
     async def agent() -> None:
         service = adk_service(mysql_url)
@@ -707,7 +707,7 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
             out.write(json.dumps(line) + "\n")
     url = make_url(mysql_url)
     probes: list[list[str]] = []
-    real = writes.Writes._write_records
+    real = upsert.Upsert._write_records
 
     async def then_probe(self: Any, conn: Any, *args: Any, **kwargs: Any) -> None:
         await real(self, conn, *args, **kwargs)
@@ -729,8 +729,8 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
             other.close()
         probes.append(blocked)
 
-    monkeypatch.setattr(writes.Writes, "_write_records", then_probe)
-    stored_times = writes.Writes._stored_times
+    monkeypatch.setattr(upsert.Upsert, "_write_records", then_probe)
+    stored_times = upsert.Upsert.stored_times
 
     async def while_the_agent_holds_its_row(self: Any, conn: Any, keys: Any) -> Any:
         """The agent's own transaction holds its session row as the batch's locking read runs."""
@@ -762,7 +762,7 @@ def test_a_mariadb_import_batch_locks_only_the_rows_it_writes(
             done.set()
             turn.join()
 
-    monkeypatch.setattr(writes.Writes, "_stored_times", while_the_agent_holds_its_row)
+    monkeypatch.setattr(upsert.Upsert, "stored_times", while_the_agent_holds_its_row)
 
     async def go() -> None:
         async with SessionStore(mysql_url) as store:
@@ -786,14 +786,14 @@ def test_a_session_an_agent_creates_while_a_mariadb_batch_writes_it_stops_the_im
     from typer.testing import CliRunner
 
     from veadk_mem.cli.app import app
-    from veadk_mem.sessions import writes
+    from veadk_mem.sessions import upsert
 
     with (tmp_path / "s.jsonl").open("w", encoding="utf-8") as out:
         for s in range(3):
             line = {"id": f"s{s}", "appName": APP, "userId": "u", "state": {"from": "file"}}
             line["events"] = [{"id": f"e{s}", "author": "user", "timestamp": 1.79e9 + s}]
             out.write(json.dumps(line) + "\n")
-    stored_times = writes.Writes._stored_times
+    stored_times = upsert.Upsert.stored_times
 
     async def then_the_agent_creates_one(self: Any, conn: Any, keys: Any) -> Any:
         found = await stored_times(self, conn, keys)
@@ -804,7 +804,7 @@ def test_a_session_an_agent_creates_while_a_mariadb_batch_writes_it_stops_the_im
             await service.close()
         return found
 
-    monkeypatch.setattr(writes.Writes, "_stored_times", then_the_agent_creates_one)
+    monkeypatch.setattr(upsert.Upsert, "stored_times", then_the_agent_creates_one)
     result = CliRunner().invoke(app, ["session", "import", str(tmp_path / "s.jsonl"), "--db-url", mysql_url])
     assert result.exit_code == 1, result.output
     assert "Duplicate entry" in result.stderr and "s1" in result.stderr, result.stderr

@@ -22,7 +22,7 @@ from google.genai import types
 from sessions_helpers import APP, adk_service, sqlite_url
 
 from veadk_mem.errors import Interrupted
-from veadk_mem.sessions import writes
+from veadk_mem.sessions import batches, big_writes
 from veadk_mem.sessions.importer import import_file
 from veadk_mem.sessions.store import SessionStore
 
@@ -90,10 +90,16 @@ class Watcher:
             raise KeyboardInterrupt
 
 
+def _patch_gap(monkeypatch: pytest.MonkeyPatch, pause: Any) -> None:
+    """`pause` for the import's `sqlite_gap` after each write transaction (batches and a big session's)."""
+    for module in (batches, big_writes):
+        monkeypatch.setattr(module, "sqlite_gap", pause)
+
+
 def _watched_import(url: str, source: Path, watcher: Watcher, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Any:
     async def go() -> Any:
         await watcher.start()
-        monkeypatch.setattr(writes, "sqlite_gap", watcher.pause)
+        _patch_gap(monkeypatch, watcher.pause)
         try:
             return await import_file(SessionStore(url, create=True), source, **kwargs)
         finally:
@@ -114,7 +120,7 @@ def test_a_big_session_is_imported_in_short_transactions_that_adk_never_sees_hal
     which the agent appends; ADK's get_session and list_sessions see no session until all of it is there
     (ADK 2.x's tables, and SqliteSessionService's, whose agent the import finds already writing)."""
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
-    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    monkeypatch.setattr(batches, "SQLITE_BATCH_ROWS", 500)
     db = tmp_path / "s.db"
     url = sqlite_url(db) if service == "DatabaseSessionService" else str(db)
     source = _file(tmp_path / "in.jsonl", 5000)
@@ -122,7 +128,7 @@ def test_a_big_session_is_imported_in_short_transactions_that_adk_never_sees_hal
 
     async def go() -> Any:
         await watcher.start()
-        monkeypatch.setattr(writes, "sqlite_gap", watcher.pause)
+        _patch_gap(monkeypatch, watcher.pause)
         try:
             return await import_file(SessionStore(url, create=True), source)
         finally:
@@ -145,7 +151,7 @@ def test_a_big_session_written_over_is_the_old_version_then_none_then_the_new(
     """Writing a stored big session over: readers see its old version whole, then no session, then the
     new version whole; never a mix. The report counts it replaced."""
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
-    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    monkeypatch.setattr(batches, "SQLITE_BATCH_ROWS", 500)
     db = tmp_path / "s.db"
     url = sqlite_url(db)
     _import(url, _file(tmp_path / "v1.jsonl", 3000, "v1"))
@@ -154,7 +160,7 @@ def test_a_big_session_written_over_is_the_old_version_then_none_then_the_new(
 
     async def go() -> Any:
         await watcher.start()
-        monkeypatch.setattr(writes, "sqlite_gap", watcher.pause)
+        _patch_gap(monkeypatch, watcher.pause)
         try:
             return await import_file(SessionStore(url), source, force=True)
         finally:
@@ -178,7 +184,7 @@ def test_an_import_stopped_inside_a_big_session_leaves_nothing_visible_and_a_rer
     row (ADK sees no session, and the message says so); the same import again deletes them and writes
     the session whole, each event once."""
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
-    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    monkeypatch.setattr(batches, "SQLITE_BATCH_ROWS", 500)
     db = tmp_path / "s.db"
     url = sqlite_url(db)
     source = _file(tmp_path / "in.jsonl", 5000)
@@ -187,7 +193,7 @@ def test_an_import_stopped_inside_a_big_session_leaves_nothing_visible_and_a_rer
 
     async def go() -> None:
         await watcher.start()
-        monkeypatch.setattr(writes, "sqlite_gap", watcher.pause)
+        _patch_gap(monkeypatch, watcher.pause)
         try:
             await import_file(SessionStore(url, create=True), source)
         finally:
@@ -215,7 +221,7 @@ def test_an_import_stopped_inside_a_big_session_leaves_nothing_visible_and_a_rer
             await service.close()
 
     assert asyncio.run(adk_sees()) == (None, ["live", "small"])
-    monkeypatch.setattr(writes, "sqlite_gap", _no_pause)
+    _patch_gap(monkeypatch, _no_pause)
     report = _import(url, source)
     assert (report.sessions, report.events) == (2, 5001)
     assert asyncio.run(adk_sees()) == (5000, ["big", "live", "small"])
@@ -269,9 +275,9 @@ def test_a_list_page_reads_a_long_session_in_short_statements(
     sessions are searched by key from the page)."""
     from sqlalchemy import event as sa_event
 
-    from veadk_mem.sessions import statements
+    from veadk_mem.sessions import compactions
 
-    monkeypatch.setattr(statements, "LIST_READ_EVENTS", 20, raising=False)  # raising: the test runs on older code
+    monkeypatch.setattr(compactions, "LIST_READ_EVENTS", 20)
     db = tmp_path / "s.db"
     url = sqlite_url(db) if service == "DatabaseSessionService" else str(db)
     asyncio.run(_sessions_with_compactions(url))
@@ -280,15 +286,15 @@ def test_a_list_page_reads_a_long_session_in_short_statements(
         async with SessionStore(url) as store:
             seen: list[tuple[str, Any]] = []
             sa_event.listen(
-                store.engine.sync_engine,
+                store.db.engine.sync_engine,
                 "before_cursor_execute",
                 lambda conn, cursor, sql, params, context, many: seen.append((sql, params)),
             )
             found = await store.list_sessions(None, limit=100, compactions=True)
             await store.list_sessions(None, limit=5, offset=10, compactions=True)
-            shape = next(k for k in store.stmts if isinstance(k, tuple) and "f_offset" in k)
-            async with store.engine.connect() as conn:
-                sql = str(store.stmts[shape].compile(store.engine.sync_engine))
+            shape = next(k for k in store.db.stmts if isinstance(k, tuple) and "f_offset" in k)
+            async with store.db.engine.connect() as conn:
+                sql = str(store.db.stmts[shape].compile(store.db.engine.sync_engine))
                 plan = [r[-1] for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, (5, 10))]
             return {s.id: s.compaction_count for s in found}, seen, plan
 
@@ -320,7 +326,7 @@ def test_a_big_session_whose_key_another_writer_takes_meanwhile_is_left_as_that_
     from veadk_mem.errors import StoreError
 
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
-    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    monkeypatch.setattr(batches, "SQLITE_BATCH_ROWS", 500)
     db = tmp_path / "s.db"
     url = sqlite_url(db)
     watcher = Watcher(url, db)
@@ -349,7 +355,7 @@ def test_a_big_session_whose_events_another_writer_deletes_meanwhile_gets_no_ses
     from veadk_mem.errors import StoreError
 
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
-    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    monkeypatch.setattr(batches, "SQLITE_BATCH_ROWS", 500)
     db = tmp_path / "s.db"
     url = sqlite_url(db)
     source = _file(tmp_path / "in.jsonl", 5000)
@@ -363,7 +369,7 @@ def test_a_big_session_whose_events_another_writer_deletes_meanwhile_gets_no_ses
         _watched_import(url, source, watcher, monkeypatch)
     assert "its session row was not written" in str(failed.value), failed.value
     assert all(n is None for n, _, _ in watcher.seen), watcher.seen
-    monkeypatch.setattr(writes, "sqlite_gap", _no_pause)
+    _patch_gap(monkeypatch, _no_pause)
     assert _import(url, source).events == 5001
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM events WHERE session_id = 'big'").fetchone() == (5000,)
@@ -376,7 +382,7 @@ def test_into_sqlite_a_session_of_a_few_megabytes_is_written_in_short_transactio
     (in its batch it would be one transaction of the file's lock): short transactions ADK never sees
     half of. PostgreSQL and MySQL keep 16 MB, where streaming only bounds memory."""
     monkeypatch.delenv("VMEM_BIG_LINE", raising=False)
-    monkeypatch.setattr(writes, "SQLITE_BATCH_ROWS", 500)
+    monkeypatch.setattr(batches, "SQLITE_BATCH_ROWS", 500)
     db = tmp_path / "s.db"
     url = sqlite_url(db)
     source = _file(tmp_path / "in.jsonl", 13_000)

@@ -296,7 +296,7 @@ def test_driver_reads_equal_sqlalchemys_rows(request: pytest.FixtureRequest, tmp
             session = await store.get_session(APP, "alice", "s1")
             listed = await store.list_sessions(SessionFilter(app=APP, user="alice"))
             assert len(session.events) == 6 and [s.id for s in listed] == ["s1"]
-            planned = {key: plan for key, plan in store.plans.items() if plan is not None}
+            planned = {key: plan for key, plan in store.db.plans.items() if plan is not None}
             if engine == "mysql":  # aiomysql keeps SQLAlchemy's path
                 assert planned == {}
                 return
@@ -304,10 +304,10 @@ def test_driver_reads_equal_sqlalchemys_rows(request: pytest.FixtureRequest, tmp
             assert set(planned) >= {"one", ("filter", "f_app", "f_user", False)}
             assert ("events" in planned) == (layout != "v0")
             for key, plan in planned.items():
-                stmt = store.stmts[key]
+                stmt = store.db.stmts[key]
                 args = {"k_app": APP, "k_user": "alice", "k_id": "s1", "f_app": APP, "f_user": "alice"}
                 args = {k: v for k, v in args.items() if k in plan.names}
-                async with store.engine.connect() as conn:
+                async with store.db.engine.connect() as conn:
                     expected = [tuple(r) for r in (await conn.execute(stmt, args)).all()]
                     got = [tuple(r) for r in await plan.fetch_all(conn, args)]
                 assert got == expected and got, key
@@ -321,7 +321,7 @@ def test_a_writer_left_open_is_rolled_back_when_its_connection_returns(tmp_path:
 
     async def go() -> None:
         async with SessionStore(url) as store:
-            async with store.engine.connect() as conn:
+            async with store.db.engine.connect() as conn:
                 raw = (await conn.get_raw_connection()).driver_connection
                 await raw.execute("BEGIN IMMEDIATE")
                 await raw.execute("DELETE FROM events")
@@ -344,7 +344,7 @@ def test_driver_reads_wait_on_a_locked_sqlite_file_then_fail_cleanly(tmp_path: P
     async def go() -> None:
         async with SessionStore(sqlite_url(path), busy_timeout=0.3) as store:
             await store.get_session(APP, "alice", "s1")  # plans made, connection pooled
-            assert store.plans["one"] is not None and store.plans["events"] is not None
+            assert store.db.plans["one"] is not None and store.db.plans["events"] is not None
             holder = sqlite3.connect(path, isolation_level=None)
             holder.execute("BEGIN EXCLUSIVE")  # an agent committing: readers must wait
             try:

@@ -13,9 +13,18 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ByteSize,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -24,9 +33,6 @@ from veadk_mem.errors import BadInput
 from veadk_mem.masking import mask_url as mask_url  # re-exported: callers import it from here
 from veadk_mem.masking import redact as redact
 from veadk_mem.masking import remember_secret, remember_url_secrets
-
-STM_BACKENDS = ("local", "sqlite", "mysql", "postgresql")
-LTM_BACKENDS = ("local", "redis", "opensearch", "viking", "viking_mem", "mem0", "openviking", "tos_context")
 
 
 def _env(name: str) -> Any:
@@ -234,7 +240,80 @@ class PolicySettings(BaseModel):
 
     def named(self) -> dict[str, Any]:
         """The named policies defined as [policy.NAME] tables."""
-        return dict(self.__pydantic_extra__ or {})
+        return dict(self.model_extra or {})
+
+
+MIB = 1024 * 1024
+
+
+def _size(value: Any) -> Any:
+    """A size as people write it (`64MiB`, `64MB`, `67108864`) as a plain number of bytes."""
+    if not isinstance(value, str):
+        return value
+    from pydantic import TypeAdapter
+
+    try:
+        return int(TypeAdapter(ByteSize).validate_python(value))
+    except ValidationError:
+        raise PydanticCustomError(
+            "byte_size", "Input should be {expected}", {"expected": "a size such as 64MiB, 64MB or 67108864"}
+        ) from None
+
+
+Bytes = Annotated[int, BeforeValidator(_size)]
+
+
+class TuningSettings(Section):
+    """Knobs of vmem's own machinery, each also named by its `VMEM_*` environment variable.
+
+    Read through `tuning()` by the code that needs one, so a knob is set in one way and
+    `config show` names where its value came from.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    sqlite_busy_timeout: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds a sqlite statement waits for an agent's write lock before failing",
+        json_schema_extra=_env("VMEM_SQLITE_BUSY_TIMEOUT"),
+    )
+    delete_batch: int = Field(
+        200,
+        ge=1,
+        description="Sessions per delete transaction of session delete / prune",
+        json_schema_extra=_env("VMEM_DELETE_BATCH"),
+    )
+    big_line_bytes: Bytes = Field(
+        0,
+        description="JSONL line length from which session import streams a session; 0: 16 MiB, 2 MiB into sqlite",
+        json_schema_extra=_env("VMEM_BIG_LINE"),
+    )
+    reader_timeout: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds session import waits for its reader process's next bytes",
+        json_schema_extra=_env("VMEM_READER_TIMEOUT"),
+    )
+    batch_bytes: Bytes = Field(
+        64 * MIB,
+        ge=1,
+        description="Bytes a bulk batch holds at most (64MiB, 64MB or a number of bytes)",
+        json_schema_extra=_env("VMEM_BATCH_BYTES"),
+    )
+    fast_paths: bool = Field(
+        True,
+        description="Use vmem's faster second implementations where they exist",
+        json_schema_extra=_env("VMEM_FAST_PATHS"),
+    )
+
+    @field_validator("big_line_bytes")
+    @classmethod
+    def _streamable(cls, value: int) -> int:
+        """0 (the default per database) or a line of at least 1 KiB: below that every line would stream."""
+        if 0 < value < 1024:
+            raise PydanticCustomError("too_small", "Input should be 0 or at least 1024 bytes")
+        return value
 
 
 class VmemSettings(BaseSettings):
@@ -249,6 +328,7 @@ class VmemSettings(BaseSettings):
     volcengine: VolcengineSettings = Field(default_factory=VolcengineSettings)
     auto_save: AutoSaveSettings = Field(default_factory=AutoSaveSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    tuning: TuningSettings = Field(default_factory=TuningSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -364,7 +444,7 @@ def env_layer(environ: dict[str, str], dotenv: dict[str, str]) -> tuple[dict[str
     labels: dict[str, str] = {}
     for key in KEYS:
         for origin, values in (("env", environ), (".env", dotenv)):
-            if key.env in values:
+            if key.env in values and not (key.path[0] == "tuning" and values[key.env] == ""):  # `VMEM_X=`: unset
                 _set(data, key.path, values[key.env])
                 labels[key.dotted] = f"{origin} {key.env}"
                 break
@@ -545,7 +625,39 @@ def load_settings(
     except ValidationError as exc:
         raise BadInput(_explain(dict(exc.errors()[0]), labels, file)) from None
     _remember_secrets(settings)
+    if environ is None and cwd is None:  # this process's own settings: what `tuning()` answers
+        global _tuning
+        _tuning = (_tuning_stamp(), settings.tuning)
     return LoadedSettings(settings, labels, file)
+
+
+# --- tuning: the one accessor the rest of vmem reads ---------------------------------
+
+TUNING_KEYS = [k for k in KEYS if k.path[0] == "tuning"]
+_STAMP_ENV = ("VMEM_CONFIG", "XDG_CONFIG_HOME", *(k.env for k in TUNING_KEYS))
+_tuning: tuple[tuple[Any, ...], TuningSettings] | None = None
+
+
+def _tuning_stamp() -> tuple[Any, ...]:
+    """What decides the [tuning] values besides --config: their variables, the config lookup, the directory."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working directory was removed
+        cwd = ""
+    return (cwd, *(os.environ.get(name) for name in _STAMP_ENV))
+
+
+def tuning() -> TuningSettings:
+    """This process's [tuning] settings (env `VMEM_*` > config file > defaults), read once.
+
+    The settings the CLI loaded (its `--config` file included) are answered as they are; they
+    are read again, from the environment and the config file found, once a variable that
+    decides them or the working directory changes (tests do both). A bad value raises
+    BadInput naming the key and where it was set.
+    """
+    if _tuning is not None and _tuning[0] == _tuning_stamp():
+        return _tuning[1]
+    return load_settings().settings.tuning
 
 
 # --- presentation helpers (no Rich here: the CLI renders) ----------------------------
@@ -588,6 +700,10 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
     return rows
 
 
+def _is_size(key: Key) -> bool:
+    return any(getattr(m, "func", None) is _size for m in key.info.metadata)
+
+
 def starter_toml() -> str:
     """A commented config file naming every key with its default as a comment (uncomment to
     change one), for `config init` and examples.toml: a default stays a default, not pinned."""
@@ -607,6 +723,8 @@ def starter_toml() -> str:
         default = key.info.get_default(call_default_factory=True)
         if isinstance(default, SecretStr):
             default = default.get_secret_value()
+        elif _is_size(key) and default and default % MIB == 0:
+            default = f"{default // MIB}MiB"  # as a person writes it
         lines.append(f"# {key.info.description} (env {key.env})")
         lines.append("# " + tomli_w.dumps({key.path[-1]: default}).strip())  # the default, shown, not pinned
     lines += [

@@ -33,6 +33,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
     name = f"short_term_memory ({url_dialect(url)})"
     shown = mask_url(given_db_url(settings, url))  # as the user named it, not the driver URL
     path = sqlite_file(url)
+    given = url  # the store's own URL: vmem's reads create and change nothing in an existing file
     if path is not None:
         from pathlib import Path
 
@@ -46,11 +47,46 @@ async def check_session_db(settings: VmemSettings) -> Check:
         took = (time.perf_counter() - started) * 1000
         detail = f"{shown}: {type(exc).__name__}: {_first_line(exc)}"
         return Check(name, "fail", detail, store=shown, latency_ms=took)
-    took = (time.perf_counter() - started) * 1000
     counts = health.counts
+    facts = health.as_facts()
+    orphans = ""
+    if counts:
+        try:
+            by_app = await _orphans_by_app(given)
+        except Exception as exc:  # the tables were read just now: name it, as any driver error
+            took = (time.perf_counter() - started) * 1000
+            detail = f"{shown}: {type(exc).__name__}: {_first_line(exc)}"
+            return Check(name, "fail", detail, store=shown, latency_ms=took)
+        facts["orphan_events"] = by_app
+        orphans = _orphan_note(by_app)
+    took = (time.perf_counter() - started) * 1000
     held = f", {counts['sessions']:,} sessions, {counts['events']:,} events" if counts else ""
-    detail = f"{shown}: {health.layout_description}{held} ({took:.0f} ms)"
-    return Check(name, "ok", detail, store=shown, latency_ms=took, facts=health.as_facts())
+    detail = f"{shown}: {health.layout_description}{held} ({took:.0f} ms){orphans}"
+    return Check(name, "ok", detail, store=shown, latency_ms=took, facts=facts)
+
+
+async def _orphans_by_app(url: str) -> dict[str, int]:
+    """Event rows without a session row, per app (`SessionStore.orphan_events`)."""
+    from veadk_mem.sessions.store import SessionStore
+
+    by_app: dict[str, int] = {}
+    async with SessionStore(url) as store:
+        for key, n in (await store.orphan_events()).items():
+            by_app[key.app_name] = by_app.get(key.app_name, 0) + n
+    return dict(sorted(by_app.items()))
+
+
+def _orphan_note(by_app: dict[str, int]) -> str:
+    """What doctor says of event rows without a session, and how to remove them; "" when there are none."""
+    if not by_app:
+        return ""
+    total = sum(by_app.values())
+    apps = ", ".join(f"{app} {n:,}" for app, n in by_app.items())
+    return (
+        f"; {total:,} event rows without a session ({apps}): a killed import's staging, which ADK hands "
+        "to a session later created under the same id; `vmem forget USER` or `vmem session delete APP USER ID` "
+        "removes them, or import the file again"
+    )
 
 
 def _first_line(exc: BaseException) -> str:

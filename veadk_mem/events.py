@@ -36,7 +36,7 @@ class AdkModel(BaseModel):
     def _camel_extras(self, handler: Any, info: Any) -> Any:
         """Write unknown top-level keys in camelCase too, leaving their values untouched."""
         data = handler(self)
-        extra = self.__pydantic_extra__
+        extra = self.model_extra
         if not extra or not info.by_alias or not isinstance(data, dict):
             return data
         renamed: dict[str, Any] = {}

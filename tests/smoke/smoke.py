@@ -378,6 +378,18 @@ def scenarios(home: Callable[[str], Path]) -> Iterator[tuple[str, Callable[[Resu
         with postgres() as url:
             run(result, session_checks("core", url, home("postgresql")))
 
+    def browse(result: Result) -> None:
+        where = home("browse")
+        db = str(where / "sessions.db")
+
+        def core_says_install() -> None:  # without the extra: exit 4 naming it
+            vmem("core", ["browse", "--db-url", db], {}, where, expect=4)
+
+        def tui_has_textual() -> None:  # with it, Textual is found; a pipe is no terminal: exit 2
+            vmem("tui", ["browse", "--db-url", db], {}, where, expect=2)
+
+        run(result, iter([("browse without [tui]", core_says_install), ("browse with [tui]", tui_has_textual)]))
+
     def my(result: Result) -> None:
         with mariadb() as url:
             run(result, session_checks("core", url, home("mariadb")))
@@ -394,6 +406,7 @@ def scenarios(home: Callable[[str], Path]) -> Iterator[tuple[str, Callable[[Resu
     yield "sessions sqlite", sqlite
     yield "sessions postgresql", pg
     yield "sessions mariadb", my
+    yield "browse (tui extra)", browse
 
 
 def main() -> int:

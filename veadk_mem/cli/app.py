@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from veadk_mem import __version__
+from veadk_mem.cli import browse as browse_cmd
 from veadk_mem.cli import completion as completion_cmd
 from veadk_mem.cli import config as config_cmd
 from veadk_mem.cli import doctor as doctor_cmd
@@ -172,6 +173,7 @@ app.add_typer(config_cmd.app, name="config")
 app.command("doctor")(doctor_cmd.doctor)
 app.command("forget")(ltm_cmd.forget)
 app.command("completion")(completion_cmd.completion)
+app.command("browse")(browse_cmd.browse)
 add_global_options(app)
 
 

@@ -21,6 +21,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what would go, from where", "vmem forget user-42 --dry-run"),
         ("remove it all without asking", "vmem forget user-42 --yes"),
     ],
+    "browse": [
+        ("look around the configured session database", "vmem browse"),
+        ("one user's sessions, changing nothing", "vmem browse -u user-42 --read-only"),
+    ],
     "completion": [
         ("try it in this shell", 'eval "$(vmem completion bash)"'),
         ("install it for zsh", "vmem completion zsh --install"),

@@ -151,9 +151,11 @@ def save(
     sessions stores nothing new. One failing session is reported and the rest go on.
     """
     from veadk_mem.errors import BadInput
+    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.replay import aiter_items, count_sessions, expand_sources, file_sessions, replay
 
     state = get_state(ctx, json_flag=json_flag)
+    limit = batch_bytes()
     state.use_db_url(db_url)
     state.override("database.mem0.infer", False if no_infer else None)
     total: int | None = None
@@ -177,7 +179,7 @@ def save(
     so_far = {"sessions": 0, "saved": 0}  # what a Ctrl-C reports
 
     async def go() -> Any:
-        try:
+        async with ltm:
             count = total
             if from_store and not sources:
                 count = await _count_matching(state, app_name, user, since, until)
@@ -192,9 +194,7 @@ def save(
                     so_far["sessions"] += 1
                     advance(1)
 
-                return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done)
-        finally:
-            await ltm.close()
+                return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done, batch_bytes=limit)
 
     try:
         summary = run(go())
@@ -403,7 +403,7 @@ def search(
     ltm = _ltm(state, app_name or "")
 
     async def go() -> tuple[list[dict[str, Any]], str | None]:
-        try:
+        async with ltm:
             found = await ltm.search_memory(
                 app_name=app_name,
                 user_id=user,
@@ -415,8 +415,6 @@ def search(
                 mode=mode_name,
             )
             return found, None if found else await _elsewhere(ltm, app_name, user)
-        finally:
-            await ltm.close()
 
     with state.render.spinner("searching"):
         entries, elsewhere = run(go())
@@ -435,26 +433,30 @@ def search(
 def _search_batch(
     state: AppState, source: str, user: str | None, app_name: str | None, mode: str | None, **options: Any
 ) -> None:
-    """`--queries`: every query searched in one process, one JSONL line each (exit 1 when any failed)."""
-    from veadk_mem.ltm.queries import read_queries
+    """`--queries`: every query searched in one process, one JSONL line each as it completes
+    (exit 1 when any failed)."""
+    from veadk_mem.ltm.bounds import batch_bytes
+    from veadk_mem.ltm.queries import SearchTally, open_queries, search_each
 
-    requests = read_queries(source, user_id=user, app_name=app_name)
+    limit = batch_bytes()
+    queries = open_queries(source, user_id=user, app_name=app_name)
     ltm = _ltm(state, app_name or "")
+    tally = SearchTally()
 
-    async def go() -> Any:
-        try:
-            return await ltm.search_batch(requests, mode=mode, **options)
-        finally:
-            await ltm.close()
+    async def go() -> None:
+        async with ltm:
+            async for request in search_each(ltm, queries.requests(), mode=mode, batch_bytes=limit, **options):
+                tally.add(request)
+                state.render.jsonl([request.as_dict()])  # written, and flushed, as each query completes
 
-    done = run(go())
-    state.render.jsonl(r.as_dict() for r in done)
-    failed = [r for r in done if r.error is not None]
-    for request in failed[:5]:
-        state.render.warn(f"query {request.query!r}: {getattr(request.error, 'message', request.error)}")
-    if failed:
-        codes = {getattr(r.error, "exit_code", 1) for r in failed}
-        raise typer.Exit(codes.pop() if len(failed) == len(done) and len(codes) == 1 else 1)
+    try:
+        run(go())
+    finally:
+        queries.close()
+    for query, message in tally.failures:
+        state.render.warn(f"query {query!r}: {message}")
+    if tally.failed:
+        raise typer.Exit(tally.exit_code)
 
 
 @app.command("list")
@@ -476,13 +478,11 @@ def list_(
     after, before = _window(since, until)
 
     async def go() -> tuple[list[dict[str, Any]], str | None]:
-        try:
+        async with ltm:
             found = await ltm.list_memories(
                 app_name=app_name, user_id=user, limit=limit or None, since=after, until=before
             )
             return found, None if found else await _elsewhere(ltm, app_name, user)
-        finally:
-            await ltm.close()
 
     with state.render.spinner("listing memories"):
         entries, elsewhere = run(go())
@@ -506,10 +506,8 @@ def profile(
     ltm = _ltm(state, app_name or "")
 
     async def go() -> str:
-        try:
+        async with ltm:
             return await ltm.get_user_profile(app_name=app_name, user_id=user)
-        finally:
-            await ltm.close()
 
     text = run(go())
     if not text:
@@ -571,7 +569,7 @@ def delete(
     async def go() -> tuple[str, list[Any], int]:
         # One event loop for select, confirm and delete: async clients (redis, opensearch)
         # hold connections bound to the loop that opened them.
-        try:
+        async with ltm:
             index = await ltm.user_index(app_name, user)
             found = await ltm.select(
                 app_name=app_name,
@@ -591,8 +589,6 @@ def delete(
             whole = whole_index(everything=everything, since=after, until=before)
             deleted = await ltm.delete(app_name=app_name, user_id=user, records=found, index=index, everything=whole)
             return index, found, deleted
-        finally:
-            await ltm.close()
 
     index, records, deleted = run(go())
     rows = _record_rows(index, records)
@@ -638,14 +634,12 @@ def forget(
 
     async def go() -> Any:
         # Plan, confirm and forget on one event loop (see `delete`).
-        try:
+        async with ltm:
             plan = await plan_forget(settings, ltm, user_id=user, app_name=app_name)
             if not dry_run and plan.total:
                 confirm_deletion(state, f"forget user {user!r}: {plan.describe()}?", yes=yes)
                 plan = await forget_user(settings, ltm, plan)
             return plan
-        finally:
-            await ltm.close()
 
     plan = run(go())
     if render.json_mode:

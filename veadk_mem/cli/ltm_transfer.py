@@ -32,15 +32,15 @@ SUMMARY_COLUMNS = [
 def _facade(state: AppState, backend: str | None, option: str = "--backend") -> LongTermMemory:
     """A facade on the configured backend, or on another one by name with the same settings."""
     from veadk_mem.ltm.facade import LongTermMemory
-    from veadk_mem.ltm.registry import backend_names, canonical_name
+    from veadk_mem.ltm.registry import backend_names, canonical_name, is_known
 
     settings = state.loaded.settings
     if backend:
-        name = canonical_name(backend, state.render.warn)
-        if name not in backend_names():
+        if not is_known(backend):  # the registry's own test, as the config's long_term_memory.backend
             from veadk_mem.errors import BadInput
 
             raise BadInput(f"{option}: unknown backend {backend!r}: expected one of {', '.join(backend_names())}")
+        name = canonical_name(backend, state.render.warn)
         settings = settings.model_copy(deep=True)
         settings.long_term_memory.backend = name
     return LongTermMemory.from_settings(settings, warn=state.render.warn, notice=state.render.warn)
@@ -115,14 +115,12 @@ def export(
                     advance(1)
 
     async def go() -> None:
-        try:
+        async with ltm:
             if output in (None, "-"):
                 await render.stream(pieces())
             else:
                 with atomic_output(output) as handle:
                     await render.stream(pieces(), handle)
-        finally:
-            await ltm.close()
 
     run(go())
     if output not in (None, "-"):
@@ -153,10 +151,12 @@ def import_(
     unless --rehash. Vectors are reused when the file's model and dimension are the
     target's, re-embedded otherwise.
     """
+    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.transfer import import_records, open_export, precheck_indexes
 
     state = get_state(ctx, json_flag=json_flag)
     render = state.render
+    limit = batch_bytes()
     with render.progress("checking the file") as advance:
         file = open_export(source, progress=advance, rehash=rehash)
     if file.rehashed:
@@ -166,13 +166,17 @@ def import_(
         precheck_indexes(ltm, file.indexes, index)
 
         async def go() -> Any:
-            try:
+            async with ltm:
                 with render.progress("importing memories", total=file.memories) as step:
                     return await import_records(
-                        ltm, file.records(), index=index, dry_run=dry_run, progress=step, notice=render.message
+                        ltm,
+                        file.records(),
+                        index=index,
+                        dry_run=dry_run,
+                        progress=step,
+                        notice=render.message,
+                        batch_bytes=limit,
                     )
-            finally:
-                await ltm.close()
 
         summary = run(go())
     finally:
@@ -195,6 +199,7 @@ def copy(
     json_flag: JsonOption = False,
 ) -> None:
     """Copy memories from one backend to another in one process (every user unless --user)."""
+    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.transfer import ExportScope, copy_memories
 
     state = get_state(ctx, json_flag=json_flag)
@@ -204,13 +209,17 @@ def copy(
     scope = ExportScope(user_id=user, all_users=user is None, index=from_index)
 
     async def go() -> Any:
-        try:
+        async with source, target:
             with render.progress("copying memories") as step:
                 return await copy_memories(
-                    source, target, scope, to_index=to_index, dry_run=dry_run, progress=step, notice=render.message
+                    source,
+                    target,
+                    scope,
+                    to_index=to_index,
+                    dry_run=dry_run,
+                    progress=step,
+                    notice=render.message,
+                    batch_bytes=batch_bytes(),
                 )
-        finally:
-            await source.close()
-            await target.close()
 
     _finish(state, run(go()), dry_run)

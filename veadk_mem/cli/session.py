@@ -14,6 +14,9 @@ from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_delet
 from veadk_mem.cli.wiring import table_shaped
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from veadk_mem.sessions.notes import Listing, Stream
     from veadk_mem.sessions.store import SessionFilter, SessionStore, SessionSummary
 
 app = typer.Typer(help="Inspect, clean, back up and migrate ADK session databases.", no_args_is_help=True)
@@ -97,14 +100,15 @@ def _summary_json(s: SessionSummary, compactions: bool = False) -> dict[str, Any
     return s.to_json(compactions=compactions)
 
 
-def _warn_all(state: AppState, store: SessionStore) -> None:
-    for text in dict.fromkeys(store.warnings):
+def _warn_all(state: AppState, warnings: Iterable[str]) -> None:
+    """Each of a result's warnings, once."""
+    for text in dict.fromkeys(warnings):
         state.render.warn(text)
 
 
-def _exit_if_damaged(store: SessionStore) -> None:
+def _exit_if_damaged(damaged: Sequence[str]) -> None:
     """Exit 1 after the output when sessions were skipped for unreadable rows (named in warnings)."""
-    if store.damaged:
+    if damaged:
         raise typer.Exit(1)
 
 
@@ -135,13 +139,12 @@ def list_cmd(
     state = _state(ctx, db_url, json_flag)
     flt = _filter(app_name, user, since, until)
 
-    async def go() -> tuple[list[SessionSummary], SessionStore]:
+    async def go() -> Listing[SessionSummary]:
         async with _store(state) as store:
-            found = await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=compactions)
-            return found, store
+            return await store.list_sessions(flt, limit=limit or None, offset=offset, compactions=compactions)
 
     with state.render.spinner("listing sessions"):
-        found, store = run(go())
+        found = run(go())
     state.render.records(
         [_summary_row(s) for s in found],
         _list_columns(state, found, compactions),
@@ -152,8 +155,8 @@ def list_cmd(
         state.render.message(
             f"showing {counted(limit, 'session')}; more may exist: use --offset {offset + limit} or --limit 0"
         )
-    _warn_all(state, store)
-    _exit_if_damaged(store)
+    _warn_all(state, found.warnings)
+    _exit_if_damaged(found.damaged)
 
 
 @app.command("get")
@@ -184,11 +187,13 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
         if state.fmt == "jsonl":
             from veadk_mem.adkjson import printed_event
 
-            async for data in store.iter_event_data(app_name, user, session_id, last=last):
+            stream: Stream[Any] = store.iter_event_data(app_name, user, session_id, last=last)
+            async for data in stream:
                 state.render.jsonl([printed_event(data)])  # a line at a time: a 100k-event session never sits in memory
         else:
-            await state.render.stream(store.session_json(app_name, user, session_id, last=last))
-        _warn_all(state, store)
+            stream = store.session_json(app_name, user, session_id, last=last)
+            await state.render.stream(stream)
+        _warn_all(state, stream.warnings)
 
 
 async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
@@ -203,7 +208,8 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
         timeline = Timeline(view.first)
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
-        async for data in store.iter_event_data(app_name, user, session_id, last=view.last):
+        events = store.iter_event_data(app_name, user, session_id, last=view.last)
+        async for data in events:
             chunk.append(_safe(timeline.row_of(data)))
             if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
                 render.table(chunk, EVENT_COLUMNS, title=title, continued=title is None)
@@ -215,7 +221,7 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
                 f"showing the last {view.shown} of {summary.event_count} events: use --events N for more, "
                 "or --json for all of them"
             )
-        _warn_all(state, store)
+        _warn_all(state, events.warnings)
 
 
 EVENT_COLUMNS = [
@@ -325,16 +331,20 @@ def delete_cmd(
     if state.json_mode:
         state.render.json(report.to_json())
         return
-    if not report.sessions:
+    if not report.sessions and not report.orphan_events:
         state.render.message("no sessions match: nothing deleted")
         return
     if report.dry_run:
         _show_plan(state, report)
+        if report.orphan_events:
+            state.render.message(f"and {counted(report.orphan_events, 'event row')} without a session (staged)")
         state.render.message("dry run: nothing deleted")
         return
     extra = ""
     if report.app_states or report.user_states:
         extra = f", {counted(len(report.app_states), 'app state')} and {counted(len(report.user_states), 'user state')}"
+    if report.orphan_events:
+        extra += f", {counted(report.orphan_events, 'event row')} without a session (a killed import's staging)"
     state.render.message(
         f"deleted {counted(len(report.sessions), 'session')}, {counted(report.events, 'event')}{extra}"
     )
@@ -383,8 +393,8 @@ def export_cmd(
                 else:
                     with atomic_output(output) as handle:
                         await state.render.stream(pieces, handle)
-            _warn_all(state, store)
-            return total, set(store.damaged)
+            _warn_all(state, pieces.warnings)
+            return total, set(pieces.damaged)
 
     total, damaged = run(go())
     state.render.message(f"exported {counted(total - len(damaged), 'session')}" + (f" to {output}" if output else ""))
@@ -499,7 +509,7 @@ def upgrade_cmd(
     <name>_v0_<UTC time>, until --drop-old. Refused while another connection holds a sqlite
     database or while the tables change during the upgrade: stop the agents that use it first.
     An event whose pickled actions cannot be decoded stops the upgrade (exit 1, named) unless
-    --keep-undecodable; --drop-old refuses while the new tables hold fewer rows than the old.
+    --keep-undecodable; --drop-old refuses unless the new tables hold every old session and event.
     """
     from veadk_mem.sessions.upgrade import default_backup, upgrade_store
 
@@ -516,7 +526,7 @@ def upgrade_cmd(
             keep_undecodable=keep_undecodable,
         )
     )
-    _warn_all(state, store)
+    _warn_all(state, report.warnings)
     if state.json_mode:
         state.render.json(report.to_json())
         return
@@ -694,7 +704,7 @@ def stats_cmd(
     --by groups, else the --top sessions, else the totals as one record.
     """
     from veadk_mem.errors import BadInput
-    from veadk_mem.sessions.stats import GROUPINGS, collect_stats
+    from veadk_mem.sessions.stats import GROUPINGS
 
     state = _state(ctx, db_url, json_flag)
     if by is not None and by not in GROUPINGS:
@@ -703,7 +713,7 @@ def stats_cmd(
 
     async def go() -> Any:
         async with _store(state) as store:
-            return await collect_stats(store, flt, by=by, top=10 if top is None else top), store.display_url
+            return await store.stats(flt, by=by, top=10 if top is None else top), store.display_url
 
     stats, where = run(go())
     render = state.render
@@ -871,12 +881,11 @@ async def _watch(
     from veadk_mem.adkjson import printed_event
     from veadk_mem.jsonio import compact_json_out as dumps
     from veadk_mem.sessions.timeline import Timeline
-    from veadk_mem.sessions.watch import Watcher, WatchEvent
+    from veadk_mem.sessions.watch import WatchEvent
 
     render = state.render
     async with _store(state) as store:
-        watcher = Watcher(
-            store,
+        watcher = store.watch(
             app_name,
             user,
             session_id,
@@ -905,8 +914,7 @@ async def _watch(
                     timeline = Timeline(1)
             _print_rows(state, rows, header)
             header = header and not rows
-            _warn_all(state, store)
-            store.warnings.clear()  # each said once
+            _warn_all(state, watcher.take_warnings())
 
 
 def _stop_on_signals(watcher: Any) -> None:

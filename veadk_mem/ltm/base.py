@@ -1,18 +1,22 @@
 """The long-term-memory backend contract and the records that cross it.
 
-A backend implements a few async methods: `precheck_index_naming`, `save` and `search`,
-and `list`, `delete` and `profile` where its store can. Everything else (policy,
-content-hash dedupe, index fallback, result conversion) lives once, in the facade.
-Every method takes the user id and must scope to it: a search never returns another
-user's memories.
+A backend implements `target`, `precheck_index_naming`, `save` and `search` (which returns
+`MemoryRecord`s: a hosted backend converts its service's payloads itself), and declares in
+`capabilities` which optional methods its store has; the facade asks the declaration, never
+which methods a class overrides. Policy, content-hash dedupe, the replay ledger, index
+fallback and the MemoryEntry shape live once, in the facade. Every method takes the user id
+and must scope to it: a search never returns another user's memories. docs/ltm.md has the
+guide for backend authors.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported
@@ -58,6 +62,12 @@ class MemoryRecord:
     # vectors to store instead of embedding the text (import, when the models are equal).
     # A (chunks, dim) float32 array or nested lists of numbers.
     vectors: Any = None
+    # The text of each vector, with its offset in the embedded text: set with `vectors` when
+    # the facade embeds (`embed_records`); stores that keep chunk texts (VeADK's llama layout) read it.
+    chunks: list[tuple[int, str]] | None = None
+    # Where a hosted service says the memory came from (its uri, category, ...), shown as the
+    # MemoryEntry's origin instead of this record's user, app, session and event.
+    origin: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.content_hash:
@@ -83,6 +93,30 @@ class BackendHealth:
     problems: list[str] = field(default_factory=list)
 
 
+def embed_records(embedder: Embedder, records: list[MemoryRecord], text_of: Callable[[str], str]) -> None:
+    """Chunk each record's text (`text_of` its memory string) to fit the model and embed every
+    chunk not embedded yet, all in the embedder's batches: sets `chunks` and `vectors`.
+
+    Vectors given with one row per chunk (an import of the same model) are kept. The one place
+    memories are chunked and embedded: the facade runs it off the event loop ahead of `save`.
+    """
+    todo: list[tuple[MemoryRecord, int]] = []
+    pieces: list[str] = []
+    for record in records:
+        if record.chunks is None:
+            record.chunks = embedder.spans(text_of(record.text))
+        if record.vectors is not None and len(record.vectors) == len(record.chunks):
+            continue
+        todo.append((record, len(pieces)))
+        pieces.extend(text for _, text in record.chunks)
+    if not pieces:
+        return
+    vectors = embedder.embed(pieces)
+    for record, start in todo:
+        assert record.chunks is not None
+        record.vectors = vectors[start : start + len(record.chunks)]
+
+
 class QueryVectors:
     """Query vectors embedded ahead, for a batch search: one run of batches instead of a call per query."""
 
@@ -90,11 +124,20 @@ class QueryVectors:
         self._vectors: dict[str, Any] = {}
 
     def prepare(self, embedder: Embedder, queries: list[str]) -> None:
-        """Embed the queries not yet known, in the embedder's batches."""
-        # A query too long for one chunk is left to embed_one, which averages its chunks.
-        todo = [q for q in dict.fromkeys(queries) if q not in self._vectors and embedder.fits(q)]
-        if todo:
-            self._vectors.update(zip(todo, embedder.embed(todo), strict=True))
+        """Embed the queries not yet known, in the embedder's batches (a long one: its chunks averaged).
+        Only this batch's vectors are kept: a batch search of any length holds one batch of them."""
+        wanted = dict.fromkeys(queries)
+        kept = {q: v for q, v in self._vectors.items() if q in wanted}
+        fresh = [q for q in wanted if q not in kept]
+        short = [q for q in fresh if embedder.fits(q)]
+        if short:
+            kept.update(zip(short, embedder.embed(short), strict=True))
+        kept.update((q, embedder.embed_one(q)) for q in fresh if not embedder.fits(q))
+        self._vectors = kept
+
+    def has(self, query: str) -> bool:
+        """Whether the query was embedded ahead."""
+        return query in self._vectors
 
     def vector(self, embedder: Embedder, query: str) -> Any:
         """The query's vector: embedded ahead, or now."""
@@ -102,15 +145,33 @@ class QueryVectors:
         return found if found is not None else embedder.embed_one(query)
 
 
-# What a backend's search may return: records, or the raw chunks a hosted service gives
-# (a string, a dict with text/abstract/summary/content, a {"memories": [...]} list).
-Chunk = MemoryRecord | str | dict[str, Any]
+class Capability(StrEnum):
+    """An optional part of the backend contract; a backend lists those its store has in `capabilities`."""
+
+    LIST = "list"  # list_memories and iter_memories: the user's memories, newest first
+    DELETE = "delete"  # delete_memories by id
+    HASHES = "hashes"  # existing_hashes asks the store (else the facade keeps a replay ledger)
+    INDEXES = "indexes"  # known_indexes: which indexes hold a user's memories
+    USERS = "users"  # scopes: every (index, user) pair, for export --all-users
+    PROFILE = "profile"  # profile: a user profile the service derives
+    EMBEDS = "embeds"  # stores vectors of `embedder`: the facade embeds memories and queries for it
+
+
+# What a backend without the capability cannot do, for the one message of NotSupported.
+LACKING: dict[Capability, tuple[str, str]] = {
+    Capability.LIST: ("cannot list memories", ""),
+    Capability.DELETE: ("cannot delete memories", ""),
+    Capability.USERS: ("cannot list its users", "name one with --user"),
+    Capability.PROFILE: ("has no user profile (VeADK returns an empty string for it)", ""),
+    Capability.INDEXES: ("cannot tell which indexes hold a user's memories", "name the app with --app"),
+}
 
 
 class LongTermMemoryBackend(ABC):
     """A long-term-memory store, bound to one index."""
 
     name: ClassVar[str] = ""
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
     index: str
     # Set by the facade: how a backend tells the operator something (stderr in the CLI):
     # a warning, or a note on progress (a hosted service still working).
@@ -124,6 +185,26 @@ class LongTermMemoryBackend(ABC):
     # The waits of the one retry policy (veadk_mem.failure), the same for every store.
     retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
 
+    def can(self, capability: Capability) -> bool:
+        """Whether this backend declares the capability."""
+        return capability in self.capabilities
+
+    def require(self, capability: Capability) -> None:
+        """NotSupported (exit 4) naming what this backend cannot do, unless it declares the capability."""
+        if capability not in self.capabilities:
+            what, hint = LACKING.get(capability, (f"has no {capability.value} capability", ""))
+            raise NotSupported(f"the {self.name} backend {what}", hint=hint or None)
+
+    @property
+    @abstractmethod
+    def target(self) -> str:
+        """Where the store is, without secrets (a path, host:port, endpoint): for doctor, the ledger, messages."""
+
+    @property
+    def ledger_store(self) -> str:
+        """The store's name in the replay ledger's scope: the target (a backend may keep an older name)."""
+        return self.target
+
     @abstractmethod
     def precheck_index_naming(self) -> None:
         """Raise BadInput with a clear message when `index` is not a valid name for this store."""
@@ -132,17 +213,17 @@ class LongTermMemoryBackend(ABC):
     async def save(
         self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
     ) -> list[str]:
-        """Store memories for the user; returns the ids stored.
+        """Store memories for the user; returns the ids stored (for EMBEDS, each comes with its chunks and vectors).
 
         `progress(n)` is told as memories are stored (n of them each time) where the store
         saves piecemeal; the facade accounts for whatever a backend leaves untold.
         """
 
     @abstractmethod
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
-        """The top_k memories of this user closest to the query, best first."""
+    async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
+        """The top_k memories of this user closest to the query, best first, with their scores."""
 
-    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[MemoryRecord]:
         """`search` in one of `search_modes` (the facade has checked the mode is one of them).
 
         vector: `search`, as VeADK retrieves; keyword: `keyword_search`; hybrid: the two
@@ -156,34 +237,55 @@ class LongTermMemoryBackend(ABC):
         keyword = await self.keyword_search(user_id, query, top_k if mode == "keyword" else depth)
         if mode == "keyword":
             return list(keyword)
-        by_vector = [r for r in await self.search(user_id, query, depth) if isinstance(r, MemoryRecord)]
-        return list(fuse_records(by_vector, keyword, top_k))
+        return list(fuse_records(await self.search(user_id, query, depth), keyword, top_k))
 
     async def keyword_search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
-        """The user's top_k memories by the store's own full-text ranking (stores with keyword search)."""
+        """The user's top_k memories by the store's own full-text ranking (`keyword` in search_modes)."""
         raise NotSupported(f"the {self.name} backend has no keyword search")
 
-    async def prepare_queries(self, queries: list[str]) -> None:  # noqa: B027  (a service embeds its own)
-        """Embed many queries in batches ahead of their searches (batch search); stores that embed locally."""
+    # --- Capability.EMBEDS: the facade chunks and embeds, off the event loop, with `embedder` ---
 
-    async def prepare_memories(self, memories: list[MemoryRecord]) -> None:  # noqa: B027
-        """Embed the memories of many sessions in batches ahead of their saves (`memory.vectors`)."""
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder of this index's vectors."""
+        raise NotSupported(f"the {self.name} backend embeds nothing in this process")
+
+    def embedding_text(self, memory: str) -> str:
+        """What of a memory string is embedded: the string itself (a store may embed less)."""
+        return memory
+
+    @property
+    def queries(self) -> QueryVectors:
+        """Query vectors the facade embedded ahead of the searches."""
+        held: QueryVectors | None = self.__dict__.get("_query_vectors")
+        if held is None:
+            held = self.__dict__["_query_vectors"] = QueryVectors()
+        return held
+
+    def ready(self, memories: list[MemoryRecord]) -> None:
+        """Make sure every memory has its chunks and vectors: what the facade handed over, else
+        embedded now, on this thread (a caller of `save` that did not go through the facade)."""
+        embed_records(self.embedder, memories, self.embedding_text)
+
+    async def query_vector(self, query: str) -> Any:
+        """The query's vector: embedded ahead by the facade (a batch search), else now in a worker thread."""
+        if not self.queries.has(query):
+            await asyncio.to_thread(self.queries.prepare, self.embedder, [query])
+        return self.queries.vector(self.embedder, query)
 
     async def existing_hashes(self, user_id: str, hashes: list[str]) -> set[str]:
-        """Which of these content hashes the user's index already holds (empty when unknown)."""
+        """Which of these content hashes the user's index already holds (Capability.HASHES)."""
         return set()
 
-    def knows_what_it_holds(self) -> bool:
-        """Whether `existing_hashes` asks the store; if not, the facade keeps a replay ledger instead."""
-        return type(self).existing_hashes is not LongTermMemoryBackend.existing_hashes
-
     async def list_memories(self, user_id: str, *, limit: int | None = None) -> list[MemoryRecord]:
-        """The user's memories, newest first."""
-        raise NotSupported(f"the {self.name} backend cannot list memories")
+        """The user's memories, newest first (Capability.LIST)."""
+        self.require(Capability.LIST)
+        return []
 
     async def delete_memories(self, user_id: str, ids: list[str]) -> int:
-        """Delete the user's memories with these ids; returns how many went."""
-        raise NotSupported(f"the {self.name} backend cannot delete memories")
+        """Delete the user's memories with these ids; returns how many went (Capability.DELETE)."""
+        self.require(Capability.DELETE)
+        return 0
 
     async def iter_memories(
         self, user_id: str, *, vectors: bool = False, batch: int = 1000
@@ -200,19 +302,21 @@ class LongTermMemoryBackend(ABC):
             yield records[start : start + batch]
 
     async def scopes(self) -> list[tuple[str, str]]:
-        """Every (index, user) pair holding memories in this store, for `ltm export --all-users`."""
-        raise NotSupported(f"the {self.name} backend cannot list its users", hint="name one with --user")
+        """Every (index, user) pair holding memories in this store, for `ltm export --all-users` (USERS)."""
+        self.require(Capability.USERS)
+        return []
 
     async def embedding_model(self) -> tuple[str, int] | None:
         """(model, dimension) of the vectors this index holds or would be given; None when the service embeds."""
         return None
 
     async def profile(self, user_id: str) -> str:
-        """The user profile the store derived from the memories."""
-        raise NotSupported(f"the {self.name} backend has no user profile (VeADK returns an empty string for it)")
+        """The user profile the store derived from the memories (Capability.PROFILE)."""
+        self.require(Capability.PROFILE)
+        return ""
 
     async def known_indexes(self, user_id: str) -> list[str] | None:
-        """Every index holding this user's memories, when the store can tell (for `forget`)."""
+        """Every index holding this user's memories, when the store can tell (for `forget`; INDEXES)."""
         return None
 
     async def health(self, user_id: str | None = None) -> BackendHealth:
@@ -221,7 +325,7 @@ class LongTermMemoryBackend(ABC):
         Backends report their server version, whether the index exists, how many memories it
         holds and its vector dimension against the configured embedder, where the store can tell.
         """
-        return BackendHealth(target=self.index)
+        return BackendHealth(target=self.target)
 
     async def close(self) -> None:  # noqa: B027  (most backends hold nothing to release)
         """Release connections."""

@@ -1,9 +1,10 @@
-"""Turning what backends return into ADK MemoryEntry-shaped dicts, as VeADK does.
+"""Turning memory records into ADK MemoryEntry-shaped dicts, as VeADK does; hosted payloads into records.
 
-A chunk may be a MemoryRecord of ours, the JSON of a saved Content, a `{"memories":
-[...]}` list from a hosted service, a dict carrying `text` / `abstract` / `summary` /
-`content`, or a plain string. Each becomes `{"id", "author", "timestamp", "content":
-{"role", "parts"}, "custom_metadata": {"score", "origin": {...}}}`.
+A record's text may be the JSON of a saved Content or a plain string. A hosted service's
+payload (a `{"memories": [...]}` list, a dict carrying `text` / `abstract` / `summary` /
+`content`, a string) becomes records with `records_of_payload`, in the backend that got it.
+Each record becomes `{"id", "author", "timestamp", "content": {"role", "parts"},
+"custom_metadata": {"score", "origin": {...}}}`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from veadk_mem.jsonio import try_loads
-from veadk_mem.ltm.base import Chunk, MemoryRecord
+from veadk_mem.ltm.base import MemoryRecord
 
 TEXT_KEYS = ("text", "abstract", "summary", "content", "memory", "memory_info")
 META_KEYS = ("uri", "score", "category", "memory_type", "id", "created_at", "updated_at", "session_id", "event_id")
@@ -131,62 +132,64 @@ def _content_from_string(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "parts": [{"text": text}]}]
 
 
-def to_memory_entries(chunk: Chunk, *, backend: str, index: str) -> list[dict[str, Any]]:
-    """One backend chunk as MemoryEntry dicts (a {"memories": [...]} chunk gives several)."""
-    if isinstance(chunk, MemoryRecord):
+def records_of_payload(payload: dict[str, Any] | str, user_id: str) -> list[MemoryRecord]:
+    """A hosted service's search payload as records: a {"memories": [...]} list gives several,
+    a dict its text and what it says of the memory's origin, a string itself."""
+    if isinstance(payload, str):
+        return [MemoryRecord(text=payload, user_id=user_id, origin={})]
+    if isinstance(payload.get("memories"), list):
+        return [
+            record
+            for item in payload["memories"]
+            if isinstance(item, (dict, str))
+            for record in records_of_payload(item, user_id)
+        ]
+    text = _text_of(payload)
+    if text is None:
+        return []
+    raw_score = payload.get("score")
+    return [
+        MemoryRecord(
+            text=text,
+            user_id=user_id,
+            author=str(payload.get("author") or ""),
+            id=str(payload["id"]) if payload.get("id") is not None else "",
+            created_at=epoch_of(payload.get("created_at") or payload.get("timestamp")),
+            score=float(raw_score) if isinstance(raw_score, (int, float)) else None,
+            origin={k: payload[k] for k in META_KEYS if k in payload},
+        )
+    ]
+
+
+def to_memory_entries(record: MemoryRecord, *, backend: str, index: str) -> list[dict[str, Any]]:
+    """One record as MemoryEntry dicts (a text holding a {"memories": [...]} list gives several)."""
+    if record.origin is not None:
+        origin = {"backend": backend, "index": index, **record.origin}
+    else:
         origin = {
             "backend": backend,
             "index": index,
-            "user_id": chunk.user_id,
-            "app_name": chunk.app_name,
-            "session_id": chunk.session_id,
-            "event_id": chunk.event_id,
-            **{k: v for k, v in chunk.metadata.items() if v not in (None, "") and k not in SCORE_KEYS},
+            "user_id": record.user_id,
+            "app_name": record.app_name,
+            "session_id": record.session_id,
+            "event_id": record.event_id,
+            **{k: v for k, v in record.metadata.items() if v not in (None, "") and k not in SCORE_KEYS},
         }
-        found = [
-            _entry(
-                content=content,
-                author=chunk.author or "user",
-                memory_id=chunk.id,
-                timestamp=chunk.created_at,
-                score=chunk.score,
-                origin=origin,
-            )
-            for content in _content_from_string(chunk.text)
-        ]
-        scores = {k: _round(chunk.metadata[k]) for k in SCORE_KEYS if k in chunk.metadata}
-        for entry in found:
-            entry["custom_metadata"].update(scores)
-        return found
-    if isinstance(chunk, dict):
-        if isinstance(chunk.get("memories"), list):
-            entries: list[dict[str, Any]] = []
-            for item in chunk["memories"]:
-                if isinstance(item, (dict, str)):
-                    entries.extend(to_memory_entries(item, backend=backend, index=index))
-            return entries
-        text = _text_of(chunk)
-        if text is None:
-            return []
-        origin = {"backend": backend, "index": index, **{k: chunk[k] for k in META_KEYS if k in chunk}}
-        raw_score = chunk.get("score")
-        score = float(raw_score) if isinstance(raw_score, (int, float)) else None
-        return [
-            _entry(
-                content=content,
-                author=str(chunk.get("author") or "user"),
-                memory_id=str(chunk["id"]) if chunk.get("id") is not None else None,
-                timestamp=chunk.get("created_at") or chunk.get("timestamp"),
-                score=score,
-                origin=origin,
-            )
-            for content in _content_from_string(text)
-        ]
-    origin = {"backend": backend, "index": index}
-    return [
-        _entry(content=c, author="user", memory_id=None, timestamp=None, score=None, origin=origin)
-        for c in _content_from_string(chunk)
+    found = [
+        _entry(
+            content=content,
+            author=record.author or "user",
+            memory_id=record.id,
+            timestamp=record.created_at,
+            score=record.score,
+            origin=origin,
+        )
+        for content in _content_from_string(record.text)
     ]
+    scores = {k: _round(record.metadata[k]) for k in SCORE_KEYS if k in record.metadata}
+    for entry in found:
+        entry["custom_metadata"].update(scores)
+    return found
 
 
 def entry_text(entry: dict[str, Any]) -> str:

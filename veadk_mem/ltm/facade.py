@@ -8,14 +8,16 @@ idempotent saves (content hash per user and index), dry runs, list / delete / fo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
-from veadk_mem.errors import BadInput, NotFound, NotSupported, PartialWrite, VmemError
-from veadk_mem.ltm.base import LongTermMemoryBackend, MemoryRecord
+from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
+from veadk_mem.ltm.base import Capability, LongTermMemoryBackend, MemoryRecord, embed_records
 from veadk_mem.ltm.convert import to_memory_entries
-from veadk_mem.ltm.ledger import Ledger, Scope
+from veadk_mem.ltm.ledger import Ledger, Scope, send_once
 from veadk_mem.ltm.registry import canonical_name, load_backend
 
 if TYPE_CHECKING:
@@ -63,7 +65,7 @@ class SessionReport:
 
 
 class LongTermMemory:
-    """The facade every `vmem ltm` command goes through."""
+    """The facade every `vmem ltm` command goes through; `async with` closes its stores and ledger."""
 
     def __init__(
         self,
@@ -96,8 +98,9 @@ class LongTermMemory:
         else:
             self.backend_name = canonical_name(backend, warn)
         self._backends: dict[str, LongTermMemoryBackend] = {}
-        # (index, content hash) -> vectors embedded ahead by prepare_sessions, taken by the save.
-        self._prepared: dict[tuple[str, str], Any] = {}
+        # (index, content hash) -> (chunks, vectors) embedded ahead by prepare_sessions, taken by the save.
+        self._prepared: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._dry_store: Any = None  # the in-memory store a dry run saves into
         self._ledger: Ledger | None = None
 
     @property
@@ -108,8 +111,7 @@ class LongTermMemory:
         return self._ledger
 
     def _scope(self, backend: LongTermMemoryBackend, user_id: str) -> Scope:
-        store = getattr(backend, "target", "")
-        return Scope(self.backend_name, store if isinstance(store, str) else "", backend.index, user_id)
+        return Scope(self.backend_name, backend.ledger_store, backend.index, user_id)
 
     @classmethod
     def from_settings(
@@ -156,7 +158,8 @@ class LongTermMemory:
         named = self._instance is not None or app_name or self.index or self.app_name
         if named or self.backend_config.get("index"):
             return self.index_for(app_name)
-        known = await self.backend_for(None).known_indexes(user_id)
+        backend = self.backend_for(None)
+        known = await backend.known_indexes(user_id) if backend.can(Capability.INDEXES) else None
         if not known:
             return DEFAULT_INDEX
         if len(known) > 1:
@@ -170,7 +173,8 @@ class LongTermMemory:
         """Every index holding the user's memories, when the store can tell (else None): what
         an empty search or listing points to."""
         try:
-            return await self.backend_for(None).known_indexes(user_id)
+            backend = self.backend_for(None)
+            return await backend.known_indexes(user_id) if backend.can(Capability.INDEXES) else None
         except VmemError:
             return None
 
@@ -245,11 +249,11 @@ class LongTermMemory:
         report.duplicates = len(records) - len(new)
         for record in new:  # embedded with other sessions' memories by prepare_sessions
             if record.vectors is None:
-                record.vectors = self._prepared.pop((index, record.content_hash), None)
-        if dry_run or not new:
-            report.saved = len(new)
+                record.chunks, record.vectors = self._prepared.pop((index, record.content_hash), (None, None))
+        if not new:
             return report
-        ids = await self.save_records(session.user_id, new, index, progress=progress)
+        into = self.dry_run_backend(index) if dry_run else None
+        ids = await self.save_records(session.user_id, new, index, progress=progress, into=into)
         report.ids = list(ids)
         report.saved = len(ids)
         report.duplicates = len(records) - len(ids)
@@ -286,16 +290,13 @@ class LongTermMemory:
         call per session. Only for backends that embed in this process; a failure here is
         left for each session's own save to report.
         """
-        from veadk_mem.errors import VmemError
-        from veadk_mem.ltm.base import LongTermMemoryBackend
-
         self._prepared.clear()  # what an earlier batch left unsaved (duplicates, failures)
         groups: dict[str, list[MemoryRecord]] = {}
         try:
             for session in sessions:
                 index = self.index_for(session.app_name)
                 backend = self.backend_for(index=index)
-                if type(backend).prepare_memories is LongTermMemoryBackend.prepare_memories:
+                if not backend.can(Capability.EMBEDS):
                     return
                 try:
                     records, _ = self._memories_of(session, policy)
@@ -305,10 +306,30 @@ class LongTermMemory:
                 groups.setdefault(index, []).extend(new)
             for index, records in groups.items():
                 unique = list({r.content_hash: r for r in records}.values())
-                await self.backend_for(index=index).prepare_memories(unique)
-                self._prepared.update(((index, r.content_hash), r.vectors) for r in unique if r.vectors is not None)
+                await self.embed(self.backend_for(index=index), unique)
+                self._prepared.update(((index, r.content_hash), (r.chunks, r.vectors)) for r in unique)
         except VmemError:
             return
+
+    async def embed(self, backend: LongTermMemoryBackend, records: list[MemoryRecord]) -> None:
+        """Chunk and embed the records for a backend that stores vectors, in a worker thread
+        (an HTTP embedder blocks, a local model computes): the event loop goes on meanwhile."""
+        todo = [r for r in records if r.chunks is None or r.vectors is None]
+        if todo and backend.can(Capability.EMBEDS):
+            await asyncio.to_thread(embed_records, backend.embedder, todo, backend.embedding_text)
+
+    async def embed_queries(self, backend: LongTermMemoryBackend, queries: list[str]) -> None:
+        """Embed search queries ahead, in a worker thread, for a backend that stores vectors."""
+        if queries and backend.can(Capability.EMBEDS):
+            await asyncio.to_thread(backend.queries.prepare, backend.embedder, queries)
+
+    def dry_run_backend(self, index: str) -> LongTermMemoryBackend:
+        """The index of the in-memory store a dry run saves into, so it runs the save path and stores nothing."""
+        from veadk_mem.ltm.backends.memory import MemoryBackend, MemoryStore
+
+        if self._dry_store is None:
+            self._dry_store = MemoryStore()
+        return MemoryBackend(index, store=self._dry_store)
 
     async def new_records(
         self, user_id: str, records: list[MemoryRecord], index: str, skipped: list[MemoryRecord] | None = None
@@ -324,7 +345,7 @@ class LongTermMemory:
         if not unique:
             return []
         backend = self.backend_for(index=index)
-        if backend.knows_what_it_holds():
+        if backend.can(Capability.HASHES):
             existing = await backend.existing_hashes(user_id, list(unique))
         else:
             existing = self.ledger.sent(self._scope(backend, user_id), unique)
@@ -333,11 +354,20 @@ class LongTermMemory:
         return [r for h, r in unique.items() if h not in existing]
 
     async def save_records(
-        self, user_id: str, records: list[MemoryRecord], index: str, *, progress: Callable[[int], None] | None = None
+        self,
+        user_id: str,
+        records: list[MemoryRecord],
+        index: str,
+        *,
+        progress: Callable[[int], None] | None = None,
+        into: LongTermMemoryBackend | None = None,
     ) -> list[str]:
-        """Save new records into the index; a store that cannot say what it holds gets them
-        entered in the replay ledger, so the next replay skips them."""
-        backend = self.backend_for(index=index)
+        """Save new records into the index (or `into`, a dry run's store), embedded first for a
+        store of vectors. A store that cannot say what it holds is sent only what the replay
+        ledger lets this process claim (never what another save claimed or sent), and the
+        ledger records it, so the next replay skips it."""
+        backend = into or self.backend_for(index=index)
+        await self.embed(backend, records)
         told = 0
 
         def tell(n: int) -> None:
@@ -346,22 +376,15 @@ class LongTermMemory:
             if progress is not None:
                 progress(n)
 
-        try:
-            ids = await backend.save(user_id, records, progress=tell)
-        except PartialWrite as exc:  # what the store acknowledged is saved: the ledger must know it too
-            if not backend.knows_what_it_holds():
-                acknowledged = set(exc.stored)
-                sent = [r for r in records if r.id in acknowledged] or records[: len(exc.stored)]
-                self.ledger.record(self._scope(backend, user_id), [(r.content_hash, r.id, r.session_id) for r in sent])
-            raise
+        async def send(chosen: list[MemoryRecord]) -> list[str]:
+            return await backend.save(user_id, chosen, progress=tell)
+
+        if backend.can(Capability.HASHES):
+            ids = await send(records)
+        else:
+            ids = await send_once(self.ledger, self._scope(backend, user_id), records, send, warn=self.warn)
         if progress is not None and told < len(records):
-            progress(len(records) - told)  # what a store saving in one piece did not tell
-        if not backend.knows_what_it_holds():
-            given = ids if len(ids) == len(records) else [""] * len(records)
-            self.ledger.record(
-                self._scope(backend, user_id),
-                [(r.content_hash, i, r.session_id) for r, i in zip(records, given, strict=True)],
-            )
+            progress(len(records) - told)  # what a store saving in one piece (or the ledger's skip) did not tell
         return ids
 
     # --- read --------------------------------------------------------------------------
@@ -396,14 +419,12 @@ class LongTermMemory:
         timed = since is not None or until is not None
         asked = k
         while True:
-            chunks = await backend.search_by(user_id, query, asked, mode)
-            entries: list[dict[str, Any]] = []
-            for chunk in chunks:
-                entries.extend(to_memory_entries(chunk, backend=self.backend_name, index=index))
+            records = await backend.search_by(user_id, query, asked, mode)
+            entries = self._entries(records, index)
             if not timed:
                 break
             entries = [e for e in entries if _in_window(e.get("timestamp"), since, until)]
-            if len(entries) >= k or len(chunks) < asked or asked >= SEARCH_WINDOW_CAP:
+            if len(entries) >= k or len(records) < asked or asked >= SEARCH_WINDOW_CAP:
                 entries = entries[:k]
                 break
             asked = min(asked * 4, SEARCH_WINDOW_CAP)
@@ -435,9 +456,16 @@ class LongTermMemory:
 
         Each request gets its `entries`, or its `error` (one failing query does not stop the rest).
         """
+        await self.prepare_searches(requests, mode=mode)
+        for request in requests:
+            await self.search_one(request, mode=mode, **options)
+        return requests
+
+    async def prepare_searches(self, requests: list[SearchRequest], *, mode: str | None = None) -> None:
+        """Find each request's index and embed the queries of each index together, ahead of
+        `search_one`; a request whose index or embedding fails gets its `error`."""
         from veadk_mem.errors import VmemError
 
-        top_k = options.pop("top_k", None)
         by_index: dict[str, list[SearchRequest]] = {}
         for request in requests:
             if request.error is not None:  # refused when the query file was read
@@ -452,24 +480,29 @@ class LongTermMemory:
             try:
                 backend = self.backend_for(index=index)
                 if self.search_mode(mode) != "keyword":
-                    await backend.prepare_queries([r.query for r in group if r.query.strip()])
+                    await self.embed_queries(backend, [r.query for r in group if r.query.strip()])
             except VmemError as exc:
                 for request in group:
                     request.error = exc
-                continue
-            for request in group:
-                try:
-                    request.entries = await self.search_memory(
-                        app_name=request.app_name or None,
-                        user_id=request.user_id,
-                        query=request.query,
-                        top_k=request.top_k or top_k,
-                        mode=mode,
-                        **options,
-                    )
-                except VmemError as exc:
-                    request.error = exc
-        return requests
+
+    async def search_one(self, request: SearchRequest, *, mode: str | None = None, **options: Any) -> None:
+        """Search one prepared request: its `entries`, or its `error`."""
+        from veadk_mem.errors import VmemError
+
+        if request.error is not None:
+            return
+        top_k = options.pop("top_k", None)
+        try:
+            request.entries = await self.search_memory(
+                app_name=request.app_name or None,
+                user_id=request.user_id,
+                query=request.query,
+                top_k=request.top_k or top_k,
+                mode=mode,
+                **options,
+            )
+        except VmemError as exc:
+            request.error = exc
 
     async def list_memories(
         self,
@@ -484,17 +517,22 @@ class LongTermMemory:
         until exclusive) keep those saved in that range, as session filters do."""
         index = await self.user_index(app_name, user_id)
         timed = since is not None or until is not None
-        records = await self.backend_for(index=index).list_memories(user_id, limit=None if timed else limit)
+        backend = self.backend_for(index=index)
+        backend.require(Capability.LIST)
+        records = await backend.list_memories(user_id, limit=None if timed else limit)
         if timed:
             records = [r for r in records if _in_window(r.created_at, since, until)][:limit]
-        entries: list[dict[str, Any]] = []
-        for record in records:
-            entries.extend(to_memory_entries(record, backend=self.backend_name, index=index))
-        return entries
+        return self._entries(records, index)
+
+    def _entries(self, records: list[MemoryRecord], index: str) -> list[dict[str, Any]]:
+        """Records as MemoryEntry dicts, in their order."""
+        return [e for r in records for e in to_memory_entries(r, backend=self.backend_name, index=index)]
 
     async def get_user_profile(self, *, app_name: str | None, user_id: str) -> str:
         """The backend's profile of the user (viking only; others raise NotSupported)."""
-        return await self.backend_for(app_name).profile(user_id)
+        backend = self.backend_for(app_name)
+        backend.require(Capability.PROFILE)
+        return await backend.profile(user_id)
 
     # --- delete ------------------------------------------------------------------------
 
@@ -517,7 +555,9 @@ class LongTermMemory:
         if sum(chosen) != 1:
             raise BadInput("say what to delete: --id ID..., --session S or --all (exactly one)")
         index = index or await self.user_index(app_name, user_id)
-        records = await self.backend_for(index=index).list_memories(user_id)
+        backend = self.backend_for(index=index)
+        backend.require(Capability.LIST)
+        records = await backend.list_memories(user_id)
         if ids:
             wanted = set(ids)
             records = [r for r in records if r.id in wanted]
@@ -547,8 +587,11 @@ class LongTermMemory:
         if not records:
             return 0
         backend = self.backend_for(app_name, index=index)
+        backend.require(Capability.DELETE)
+        if not backend.can(Capability.HASHES):
+            self.ledger.check()  # a ledger that cannot follow the delete fails it before anything goes
         deleted = await backend.delete_memories(user_id, [r.id for r in records])
-        if not backend.knows_what_it_holds():
+        if not backend.can(Capability.HASHES):
             self.ledger.forget(
                 self._scope(backend, user_id),
                 ids=[r.id for r in records],
@@ -563,23 +606,28 @@ class LongTermMemory:
         if app_name is not None:
             indexes = [self.index_for(app_name)]
         else:
-            known = await self.backend_for(None).known_indexes(user_id)
-            if known is None:
-                raise NotSupported(
-                    f"the {self.backend_name} backend cannot tell which indexes hold a user's memories",
-                    hint="name the app with --app",
-                )
-            indexes = known
+            backend = self.backend_for(None)
+            backend.require(Capability.INDEXES)
+            indexes = await backend.known_indexes(user_id) or []
         plan: dict[str, list[MemoryRecord]] = {}
         for index in indexes:
             plan[index] = await self.select(app_name=None, user_id=user_id, everything=True, index=index)
         return plan
 
     async def close(self) -> None:
+        """Release the stores' connections and the ledger."""
         for backend in self._backends.values():
             await backend.close()
         if self._ledger is not None:
             self._ledger.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
 
 
 SEARCH_WINDOW_CAP = 1000  # results a time-windowed search asks a backend for, at most

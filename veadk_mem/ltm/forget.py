@@ -27,6 +27,7 @@ class ForgetPlan:
     session_db: str = ""
     sessions: list[Any] = field(default_factory=list)
     session_events: int = 0
+    orphan_events: int = 0  # the user's event rows without a session row (a killed import's staging)
     user_states: list[tuple[str, str]] = field(default_factory=list)
     app_states: list[str] = field(default_factory=list)
     memories: dict[str, list[MemoryRecord]] = field(default_factory=dict)
@@ -37,7 +38,12 @@ class ForgetPlan:
 
     @property
     def total(self) -> int:
-        return len(self.sessions) + len(self.user_states) + sum(len(v) for v in self.memories.values())
+        return (
+            len(self.sessions)
+            + len(self.user_states)
+            + sum(len(v) for v in self.memories.values())
+            + self.orphan_events
+        )
 
     def describe(self) -> str:
         memories = sum(len(v) for v in self.memories.values())
@@ -51,6 +57,10 @@ class ForgetPlan:
             by_app[summary.app_name] = by_app.get(summary.app_name, 0) + 1
         for app, count in sorted(by_app.items()):
             rows.append({"store": "sessions", "where": f"{self.session_db} app {app}", "items": count})
+        if self.orphan_events:
+            rows.append(
+                {"store": "event rows without a session", "where": self.session_db, "items": self.orphan_events}
+            )
         for app, _user in self.user_states:
             rows.append({"store": "user state", "where": f"{self.session_db} app {app}", "items": 1})
         if not self.sessions and self.session_db.startswith("none: "):
@@ -73,6 +83,7 @@ class ForgetPlan:
                 "database": self.session_db,
                 "sessions": [{"app_name": s.app_name, "user_id": s.user_id, "id": s.id} for s in self.sessions],
                 "events": self.session_events,
+                "orphan_events": self.orphan_events,
                 "user_states": [{"app_name": a, "user_id": u} for a, u in self.user_states],
                 "app_states": self.app_states,
             },
@@ -122,7 +133,13 @@ async def plan_forget(
     store = _session_store(settings, plan)
     if store is not None:
         async with store:
-            report = await store.delete_sessions(_filter(user_id, app_name), purge_state=True, dry_run=True)
+            from veadk_mem.sessions.delete_flow import undecoded
+
+            flt = _filter(user_id, app_name)
+            listed = await store.list_sessions(flt, oldest_first=True)
+            listed += await undecoded(store, flt, listed)  # a corrupt state is the user's all the same
+            report = await store.delete_sessions(listed, purge_state=True, dry_run=True)
+            plan.orphan_events = sum((await store.orphan_events(app=app_name, user=user_id)).values())
         plan.sessions = list(report.sessions)
         plan.session_events = report.events
         plan.user_states = list(report.user_states)
@@ -140,10 +157,12 @@ async def forget_user(settings: VmemSettings, ltm: LongTermMemory, plan: ForgetP
             app_name=None, user_id=plan.user_id, records=records, index=index, everything=True
         )
     await ltm.close()
-    if plan.sessions:
+    if plan.sessions or plan.orphan_events:
         store = SessionStore.from_settings(settings)
         async with store:
-            report = await store.delete_sessions(plan.sessions, purge_state=True)
-        plan.deleted_sessions = len(report.sessions)
+            report = await store.delete_sessions(plan.sessions, purge_state=True) if plan.sessions else None
+            # a killed import's staged rows of the user: read by no one, but the user's chat all the same
+            plan.orphan_events = await store.delete_orphans(app=plan.app_name, user=plan.user_id)
+        plan.deleted_sessions = len(report.sessions) if report is not None else 0
     plan.done = True
     return plan

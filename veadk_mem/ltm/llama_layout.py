@@ -138,17 +138,3 @@ def check_embedder(report: BackendHealth, dims: set[int], embedder: Callable[[],
             f"index vectors are {', '.join(str(d) for d in wrong)}-d but the embedder is {model.describe()}"
         )
     return report
-
-
-def split_memory(embedder: Embedder, text: str) -> list[tuple[int, str]]:
-    """The memory's chunks with their start offsets (one chunk when it fits the model)."""
-    if embedder.fits(text):
-        return [(0, text)]
-    out: list[tuple[int, str]] = []
-    position = 0
-    for piece in embedder.chunk(text):
-        found = text.find(piece, position)
-        start = found if found >= 0 else position
-        out.append((start, piece))
-        position = start + len(piece) if found >= 0 else position
-    return out

@@ -14,12 +14,11 @@ Code (a test, an embedding application) can also add one at run time with
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from veadk_mem.errors import BadInput, NotSupported
+from veadk_mem.errors import BadInput
+from veadk_mem.plugins import load, own_declarations, plugin_declarations
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.base import LongTermMemoryBackend
@@ -28,52 +27,19 @@ BackendFactory = Callable[..., "LongTermMemoryBackend"]
 
 ENTRY_POINT_GROUP = "veadk_mem.backends"
 DEPRECATED_ALIASES = {"viking_mem": "viking"}
-VECTOR_BACKENDS = ("local", "redis", "opensearch")
-_OWN = "veadk_mem."
-DISTRIBUTION = "veadk-mem"
-
-
-def _source_tree_declarations() -> dict[str, str]:
-    """vmem's own entry points from pyproject.toml: a source checkout whose installed metadata predates them."""
-    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    try:
-        import tomllib
-
-        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-        declared = project["entry-points"][ENTRY_POINT_GROUP]
-    except (OSError, ValueError, KeyError):
-        return {}
-    return {str(k): str(v) for k, v in declared.items()}
-
-
-def _own_declarations() -> dict[str, str]:
-    """vmem's own entry points in the group: one distribution's metadata, not a scan of every package."""
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    try:
-        points = distribution(DISTRIBUTION).entry_points
-    except PackageNotFoundError:
-        points = ()  # type: ignore[assignment]
-    own = {p.name: p.value for p in points if p.group == ENTRY_POINT_GROUP and p.value.startswith(_OWN)}
-    return own or _source_tree_declarations()
 
 
 def _plugin_declarations() -> dict[str, str]:
     """Other packages' entry points in the group (a scan of every installed package: done once, when needed)."""
     global _plugins
     if _plugins is None:
-        from importlib.metadata import entry_points
-
-        _plugins = {}
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            if not point.value.startswith(_OWN):
-                _plugins.setdefault(point.name, point.value)
+        _plugins = plugin_declarations(ENTRY_POINT_GROUP)
     return _plugins
 
 
 # name -> "module:attr" of vmem's own backends, from its entry points (tests may patch entries);
 # other packages' are read on first need, so a configured built-in costs no scan of every package.
-BUILTIN: dict[str, str] = _own_declarations()
+BUILTIN: dict[str, str] = own_declarations(ENTRY_POINT_GROUP)
 _plugins: dict[str, str] | None = None
 _registered: dict[str, BackendFactory] = {}
 
@@ -121,14 +87,5 @@ def load_backend(name: str) -> BackendFactory:
     target = _declared(name)
     if target is None:
         raise BadInput(f"unknown long-term memory backend {name!r}: expected one of {', '.join(backend_names())}")
-    module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            raise NotSupported(
-                f"the {name} long-term memory backend is not available in this version of vmem"
-            ) from None
-        raise
-    factory: Any = getattr(module, attr)
+    factory: BackendFactory = load(target, f"{name} long-term memory backend")
     return factory

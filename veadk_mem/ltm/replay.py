@@ -2,8 +2,9 @@
 
 A failure in one session (bad JSON, a store error, a memory text no store can hold) is
 recorded on that session and the rest go on; the caller exits 1 when any failed. A store that
-went away (StoreUnreachable, or a PartialWrite that lost the connection) stops the replay at
-once: every later session would fail the same way. `saved` counts what the store acknowledged,
+went away (StoreUnreachable, or a PartialWrite that lost the connection), or a replay ledger
+that cannot be used (busy past its timeout, damaged: every save needs it before it sends),
+stops the replay at once: every later session would fail the same way. `saved` counts what the store acknowledged,
 a failed session's part included.
 """
 
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, MissingSdk, PartialWrite, StoreUnreachable, VmemError
+from veadk_mem.ltm.bounds import BATCH_BYTES
 from veadk_mem.ltm.facade import SessionReport
+from veadk_mem.ltm.ledger import LedgerError
 
 if TYPE_CHECKING:
     from veadk_mem.events import Session
@@ -170,16 +173,18 @@ async def replay(
     dry_run: bool = False,
     on_done: Callable[[SessionReport], None] | None = None,
     breaker: int = 3,
+    batch_bytes: int = BATCH_BYTES,
 ) -> ReplaySummary:
     """Save each session through the facade; a failing session is reported, not fatal.
 
     Unless the failures are systemic: when `breaker` sessions in a row fail with the same
     message (a rejected API key, an unreachable endpoint, a model mismatch), the rest
     would too, so the replay stops there instead of repeating it for every session.
+    Sessions are embedded together in batches of at most `batch_bytes` bytes of event text.
     """
     summary = ReplaySummary()
     streak: list[str] = []
-    async for batch in _batches(items):
+    async for batch in _batches(items, batch_bytes):
         if not dry_run:
             # embedding ahead is an optimisation: whatever stops it (an odd session the facade
             # did not foresee), each session's own save below meets it and reports it alone
@@ -203,7 +208,9 @@ async def replay(
                     report.error = message
                     if isinstance(exc, PartialWrite):
                         report.saved, report.ids = len(exc.stored), list(exc.stored)
-                    if isinstance(exc, StoreUnreachable) or (isinstance(exc, PartialWrite) and exc.lost):
+                    if isinstance(exc, LedgerError):  # one line naming the session that met it and the file
+                        message = f"{where}: {message}"
+                    if isinstance(exc, StoreUnreachable | LedgerError) or (isinstance(exc, PartialWrite) and exc.lost):
                         report.source = where
                         summary.reports.append(report)
                         summary.aborted = f"stopped after {len(summary.reports) - 1:,} sessions: {message}"
@@ -223,20 +230,41 @@ async def replay(
 
 
 # Sessions embedded together by a replay: enough texts to fill the embedder's batches many
-# times over, few enough that a failure or Ctrl-C loses little.
+# times over, few enough that a failure or Ctrl-C loses little; and never more than the
+# batch's bytes (`[tuning] batch_bytes`) of event text, so a file of huge events is held a
+# few sessions at a time.
 BATCH_SESSIONS = 256
 BATCH_EVENTS = 4096
+EVENT_OVERHEAD = 256  # bytes an event's ids, author and times take beside its text, about
 
 
-async def _batches(items: AsyncIterator[Item]) -> AsyncIterator[list[Item]]:
-    """The items in groups of up to BATCH_SESSIONS sessions or BATCH_EVENTS events."""
+def session_bytes(session: Session) -> int:
+    """About how many bytes of text a session's events hold (their parts' text, data and code)."""
+    total = 0
+    for event in session.events:
+        total += EVENT_OVERHEAD
+        for part in (event.content.parts or []) if event.content is not None else []:
+            total += len(part.text or "")
+            if part.inline_data is not None:
+                total += len(part.inline_data.data or "")
+            if part.executable_code is not None:
+                total += len(part.executable_code.code or "")
+            if part.code_execution_result is not None:
+                total += len(part.code_execution_result.output or "")
+    return total
+
+
+async def _batches(items: AsyncIterator[Item], batch_bytes: int = BATCH_BYTES) -> AsyncIterator[list[Item]]:
+    """The items in groups of up to BATCH_SESSIONS sessions, BATCH_EVENTS events or `batch_bytes` bytes."""
     batch: list[Item] = []
-    events = 0
+    events = size = 0
     async for item in items:
         batch.append(item)
-        events += 0 if isinstance(item[1], VmemError) else len(item[1].events)
-        if len(batch) >= BATCH_SESSIONS or events >= BATCH_EVENTS:
+        if not isinstance(item[1], VmemError):
+            events += len(item[1].events)
+            size += session_bytes(item[1])
+        if len(batch) >= BATCH_SESSIONS or events >= BATCH_EVENTS or size >= batch_bytes:
             yield batch
-            batch, events = [], 0
+            batch, events, size = [], 0, 0
     if batch:
         yield batch

@@ -25,7 +25,9 @@ from typing import IO, TYPE_CHECKING, Any
 from veadk_mem import files, jsonio
 from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreUnreachable, VmemError
 from veadk_mem.jsonio import loads
-from veadk_mem.ltm.base import MemoryRecord
+from veadk_mem.ltm.base import Capability, MemoryRecord
+from veadk_mem.ltm.bounds import BATCH_BYTES
+from veadk_mem.ltm.ledger import LedgerError
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 FORMAT = "vmem-ltm"
 VERSION = 1
 BATCH = 500
+RECORD_OVERHEAD = 256  # bytes a record's ids and metadata take beside its text and vectors, about
 _HASH = re.compile(r"[0-9a-f]{64}")
 
 
@@ -53,12 +56,15 @@ async def _pairs(ltm: LongTermMemory, scope: ExportScope) -> list[tuple[str, str
     if scope.all_users == (scope.user_id is not None):
         raise BadInput("say whose memories to export: --user U or --all-users (exactly one)")
     if scope.all_users:
-        pairs = await ltm.backend_for(scope.index).scopes()
+        everyone = ltm.backend_for(scope.index)
+        everyone.require(Capability.USERS)
+        pairs = await everyone.scopes()
         return [p for p in pairs if scope.index is None or p[0] == scope.index]
     assert scope.user_id is not None
     if scope.index is not None:
         return [(scope.index, scope.user_id)]
-    known = await ltm.backend_for(None).known_indexes(scope.user_id)
+    backend = ltm.backend_for(None)
+    known = await backend.known_indexes(scope.user_id) if backend.can(Capability.INDEXES) else None
     if known is None:
         raise NotSupported(
             f"the {ltm.backend_name} backend cannot tell which indexes hold a user's memories",
@@ -120,6 +126,7 @@ async def export_lines(
     yield header(ltm, model)
     for index, user_id in pairs:
         backend = ltm.backend_for(index=index)
+        backend.require(Capability.LIST)
         index_model = await backend.embedding_model() if vectors else model
         async for page in backend.iter_memories(user_id, vectors=vectors):
             for record in page:
@@ -391,6 +398,12 @@ class ImportSummary:
         }
 
 
+def record_bytes(record: MemoryRecord) -> int:
+    """About how many bytes a memory waiting for its batch holds: its text and its vectors."""
+    vectors = record.vectors
+    return RECORD_OVERHEAD + len(record.text) + (int(getattr(vectors, "nbytes", 0)) if vectors is not None else 0)
+
+
 def precheck_indexes(target: LongTermMemory, names: set[str], index: str | None = None) -> None:
     """Open the target's backend on every index an import will write, so a name the store
     refuses is bad input before the first memory is saved, not after some."""
@@ -406,10 +419,16 @@ async def import_records(
     dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
     notice: Callable[[str], None] | None = None,
+    batch_bytes: int = BATCH_BYTES,
 ) -> ImportSummary:
-    """Save records into the target facade in batches per (index, user), skipping what it holds."""
+    """Save records into the target facade in batches per (index, user), skipping what it holds.
+
+    A batch is BATCH records; the batches waiting hold at most `batch_bytes` bytes of text and
+    vectors between them (past that, every waiting batch is saved).
+    """
     summary = ImportSummary()
     pending: dict[tuple[str, str], list[MemoryRecord]] = {}
+    held = 0  # bytes of the records waiting in `pending`
     models: dict[str, tuple[str, int] | None] = {}
     said: set[str] = set()
 
@@ -434,10 +453,9 @@ async def import_records(
             summary.reused_vectors += reused
             if models.get(name) is not None:
                 summary.reembedded += len(new) - reused
-            if dry_run or not new:
-                summary.saved += len(new) if dry_run else 0
-            else:
-                ids = await target.save_records(user_id, new, name)
+            if new:  # a dry run saves into the facade's in-memory store
+                into = target.dry_run_backend(name) if dry_run else None
+                ids = await target.save_records(user_id, new, name, into=into)
                 summary.saved += len(ids)
                 summary.duplicates += len(new) - len(ids)
         except VmemError as exc:
@@ -445,8 +463,9 @@ async def import_records(
             stored = len(exc.stored) if isinstance(exc, PartialWrite) else 0
             summary.saved += stored
             summary.failed += attempted - stored
-            if isinstance(exc, StoreUnreachable) or (isinstance(exc, PartialWrite) and exc.lost):
-                # every later batch would fail the same way: one line, and stop here
+            if isinstance(exc, StoreUnreachable | LedgerError) or (isinstance(exc, PartialWrite) and exc.lost):
+                # every later batch would fail the same way (a lost store, a replay ledger that
+                # cannot be used): one line, and stop here
                 summary.stopped = True
                 summary.failures.append(f"stopped after {summary.read:,} memories read: {exc.message}")
             else:
@@ -479,10 +498,14 @@ async def import_records(
         record.id = ""  # the target gives its own ids (a source id may clash in another index)
         key = (name, record.user_id)
         pending.setdefault(key, []).append(record)
-        if len(pending[key]) >= BATCH:
-            await flush(key)
-            if summary.stopped:
-                return summary
+        held += record_bytes(record)
+        if len(pending[key]) >= BATCH or held >= batch_bytes:
+            # a batch of rows for this (index, user); or the bytes of every batch waiting: all of them
+            for waiting in [key] if held < batch_bytes else list(pending):
+                held -= sum(record_bytes(r) for r in pending.get(waiting, []))
+                await flush(waiting)
+                if summary.stopped:
+                    return summary
     for key in list(pending):
         await flush(key)
         if summary.stopped:
@@ -499,6 +522,7 @@ async def copy_memories(
     dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
     notice: Callable[[str], None] | None = None,
+    batch_bytes: int = BATCH_BYTES,
 ) -> ImportSummary:
     """Export piped into import in one process, vectors carried when both sides use one model."""
 
@@ -523,7 +547,9 @@ async def copy_memories(
             async for line in lines(False):
                 yield _line_record(line)
 
-    return await import_records(target, records(), index=to_index, dry_run=dry_run, progress=progress, notice=notice)
+    return await import_records(
+        target, records(), index=to_index, dry_run=dry_run, progress=progress, notice=notice, batch_bytes=batch_bytes
+    )
 
 
 def _line_record(line: dict[str, Any]) -> tuple[str, MemoryRecord, str | None, int | None]:

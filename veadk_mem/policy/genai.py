@@ -195,7 +195,7 @@ def _bytes_value(value: Any, path: str) -> str:
 def _items(data: Any, path: str) -> Iterable[tuple[str, Any]]:
     """The (key, value) pairs of a vmem model (fields, then kept extras) or of a plain dict."""
     if isinstance(data, BaseModel):
-        extra = data.__pydantic_extra__
+        extra = data.model_extra
         return [*data.__dict__.items(), *extra.items()] if extra else data.__dict__.items()
     if isinstance(data, dict):
         return data.items()

@@ -8,17 +8,15 @@ decoded, in a private spool file until the line's end has given the session's ow
 then are checked a chunk at a time as any session is checked (same messages;
 `$.events[i]` counts from the session's first event) and spooled in stored form. The
 write pass reads that spool, a chunk at a time, inside the session's one transaction
-(`writes.Writes._write_big`).
+(`big_writes.BigWrites`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import marshal
-import os
 import re
 import struct
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,11 +37,10 @@ _UNSET = object()
 
 
 def big_line_bytes(default: int = BIG_LINE) -> int:
-    """The line length from which a session is streamed: $VMEM_BIG_LINE bytes, else `default`."""
-    try:
-        return max(1024, int(os.environ.get("VMEM_BIG_LINE", default)))
-    except ValueError:
-        return default
+    """The line length from which a session is streamed: [tuning] big_line_bytes ($VMEM_BIG_LINE), else `default`."""
+    from veadk_mem.config import tuning  # here: the import's reader process never loads the settings
+
+    return tuning().big_line_bytes or default
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +67,8 @@ class BigSession:
     count: int = 0
     first: float = 0.0  # earliest event timestamp (count > 0)
     last: float = 0.0  # latest
-    spool: str | None = None  # the checked events in stored form (marshal, a chunk a record), for the write pass
+    spool: IO[bytes] | None = None  # the checked events in stored form (marshal, a chunk a record), for the write
+    # pass: an unnamed file (`files.unnamed_spool`), so a killed import leaves nothing behind
     columns: bool = False  # the spool holds each chunk's event columns (`column_chunks`), not RawEvents
     given_create_time: float | None = None  # the line's createTime (an export's), kept as given
 
@@ -78,7 +76,7 @@ class BigSession:
         """Delete the spool file, once the session is written (or the import ended)."""
         if self.spool is not None:
             with contextlib.suppress(OSError):
-                os.unlink(self.spool)
+                self.spool.close()
             self.spool = None
 
     def update_time(self, now: float) -> float:
@@ -327,21 +325,19 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
     with `columns` too, as the columns of their rows (`column_chunks`: the event data
     encoded already), for a write pass through `driver.InsertPlan`.
     """
-    from veadk_mem.sessions.files import remove_stale, spool_dir
+    from veadk_mem.sessions.files import remove_stale, spool_dir, unnamed_spool
     from veadk_mem.sessions.rows import TEXTS
 
     dumps = TEXTS[columns][0] if columns else None
 
     directory = spool_dir()
-    remove_stale(directory, SPOOL_PREFIX + "*")
+    remove_stale(directory, SPOOL_PREFIX + "*")  # named spools of an older vmem, killed
     seen: set[str] = set()
     big: BigSession | None = None
-    names: list[str] = []
+    out: IO[bytes] | None = None
     try:
-        fd, raw_name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".raw", dir=directory)
-        names.append(raw_name)
         head: dict[str, Any] = {}
-        with os.fdopen(fd, "w+b") as raw:
+        with unnamed_spool(directory, SPOOL_PREFIX) as raw:
             for chunk in _scan(line, head):
                 if not chunk:  # a second events array: the first is void
                     raw.seek(0)
@@ -349,49 +345,42 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
                     continue
                 _dump(chunk, raw)
             raw.seek(0)
-            out: IO[bytes] | None = None
             if spool:
-                fd, name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".marshal", dir=directory)
-                names.append(name)
-                out = os.fdopen(fd, "wb")
-            try:
-                for big, events in _chunks(line, limits, seen, head, _raw_chunks(raw)):
-                    if not events:
-                        continue
-                    stamps = [e.timestamp for e in events]
-                    low, high = min(stamps), max(stamps)
-                    big.first = low if not big.count else min(big.first, low)
-                    big.last = high if not big.count else max(big.last, high)
-                    big.count += len(events)
-                    if out is not None and dumps is not None:  # encoded here, not in the write pass: half the spool
-                        _dump(
-                            [
-                                [e.id for e in events],
-                                [e.invocation_id for e in events],
-                                stamps,
-                                [dumps(e.data) for e in events],
-                            ],
-                            out,
-                        )
-                    elif out is not None:
-                        _dump(
-                            [
-                                (e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, e.data)
-                                for e in events
-                            ],
-                            out,
-                        )
-            finally:
-                if out is not None:
-                    out.close()
+                out = unnamed_spool(directory, SPOOL_PREFIX)
+            for big, events in _chunks(line, limits, seen, head, _raw_chunks(raw)):
+                if not events:
+                    continue
+                stamps = [e.timestamp for e in events]
+                low, high = min(stamps), max(stamps)
+                big.first = low if not big.count else min(big.first, low)
+                big.last = high if not big.count else max(big.last, high)
+                big.count += len(events)
+                if out is not None and dumps is not None:  # encoded here, not in the write pass: half the spool
+                    _dump(
+                        [
+                            [e.id for e in events],
+                            [e.invocation_id for e in events],
+                            stamps,
+                            [dumps(e.data) for e in events],
+                        ],
+                        out,
+                    )
+                elif out is not None:
+                    _dump(
+                        [
+                            (e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, e.data)
+                            for e in events
+                        ],
+                        out,
+                    )
         assert big is not None
-        if spool:
-            big.spool, big.columns = names.pop(), bool(columns)
+        if out is not None:
+            out.flush()
+            big.spool, big.columns, out = out, bool(columns), None
         return big
     finally:
-        for name in names:  # the raw events, and a spool left by a failure part-way
-            with contextlib.suppress(OSError):
-                os.unlink(name)
+        if out is not None:  # a failure part-way: the spool goes (unnamed, it leaves no file in any case)
+            out.close()
 
 
 _FRAME = struct.Struct("<Q")
@@ -415,18 +404,19 @@ def column_chunks(big: BigSession) -> Iterator[dict[str, list[Any]]]:
     from itertools import repeat
 
     assert big.spool is not None and big.columns
-    with open(big.spool, "rb") as handle:
-        for ids, invocations, stamps, texts in _raw_chunks(handle):
-            n = len(ids)
-            yield {
-                "id": ids,
-                "app_name": list(repeat(big.app_name, n)),
-                "user_id": list(repeat(big.user_id, n)),
-                "session_id": list(repeat(big.id, n)),
-                "invocation_id": invocations,
-                "timestamp": stamps,
-                "event_data": texts,
-            }
+    handle = big.spool
+    handle.seek(0)
+    for ids, invocations, stamps, texts in _raw_chunks(handle):
+        n = len(ids)
+        yield {
+            "id": ids,
+            "app_name": list(repeat(big.app_name, n)),
+            "user_id": list(repeat(big.user_id, n)),
+            "session_id": list(repeat(big.id, n)),
+            "invocation_id": invocations,
+            "timestamp": stamps,
+            "event_data": texts,
+        }
 
 
 def event_chunks(big: BigSession) -> Iterator[list[RawEvent]]:
@@ -438,9 +428,10 @@ def event_chunks(big: BigSession) -> Iterator[list[RawEvent]]:
         big.remove_spool()
         big.spool, big.columns = again.spool, False
     assert big.spool is not None
-    with open(big.spool, "rb") as handle:
-        for chunk in _raw_chunks(handle):
-            yield [RawEvent(*fields) for fields in chunk]
+    handle = big.spool
+    handle.seek(0)
+    for chunk in _raw_chunks(handle):
+        yield [RawEvent(*fields) for fields in chunk]
 
 
 def _chunks(

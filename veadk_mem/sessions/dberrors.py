@@ -12,11 +12,26 @@ T = TypeVar("T")
 RETRY_ATTEMPTS = 5  # tries in all; 50 ms x the attempt's number between them
 
 
+UNCHANGED = "; nothing was changed"  # ends the message of a failure that changed nothing
+
+
+def partial(message: str) -> str:
+    """`message` without its closing claim that nothing was changed: for a caller that has
+    committed part of its work, and says what instead."""
+    return message.removesuffix(UNCHANGED)
+
+
 _AUTH_HINTS = ("password authentication failed", "access denied", "invalidpassword", "authentication failed")
 
 
-def describe_db_error(exc: BaseException, url: str, password: str = "", busy_timeout: float = 0) -> VmemError:
-    """A one-line, secret-free VmemError for a driver or connection failure."""
+def describe_db_error(
+    exc: BaseException, url: str, password: str = "", busy_timeout: float = 0, *, unchanged: bool = True
+) -> VmemError:
+    """A one-line, secret-free VmemError for a driver or connection failure.
+
+    `unchanged`: a lock that was never taken says nothing was changed; a caller that has
+    committed part of its work (an import) says what instead.
+    """
     if isinstance(exc, VmemError):
         return exc
     orig = getattr(exc, "orig", None) or exc
@@ -28,7 +43,8 @@ def describe_db_error(exc: BaseException, url: str, password: str = "", busy_tim
     low = text.lower()
     if "database is locked" in low or "database table is locked" in low:
         return StoreError(
-            f"{where}: database is locked by another writer (waited {busy_timeout:g} s); nothing was changed",
+            f"{where}: database is locked by another writer (waited {busy_timeout:g} s)"
+            + (UNCHANGED if unchanged else ""),
             hint="an agent is writing to it: retry, or raise the wait with VMEM_SQLITE_BUSY_TIMEOUT (seconds)",
         )
     if "max_allowed_packet" in low or "packet bigger" in low or "packet too large" in low:

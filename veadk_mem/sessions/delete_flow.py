@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from veadk_mem.errors import NotFound
+
 if TYPE_CHECKING:
-    from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionKey
+    from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionKey, SessionSummary
     from veadk_mem.sessions.store import SessionStore
 
 
@@ -29,17 +31,60 @@ async def delete_flow(
     to delete, returns the plan. `confirm(plan)` is asked before anything is deleted and
     raises to stop. With `flt.older_than`, each session is re-checked in the deleting
     transaction: one resumed while the question waited is kept (in the report's `skipped`).
+
+    Event rows without a session row under the named keys (or of the filter's app / user, when
+    it has no time bound) go too, whatever their content (`report.orphan_events`): a killed
+    import's staging, which ADK would hand to a session later created under the same key. A
+    key that has neither a session nor such rows is not found (exit 3), as before.
     """
     if (keys is None) == (flt is None):
         raise ValueError("delete_flow: give keys or a filter")
-    chosen = await store.find_sessions(keys) if keys is not None else await store.list_sessions(flt, oldest_first=True)
+    if keys is not None:
+        orphans = await store.orphan_events(keys=keys)  # a key with such rows has no session row
+        named = [k for k in keys if k not in orphans]
+        try:
+            chosen = await store.find_sessions(named) if named else []
+        except NotFound:  # missing, or stored with a state the reads cannot decode: deleted all the same
+            chosen = await store.stored_sessions(keys=named)
+            if len(chosen) < len(named):
+                raise
+    else:
+        orphans = await _filter_orphans(store, flt)
+        chosen = await store.list_sessions(flt, oldest_first=True)
+        chosen += await undecoded(store, flt, chosen)
     plan = await store.delete_sessions(chosen, purge_state=purge_state, dry_run=True)
-    if not chosen:
+    plan.orphan_events = sum(orphans.values())
+    if dry_run or not (chosen or orphans):
         plan.dry_run = dry_run
-        return plan
-    if dry_run:
         return plan
     if confirm is not None:
         confirm(plan)
     recheck = flt is not None and flt.older_than is not None
-    return await store.delete_sessions(chosen, purge_state=purge_state, recheck=recheck)
+    report = await store.delete_sessions(chosen, purge_state=purge_state, recheck=recheck) if chosen else plan
+    report.dry_run = False
+    if orphans:
+        report.orphan_events = await store.delete_orphans(keys=list(orphans))
+    return report
+
+
+async def _filter_orphans(store: SessionStore, flt: SessionFilter | None) -> dict[SessionKey, int]:
+    """The event rows without a session of the filter's app / user; none for a filter with a time bound
+    (such rows have no session time to compare) or naming neither."""
+    if flt is None or any(v is not None for v in (flt.since, flt.until, flt.older_than)):
+        return {}
+    if flt.app is None and flt.user is None:
+        return {}
+    return await store.orphan_events(app=flt.app, user=flt.user)
+
+
+async def undecoded(
+    store: SessionStore, flt: SessionFilter | None, listed: list[SessionSummary]
+) -> list[SessionSummary]:
+    """The sessions of the filter's app / user that `listed` (the reads) left out: stored with a state
+    they cannot decode. None for a filter with a time bound (its times are the reads')."""
+    if flt is None or any(v is not None for v in (flt.since, flt.until, flt.older_than)):
+        return []
+    if flt.app is None and flt.user is None:
+        return []
+    seen = {s.key for s in listed}
+    return [s for s in await store.stored_sessions(app=flt.app, user=flt.user) if s.key not in seen]

@@ -1,18 +1,18 @@
-"""Engine setup and locking: the connection, sqlite's transaction discipline, the layout.
+"""The database a session store works on: its engine, sqlite's transaction discipline, the layout.
 
-`StoreBase` owns the engine; `statements.Statements` adds the statement cache, and
-`SessionStore` (store.py) is that object with the read, export, delete and import parts,
-each given the store."""
+`Database` is what every part of the store is handed (store.py): the engine and the reader,
+the dialect, the tables in their layout, the statement cache, and the one mapping of driver
+failures to vmem's errors. It holds no result of any read: warnings go back with each result."""
 
 from __future__ import annotations
 
 import asyncio
-import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from veadk_mem.config import mask_url
+from veadk_mem.config import mask_url, tuning
 from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.jsonio import adk_text
 from veadk_mem.sessions.dberrors import describe_db_error
@@ -45,8 +45,8 @@ async def sqlite_gap(dialect: str, held: float) -> None:
         await asyncio.sleep(min(0.1, held))
 
 
-class StoreBase:
-    """ADK session tables in one database: the engine and what every job needs."""
+class Database:
+    """ADK session tables in one database: the engine and what every part of the store needs."""
 
     def __init__(
         self,
@@ -63,11 +63,7 @@ class StoreBase:
         self.dialect = url_dialect(self.url)  # sqlite, postgresql or mysql
         self.given_url = url  # as the user wrote it (a path, postgresql://): what messages name
         self.create = create
-        env_timeout = os.environ.get("VMEM_SQLITE_BUSY_TIMEOUT", "") or "10"
-        try:
-            self.busy_timeout = busy_timeout if busy_timeout is not None else float(env_timeout)
-        except ValueError:
-            raise BadInput(f"VMEM_SQLITE_BUSY_TIMEOUT: expected seconds, got {env_timeout!r}") from None
+        self.busy_timeout = busy_timeout if busy_timeout is not None else tuning().sqlite_busy_timeout
         self.schema = schema
         self._password = password
         self._engine: AsyncEngine | None = None
@@ -77,12 +73,10 @@ class StoreBase:
         self.stmts: dict[Any, Any] = {}
         self.plans: dict[Any, DriverPlan | None] = {}
         self.layout: Layout = Layout.EMPTY
-        self.warnings: list[str] = []
-        self.damaged: list[str] = []  # sessions skipped because a stored row could not be read
 
     @classmethod
     def from_settings(cls, settings: VmemSettings, *, create: bool = False) -> Self:
-        """The store VeADK's ShortTermMemory would use under these settings (NotSupported for 'local')."""
+        """The database VeADK's ShortTermMemory would use under these settings (NotSupported for 'local')."""
         from veadk_mem.sessions.url import given_db_url, session_db_url
 
         url = session_db_url(settings)
@@ -102,9 +96,9 @@ class StoreBase:
                 password = str(make_url(url).password or "")
             except Exception:
                 password = ""
-        store = cls(url, create=create, schema=schema, password=password)
-        store.given_url = given_db_url(settings, url)
-        return store
+        db = cls(url, create=create, schema=schema, password=password)
+        db.given_url = given_db_url(settings, url)
+        return db
 
     async def health(self) -> StoreHealth:
         """Reachability, layout and size of the database, for `vmem doctor`, as the long-term
@@ -149,11 +143,8 @@ class StoreBase:
     def sqlite_path(self) -> str | None:
         return sqlite_file(self.url)
 
-    async def open(self) -> None:
-        """Connect, and detect the layout; a database with no ADK tables is an error unless create=True."""
-        from sqlalchemy import event
-        from sqlalchemy.ext.asyncio import create_async_engine
-
+    def _engine_options(self) -> dict[str, Any]:
+        """The engine's options for this database; a sqlite file checked (and, with create, made) first."""
         kwargs: dict[str, Any] = {}
         path = self.sqlite_path()
         if self.dialect == "sqlite":
@@ -174,6 +165,13 @@ class StoreBase:
             kwargs["connect_args"] = {"server_settings": {"search_path": self.schema}}
         # JSON columns (PostgreSQL's JSONB) get the one writer of the text columns: NaN as null, not a refused bare NaN
         kwargs["json_serializer"] = adk_text
+        return kwargs
+
+    async def open(self) -> None:
+        """Connect, and detect the layout; a database with no ADK tables is an error unless create=True."""
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        kwargs = self._engine_options()
         try:
             engine = create_async_engine(self.url, **kwargs)
         except Exception as exc:
@@ -181,40 +179,7 @@ class StoreBase:
                 f"{self.display_url}: invalid database URL ({type(exc).__name__})",
                 hint="URL-encode special characters in the user and password: p@ss:word -> p%40ss%3Aword",
             ) from None
-        if self.dialect == "sqlite":
-            # Own the transactions: BEGIN (IMMEDIATE for writers) so a write waits on the
-            # busy timeout up front instead of failing half-way through.
-            @event.listens_for(engine.sync_engine, "connect")
-            def _connect(dbapi_conn: Any, record: Any) -> None:
-                dbapi_conn.isolation_level = None
-                # Off, as sqlite has them unless a build turns them on: a big session's events
-                # are written before its session row (`Writes._write_big_staged`), and every
-                # vmem delete names the events it deletes (ADK's connections turn them on).
-                cursor = dbapi_conn.cursor()
-                cursor.execute("PRAGMA foreign_keys=OFF")
-                cursor.close()
-
-            @event.listens_for(engine.sync_engine, "begin")
-            def _begin(conn: Any) -> None:
-                # Readers run each statement on its own (autocommit); writers take the write
-                # lock first, so a busy database makes them wait or fail before any change.
-                if conn.get_execution_options().get("vmem_write"):
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-            event.listen(engine.sync_engine, "reset", skip_idle_rollback)
-        elif self.dialect == "mysql":
-            # A write transaction locks the rows it matches, not every row a scan passes:
-            # under REPEATABLE READ, InnoDB kept a lock on each row a locking read scanned, and
-            # for an IN list over a small table MariaDB scans it whole, the agent's own session
-            # and state rows included; the agent then waited for the batch's commit. READ
-            # COMMITTED releases the rows a scan does not match and takes no gap locks, as
-            # PostgreSQL's default does; a row an agent creates meanwhile is a duplicate key,
-            # reported as on PostgreSQL.
-            @event.listens_for(engine.sync_engine, "begin")
-            def _begin_mysql(conn: Any) -> None:
-                if conn.get_execution_options().get("vmem_write"):
-                    conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-
+        _listen(engine.sync_engine, self.dialect)
         self._engine = engine
         try:
             async with engine.connect() as conn:
@@ -248,17 +213,18 @@ class StoreBase:
     @property
     def tables(self) -> Tables:
         if self._tables is None:
-            raise RuntimeError("SessionStore is not open")
+            raise RuntimeError("the session database is not open")
         return self._tables
 
     @property
     def engine(self) -> AsyncEngine:
         if self._engine is None:
-            raise RuntimeError("SessionStore is not open")
+            raise RuntimeError("the session database is not open")
         return self._engine
 
-    def fail(self, exc: BaseException) -> VmemError:
-        return describe_db_error(exc, self.display_url, self._password, self.busy_timeout)
+    def fail(self, exc: BaseException, *, unchanged: bool = True) -> VmemError:
+        """`exc` as a one-line, secret-free error naming this database (`dberrors.describe_db_error`)."""
+        return describe_db_error(exc, self.display_url, self._password, self.busy_timeout, unchanged=unchanged)
 
     @property
     def reader(self) -> AsyncEngine:
@@ -297,6 +263,83 @@ class StoreBase:
             return column == value
         typed = literal(value, String()) if isinstance(value, str) else value
         return and_(column == value, cast(column, LargeBinary) == cast(typed, LargeBinary))
+
+    def key_match(self, columns: tuple[Any, Any, Any]) -> Any:
+        """`columns` (app, user, session id) equal to one of the keys bound at execution (`key_params`).
+
+        The condition is the same whatever the keys, so a statement holding it is built and
+        compiled once and cached: a condition of literal keys, built per export batch, was a
+        quarter of an export's CPU. The keys go as three arrays through unnest() on PostgreSQL
+        and as one JSON list through json_each() on sqlite, both joined on ADK's key index;
+        as one expanding row-value `(app, user, id) IN (...)` on MySQL/MariaDB, which it reads
+        as index ranges (an OR of (app, user) groups made MariaDB scan and sort the whole
+        events table for each export batch: 945,529 rows examined for 3,237).
+        """
+        from sqlalchemy import bindparam, cast, func, literal_column, select, tuple_
+
+        row = tuple_(*columns)
+        if self.dialect == "postgresql":
+            from sqlalchemy import Text
+            from sqlalchemy.dialects.postgresql import ARRAY
+
+            # typed by a cast, not by the bind: asyncpg takes a list for text[] as it is, and a
+            # bind with no processor lets the statement run in one driver call (driver.py)
+            arrays = [cast(bindparam(n), ARRAY(Text)) for n in ("k_apps", "k_users", "k_ids")]
+            k = func.unnest(*arrays).table_valued("a", "u", "i").render_derived()
+            return row.in_(select(k.c.a, k.c.u, k.c.i))
+        if self.dialect == "sqlite":
+            j = func.json_each(bindparam("k_json")).table_valued("value")
+            return row.in_(select(*(func.json_extract(j.c.value, literal_column(f"'$[{i}]'")) for i in range(3))))
+        return row.in_(bindparam("k_keys", expanding=True))
+
+    def key_params(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+        """The bound values of `key_match` for these (app, user, session id) keys."""
+        if self.dialect == "postgresql":
+            return {"k_apps": [k[0] for k in keys], "k_users": [k[1] for k in keys], "k_ids": [k[2] for k in keys]}
+        if self.dialect == "sqlite":
+            import json
+
+            return {"k_json": json.dumps([list(k) for k in keys])}
+        return {"k_keys": [tuple(k) for k in keys]}
+
+
+def _listen(sync_engine: Any, dialect: str) -> None:
+    """The transaction discipline of vmem's connections, set on the engine's events."""
+    from sqlalchemy import event
+
+    if dialect == "sqlite":
+        # Own the transactions: BEGIN (IMMEDIATE for writers) so a write waits on the
+        # busy timeout up front instead of failing half-way through.
+        @event.listens_for(sync_engine, "connect")
+        def _connect(dbapi_conn: Any, record: Any) -> None:
+            dbapi_conn.isolation_level = None
+            # Off, as sqlite has them unless a build turns them on: a big session's events
+            # are written before its session row (`BigWrites._write_big_staged`), and every
+            # vmem delete names the events it deletes (ADK's connections turn them on).
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA foreign_keys=OFF")
+            cursor.close()
+
+        @event.listens_for(sync_engine, "begin")
+        def _begin(conn: Any) -> None:
+            # Readers run each statement on its own (autocommit); writers take the write
+            # lock first, so a busy database makes them wait or fail before any change.
+            if conn.get_execution_options().get("vmem_write"):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        event.listen(sync_engine, "reset", skip_idle_rollback)
+    elif dialect == "mysql":
+        # A write transaction locks the rows it matches, not every row a scan passes:
+        # under REPEATABLE READ, InnoDB kept a lock on each row a locking read scanned, and
+        # for an IN list over a small table MariaDB scans it whole, the agent's own session
+        # and state rows included; the agent then waited for the batch's commit. READ
+        # COMMITTED releases the rows a scan does not match and takes no gap locks, as
+        # PostgreSQL's default does; a row an agent creates meanwhile is a duplicate key,
+        # reported as on PostgreSQL.
+        @event.listens_for(sync_engine, "begin")
+        def _begin_mysql(conn: Any) -> None:
+            if conn.get_execution_options().get("vmem_write"):
+                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
 
 
 @dataclass

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from veadk_mem.errors import BadInput, StoreError
+from veadk_mem.sessions.safepickle import loads_plain
 
 PROCESS_FROM = 16 * 1024 * 1024  # below this the check pass is shorter than the child's start-up
 READER_TIMEOUT = 300.0  # seconds the writer waits for the child's next bytes ($VMEM_READER_TIMEOUT)
@@ -126,7 +127,7 @@ class ReaderProcess:
             if kind == "big":  # a long line, streamed by the writer itself: where it starts
                 yield int(frame[1])
                 continue
-            yield Columns(*frame[1])
+            yield Columns.from_frame(frame[1])
 
     def close(self) -> None:
         """Reap the child: let it exit once it has sent everything, else stop it at once."""
@@ -140,19 +141,11 @@ class ReaderProcess:
             self._proc.stdout.close()
 
 
-class _DataOnly(pickle.Unpickler):
-    """Frames hold only containers, strings and numbers: a frame naming any class or function is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"the import's reader sent {module}.{name}, which a frame never holds")
-
-
 def _timeout() -> float:
-    """Seconds to wait for the child's next bytes: $VMEM_READER_TIMEOUT, else READER_TIMEOUT."""
-    try:
-        return max(0.1, float(os.environ.get("VMEM_READER_TIMEOUT", READER_TIMEOUT)))
-    except ValueError:
-        return READER_TIMEOUT
+    """Seconds to wait for the child's next bytes: [tuning] reader_timeout ($VMEM_READER_TIMEOUT)."""
+    from veadk_mem.config import tuning  # here: the reader process itself never loads the settings
+
+    return tuning().reader_timeout
 
 
 def _read_exact(stream: IO[bytes], size: int, timeout: float) -> bytes:
@@ -192,7 +185,7 @@ def _read_frame(stream: IO[bytes], timeout: float = READER_TIMEOUT) -> Any:
     if len(body) < size:
         return None
     try:
-        return _DataOnly(io.BytesIO(body)).load()
+        return loads_plain(body, "the import's reader")  # frames hold only containers, strings and numbers
     except (pickle.UnpicklingError, EOFError, ValueError) as exc:
         raise StoreError(f"the import's reader process sent an unreadable batch ({exc})") from None
 
@@ -212,7 +205,7 @@ def _child() -> int:
     from veadk_mem.sessions.validate import iter_checked
 
     gc.disable()  # as the parent's import: nothing here makes reference cycles
-    job = pickle.loads(sys.stdin.buffer.read())
+    job = loads_plain(sys.stdin.buffer.read(), "the import's writer")
     # the frames get stdout's pipe to themselves: anything else writing to fd 1 goes to stderr
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -235,7 +228,7 @@ def _child() -> int:
 
     def flush(batch: list[Any]) -> None:
         columns = build_columns(batch, job["style"])
-        put(("batch", (columns.records, columns.splits, columns.sessions, columns.events)))
+        put(("batch", columns.to_frame()))
 
     try:
         batch: list[Any] = []
@@ -249,7 +242,7 @@ def _child() -> int:
                 continue
             batch.append(record)
             rows += 1 + (0 if isinstance(record, dict) else len(record.events))
-            # as `writes._take_batch`: rows, sessions, or seconds of reading (large events)
+            # as `batches._take_batch`: rows, sessions, or seconds of reading (large events)
             if rows >= limit or len(batch) >= 5000 or time.monotonic() - started >= job["batch_seconds"]:
                 flush(batch)
                 batch, rows, limit, started = [], 0, job["batch_rows"], time.monotonic()

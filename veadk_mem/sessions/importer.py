@@ -63,59 +63,22 @@ async def import_file(
     counts everything and writes nothing.
     """
     source_size(source)  # a missing file is exit 2 naming it, before any database is opened
-    keys: list[FileKey] = []
-    states: list[tuple[str, str | None, str]] = []  # (app, user or None, where) of state records
-    counts = ImportReport(dry_run=dry_run)
-    bigs: dict[int, BigSession] = {}  # sessions on long lines, by where their line starts
-
-    async def first_pass(limits: Limits) -> None:
-        with bulk_objects():
-            await _check_all(limits)
-
-    async def _check_all(limits: Limits) -> None:
-        style = store.column_style() if store.takes_columns() else ""
-        records = iter_checked(source, name, limits, big="check", columns=style, big_bytes=store.big_line_bytes())
-        for n, (where, record) in enumerate(records, 1):
-            if n % 500 == 0:
-                # Ctrl-C cancels the running task, which only an await can notice: without
-                # one the whole check pass ran to its end before the command stopped
-                await asyncio.sleep(0)
-                if n % 5000 == 0:
-                    collect_young()
-            if isinstance(record, dict):
-                if record.get("kind") == "app_state":
-                    counts.app_states += 1
-                    states.append((record["appName"], None, where))
-                else:
-                    counts.user_states += 1
-                    states.append((record["appName"], record["userId"], where))
-                continue
-            counts.sessions += 1
-            if isinstance(record, BigSession):  # a long line: its events stay in the file
-                bigs[record.line.start] = record
-                counts.events += record.count
-                updated = record.update_time(0.0)
-            else:
-                counts.events += len(record.events)
-                updated = file_update_time(record)
-            keys.append(FileKey(record.app_name, record.user_id, record.id, updated, where))
-            if checking is not None:
-                checking(1)
-
+    check = _CheckPass(store, source, name, ImportReport(dry_run=dry_run), checking)
+    counts, bigs = check.counts, check.bigs
     reader: ReaderProcess | None = None
     try:
         offline = store.offline_limits()
         if offline is not None:
             reader = _reader(store, source, name, dry_run)
-            await first_pass(offline)
+            await check.run(offline)
             if dry_run:  # a sqlite file that does not exist yet: nothing in it to clash with
                 return counts
         async with store:
             if offline is None:
                 limits = await store.limits()
                 reader = _reader(store, source, name, dry_run)
-                await first_pass(limits)
-            await _check_stored(store, keys, states, force)
+                await check.run(limits)
+            await _check_stored(store, check.keys, check.states, force)
             if dry_run:
                 counts.layout = store.layout.value
                 return counts
@@ -129,13 +92,72 @@ async def import_file(
                     for _, record in iter_checked(source, name, big="skip", big_bytes=store.big_line_bytes())
                 )
                 report = await store.import_records(records, force=force, progress=progress)
-            report.warnings = list(dict.fromkeys(store.warnings))
+            report.warnings = list(dict.fromkeys(report.warnings))
             return report
     finally:
         if reader is not None:
             reader.close()
         for big in bigs.values():
             big.remove_spool()
+
+
+class _CheckPass:
+    """The first read of an import file: every record checked against the target's limits, the
+    sessions' keys and the state records' names gathered for the checks against the database,
+    the records counted, and the long lines' sessions spooled (`bigs`, by where their line starts)."""
+
+    def __init__(
+        self, store: SessionStore, source: str | Path, name: str | None, counts: ImportReport, checking: Progress | None
+    ) -> None:
+        self.store, self.source, self.name = store, source, name
+        self.counts = counts
+        self.checking = checking
+        self.keys: list[FileKey] = []
+        self.states: list[tuple[str, str | None, str]] = []  # (app, user or None, where) of state records
+        self.bigs: dict[int, BigSession] = {}
+
+    async def run(self, limits: Limits) -> None:
+        with bulk_objects():
+            await self._check_all(limits)
+
+    async def _check_all(self, limits: Limits) -> None:
+        store = self.store
+        style = store.column_style() if store.takes_columns() else ""
+        records = iter_checked(
+            self.source, self.name, limits, big="check", columns=style, big_bytes=store.big_line_bytes()
+        )
+        for n, (where, record) in enumerate(records, 1):
+            if n % 500 == 0:
+                # Ctrl-C cancels the running task, which only an await can notice: without
+                # one the whole check pass ran to its end before the command stopped
+                await asyncio.sleep(0)
+                if n % 5000 == 0:
+                    collect_young()
+            if isinstance(record, dict):
+                self._state_record(where, record)
+            else:
+                self._session(where, record)
+
+    def _state_record(self, where: str, record: dict[str, Any]) -> None:
+        if record.get("kind") == "app_state":
+            self.counts.app_states += 1
+            self.states.append((record["appName"], None, where))
+        else:
+            self.counts.user_states += 1
+            self.states.append((record["appName"], record["userId"], where))
+
+    def _session(self, where: str, record: Any) -> None:
+        self.counts.sessions += 1
+        if isinstance(record, BigSession):  # a long line: its events stay in the file
+            self.bigs[record.line.start] = record
+            self.counts.events += record.count
+            updated = record.update_time(0.0)
+        else:
+            self.counts.events += len(record.events)
+            updated = file_update_time(record)
+        self.keys.append(FileKey(record.app_name, record.user_id, record.id, updated, where))
+        if self.checking is not None:
+            self.checking(1)
 
 
 def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: bool) -> ReaderProcess | None:

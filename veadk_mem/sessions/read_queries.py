@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from veadk_mem.adkjson import printed_event
 from veadk_mem.errors import NotFound, StoreError, VmemError
@@ -13,20 +16,57 @@ from veadk_mem.jsonio import compact_json_out as dumps_escaped
 from veadk_mem.jsonio import escape_terminal
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.layout import Layout
-from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary
+from veadk_mem.sessions.records import BATCH, PAGED_EVENTS, SessionFilter, SessionKey, SessionSummary, batch_bytes
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from veadk_mem import events as ev
+    from veadk_mem.sessions.engine import Database
+    from veadk_mem.sessions.notes import Notes
     from veadk_mem.sessions.statements import Statements
+
+FIRST_PAGE = 8  # events of a session's first page: its size is not known yet; later pages grow to `page`
+MEMORY_FACTOR = 4  # memory a page or batch takes per byte of its events' JSON: rows, decoded, encoded
+READ_ATTEMPTS = 3  # reads of a session an agent keeps changing on sqlite before vmem gives up
+
+
+class SessionChanged(Exception):
+    """sqlite: the session changed between two pages of a read (an agent appended): read it again."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The text around a session's events: `head` before them, `first` before the first event,
+    `between` two events, `tail` after them."""
+
+    head: Callable[[SessionSummary], str]
+    first: str
+    between: str
+    tail: Callable[[SessionSummary], str]
+
+
+def _span(summary: SessionSummary, last: int | None) -> int:
+    """How many events a read of `summary`'s session gives (the last `last`, or all)."""
+    return summary.event_count if last is None else min(last, summary.event_count)
+
+
+def _as_is(data: dict[str, Any]) -> dict[str, Any]:
+    return data
+
+
+@contextlib.asynccontextmanager
+async def _same(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+    yield conn
 
 
 class Reads:
     """Sessions, summaries and events, read in short autocommit statements."""
 
-    def __init__(self, db: Statements) -> None:
+    def __init__(self, db: Database, sql: Statements, notes: Notes) -> None:
         self.db = db
+        self.sql = sql
+        self.notes = notes  # what the reads met: handed back with their results (store.py)
 
     async def states(
         self, conn: AsyncConnection, apps: Iterable[str], pairs: Iterable[tuple[str, str]]
@@ -73,9 +113,11 @@ class Reads:
         """
         try:
             async with self.db.reader.connect() as conn:
-                found = await self.db.summaries(conn, flt, limit=limit, offset=offset, oldest_first=oldest_first)
+                found = await self.sql.summaries(
+                    conn, flt, limit=limit, offset=offset, oldest_first=oldest_first, notes=self.notes
+                )
                 if compactions:
-                    await self.db.count_compactions(conn, found)
+                    await self.sql.count_compactions(conn, found)
                 return found
         except Exception as exc:
             raise self.db.fail(exc) from None
@@ -86,7 +128,7 @@ class Reads:
 
         try:
             async with self.db.reader.connect() as conn:
-                stmt = select(func.count()).select_from(self.db.tables.sessions).where(*self.db.session_where(flt))
+                stmt = select(func.count()).select_from(self.db.tables.sessions).where(*self.sql.session_where(flt))
                 return int((await conn.execute(stmt)).scalar_one())
         except Exception as exc:
             raise self.db.fail(exc) from None
@@ -102,9 +144,9 @@ class Reads:
             raise self.db.fail(exc) from None
 
     async def _one_summary(self, conn: AsyncConnection, app: str, user: str, session_id: str) -> SessionSummary:
-        found = await self.db.summaries(conn, None, None, one=(app, user, session_id))
-        if not found and f"{app}/{user}/{session_id}" in self.db.damaged:
-            raise StoreError(self.db.warnings[-1].removesuffix("; skipped"))
+        found = await self.sql.summaries(conn, None, None, one=(app, user, session_id), notes=self.notes)
+        if not found and f"{app}/{user}/{session_id}" in self.notes.damaged:
+            raise StoreError(self.notes.warnings[-1].removesuffix("; skipped"))
         if not found:
             raise NotFound(f"session {app}/{user}/{session_id}: not found in {self.db.display_url}")
         return found[0]
@@ -115,7 +157,7 @@ class Reads:
         try:
             async with self.db.reader.connect() as conn:
                 for i in range(0, len(keys), BATCH):
-                    found += await self.db.summaries(conn, None, keys[i : i + BATCH])
+                    found += await self.sql.summaries(conn, None, keys[i : i + BATCH], notes=self.notes)
         except Exception as exc:
             raise self.db.fail(exc) from None
         wanted = set(keys)
@@ -149,11 +191,11 @@ class Reads:
         name = "events" if last is None else "events_last"
         stmt = self.db.stmts.get(name)
         if stmt is None:
-            stmt = self.db.stmts[name] = self.db.events_stmt(self._one_session_events(), None if last is None else -1)
+            stmt = self.db.stmts[name] = self.sql.events_stmt(self._one_session_events(), None if last is None else -1)
         params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
         if last is not None:
             params["k_last"] = last
-        tables, warnings = self.db.tables, self.db.warnings
+        tables, warnings = self.db.tables, self.notes.warnings
 
         def decode(row: Any) -> dict[str, Any]:
             try:
@@ -165,7 +207,7 @@ class Reads:
                 ) from None
 
         if 0 <= expected <= BATCH:  # small: one round trip beats a server-side cursor
-            for row in await self.db.fetch_all(conn, stmt, params, name):
+            for row in await self.sql.fetch_all(conn, stmt, params, name):
                 yield decode(row)
             return
         # Large: stream through a server-side cursor, which PostgreSQL only allows in a transaction.
@@ -198,15 +240,41 @@ class Reads:
             yield ev.Event.model_validate(data)
 
     async def get_session(self, app: str, user: str, session_id: str, *, last: int | None = None) -> ev.Session:
-        """The whole session (merged state, events oldest first); NotFound (exit 3) when missing."""
+        """The whole session (merged state, events oldest first); NotFound (exit 3) when missing.
+
+        A session of more than PAGED_EVENTS events (and no `last`) comes with its events on disk
+        (`spooled_session`), so its size never sits in memory."""
         try:
             async with self.db.reader.connect() as conn:
                 summary = await self._one_summary(conn, app, user, session_id)
-                return await self._load_session(conn, summary, last)
+                if last is None and summary.event_count > PAGED_EVENTS:
+                    big = True
+                else:
+                    return await self._load_session(conn, summary, last)
         except VmemError:
             raise
         except Exception as exc:
             raise self.db.fail(exc) from None
+        assert big
+        return await self.spooled_session(app, user, session_id)
+
+    async def spooled_session(self, app: str, user: str, session_id: str) -> ev.Session:
+        """The session with its events in a private temporary file (`spooled.SpooledEvents`, read back an
+        event at a time), read a page at a time as one version of it (`read_pages`)."""
+        from veadk_mem import events as ev
+        from veadk_mem.sessions.spooled import SpooledEvents
+
+        events = SpooledEvents()
+        summary = await self.read_pages(app, user, session_id, lambda _: events.reset(), events.add, convert=_as_is)
+        events.done()
+        return ev.Session.model_construct(
+            id=summary.id,
+            app_name=summary.app_name,
+            user_id=summary.user_id,
+            state=summary.state,
+            events=cast("list[ev.Event]", events),  # read by passes and len(), as every memory path does
+            last_update_time=summary.update_time,
+        )
 
     async def _load_session(self, conn: AsyncConnection, summary: SessionSummary, last: int | None) -> ev.Session:
         """A session model from its summary and its (last) events, read on `conn`."""
@@ -221,57 +289,303 @@ class Reads:
             app_name=summary.app_name,
             user_id=summary.user_id,
             state=summary.state,
-            events=events,
+            events=cast("list[ev.Event]", events),  # read by passes and len(), as every memory path does
             last_update_time=summary.update_time,
         )
 
     async def session_json(
         self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
     ) -> AsyncIterator[str]:
-        """The ADK session JSON of one session in text pieces, one event a piece.
+        """The ADK session JSON of one session in text pieces, a page of events a piece.
 
-        Events are read `page` at a time, each page in its own short read, encoded before
-        its pieces are handed out: a stalled reader (`get --json | less`) holds no lock
-        that would keep the agent from appending, and memory stays bounded by the page.
-        Each page continues after the last `(timestamp, id)` seen (keyset paging, served by
-        ADK's events index), never by OFFSET, which re-reads and sorts every earlier event
-        of the session for each page. The session row and the first page come from one
-        snapshot; later pages continue in the same order up to the event count of that
-        snapshot, so an event appended meanwhile is not half in the output.
+        Events are read a page at a time (`session_pages`) and encoded before they are handed
+        out, so memory holds a page whatever the session's size. On PostgreSQL and MySQL every
+        page comes from one read-only snapshot (writers never wait on it); on sqlite, whose
+        rollback journal keeps a writer from committing while a read runs, a session of more
+        than one page is read in short transactions into a private temporary file and printed
+        from it once whole, read again when an agent changed it meanwhile (`session_text`).
         """
+        async for piece in self.session_text(app, user, session_id, JSON_FRAME, last=last, page=page):
+            yield piece
+
+    async def session_text(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        frame: Frame,
+        *,
+        last: int | None = None,
+        page: int = 1000,
+        spool: bool = False,
+    ) -> AsyncIterator[str]:
+        """One session as text framed by `frame`, its events encoded as `get --json` prints them.
+
+        Handed out as it is read when the read is one snapshot (PostgreSQL, MySQL, or a session
+        of one page); else, or with `spool`, written to an unnamed temporary file first (nothing
+        is left if vmem dies) and handed out from it once whole: a session found damaged or
+        deleted part-way gives no text at all, never half of it.
+        """
+        import tempfile
+
         pages = self.session_pages(app, user, session_id, last=last, page=page)
         summary = await anext(pages)
         assert isinstance(summary, SessionSummary)
-        yield session_head(summary)
-        sep = "\n"
-        async for pieces in pages:
-            assert isinstance(pieces, list)
-            if pieces:  # a page a piece: one escape pass and one write for a thousand events
-                yield escape_terminal(sep + ",\n".join(pieces))
-                sep = ",\n"
-        yield "\n" + session_tail(summary) + "\n"
+        if not spool and (self.db.dialect != "sqlite" or _span(summary, last) <= min(page, FIRST_PAGE)):
+            async with aclosing(pages):
+                yield frame.head(summary)
+                sep = frame.first
+                async for pieces in pages:
+                    assert isinstance(pieces, list)
+                    if pieces:  # a page a piece: one escape pass and one write for a thousand events
+                        yield escape_terminal(sep + frame.between.join(pieces))
+                        sep = frame.between
+                yield frame.tail(summary)
+            return
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as out:
+
+            def begin(found: SessionSummary) -> None:
+                out.seek(0)
+                out.truncate()
+                out.write(frame.head(found))
+                state[0] = frame.first
+
+            def add(pieces: list[Any]) -> None:
+                if pieces:
+                    out.write(escape_terminal(state[0] + frame.between.join(pieces)))
+                    state[0] = frame.between
+
+            state = [frame.first]
+            opened = (summary, pages)
+            summary = await self.read_pages(app, user, session_id, begin, add, last=last, page=page, opened=opened)
+            out.write(frame.tail(summary))
+            out.seek(0)
+            while piece := out.read(1 << 20):
+                yield piece
+
+    async def read_pages(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        begin: Callable[[SessionSummary], None],
+        add: Callable[[list[Any]], None],
+        *,
+        last: int | None = None,
+        page: int = 1000,
+        convert: Callable[[dict[str, Any]], Any] | None = None,
+        opened: tuple[SessionSummary, AsyncGenerator[SessionSummary | list[Any]]] | None = None,
+    ) -> SessionSummary:
+        """Every page of the session handed to `add`, after `begin` got its summary; the summary.
+
+        On sqlite a page that finds the session changed since the first (an agent appended)
+        starts it over: `begin` again, then every page again, up to READ_ATTEMPTS reads; one
+        version, never two, reaches `add` in the end. `opened`: the summary and pages of a read begun.
+        """
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            if opened is None:
+                pages = self.session_pages(app, user, session_id, last=last, page=page, convert=convert)
+                first: SessionSummary | list[Any] | None = None
+            else:
+                first, pages = opened
+                opened = None
+            try:
+                async with aclosing(pages):
+                    summary = first or await anext(pages)
+                    assert isinstance(summary, SessionSummary)
+                    begin(summary)
+                    async for items in pages:
+                        assert isinstance(items, list)
+                        add(items)
+                return summary
+            except SessionChanged:
+                if attempt == READ_ATTEMPTS:
+                    raise StoreError(
+                        f"session {app}/{user}/{session_id} changed {READ_ATTEMPTS} times while it was read "
+                        "(an agent is writing to it)",
+                        hint="run the command again when the agent is idle",
+                    ) from None
+        raise AssertionError("unreachable")
 
     async def session_pages(
-        self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
-    ) -> AsyncIterator[SessionSummary | list[str]]:
-        """The session's summary, then its events' JSON (not yet escaped for a terminal) a page at a
-        time, as `session_json` reads them: the one paged read of a session that may not fit in memory."""
-        summary, pieces, cursor, end = await self._json_page(app, user, session_id, last, page, None)
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        last: int | None = None,
+        page: int = 1000,
+        convert: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> AsyncGenerator[SessionSummary | list[Any]]:
+        """The session's summary, then its events a page at a time: their JSON as `get --json` prints
+        it (not yet escaped for a terminal), or `convert` of their stored data.
+
+        Each page continues after the last `(timestamp, id)` read (keyset paging on ADK's events
+        index, never OFFSET) up to the first page's event count, and holds at most `page` events
+        and about `batch_bytes()` of memory (pages after a heavy one hold fewer events). On PostgreSQL and
+        MySQL all pages are read in ONE read-only snapshot (REPEATABLE READ; MySQL's consistent
+        snapshot), which no writer waits on. On sqlite each page is its own short transaction,
+        which also reads the session's update time: changed since the first page, SessionChanged
+        (the caller reads it again, `read_pages`); gone, NotFound.
+        """
+        if self.db.dialect == "sqlite":
+            async for item in self._short_pages(app, user, session_id, last, page, convert):
+                yield item
+            return
+        try:
+            async with self._snapshot() as conn:
+                async for item in self._pages_on(lambda: _same(conn), app, user, session_id, last, page, convert):
+                    yield item
+        except VmemError:
+            raise
+        except Exception as exc:
+            raise self.db.fail(exc) from None
+
+    async def _short_pages(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        last: int | None,
+        page: int,
+        convert: Callable[[dict[str, Any]], Any] | None,
+    ) -> AsyncIterator[SessionSummary | list[Any]]:
+        """sqlite's `session_pages`: each page a short read transaction (see `_short_read`)."""
+        stamp: list[Any] = []
+
+        @contextlib.asynccontextmanager
+        async def each() -> AsyncIterator[AsyncConnection]:
+            try:
+                async with self.db.engine.connect() as conn, conn.begin():
+                    await conn.exec_driver_sql("BEGIN")  # one snapshot for the page and the check
+                    now = await self._update_stamp(conn, app, user, session_id)
+                    if not stamp:
+                        stamp.append(now)
+                    elif now is None:
+                        raise NotFound(f"session {app}/{user}/{session_id}: deleted while it was read")
+                    elif now != stamp[0]:
+                        raise SessionChanged(f"{app}/{user}/{session_id}")
+                    yield conn
+            except (VmemError, SessionChanged):
+                raise
+            except Exception as exc:
+                raise self.db.fail(exc) from None
+
+        async for item in self._pages_on(each, app, user, session_id, last, page, convert):
+            yield item
+
+    async def _update_stamp(self, conn: AsyncConnection, app: str, user: str, session_id: str) -> Any:
+        """The session row's update time as stored (None: no such row), which every change of it moves."""
+        from sqlalchemy import select
+
+        s = self.db.tables.sessions.c
+        stmt = select(s.update_time).where(s.app_name == app, s.user_id == user, s.id == session_id)
+        return (await conn.execute(stmt)).scalar()
+
+    @contextlib.asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in one read-only snapshot: PostgreSQL's REPEATABLE READ READ ONLY, MySQL's
+        START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY. Plain reads in it take no row lock."""
+        if self.db.dialect == "postgresql":
+            engine = self.db.engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+            async with engine.connect() as conn, conn.begin():
+                # asyncpg's adapter opens the transaction at its first statement; a summary may run
+                # straight on the driver, so open it (and its snapshot) here
+                await conn.exec_driver_sql("SELECT 1")
+                yield conn
+            return
+        async with self.db.engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")  # the transaction is ours
+            await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            await conn.exec_driver_sql("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            try:
+                yield conn
+            finally:
+                with contextlib.suppress(Exception):
+                    await conn.exec_driver_sql("COMMIT")
+
+    async def _pages_on(
+        self,
+        read: Callable[[], contextlib.AbstractAsyncContextManager[AsyncConnection]],
+        app: str,
+        user: str,
+        session_id: str,
+        last: int | None,
+        page: int,
+        convert: Callable[[dict[str, Any]], Any] | None,
+    ) -> AsyncIterator[SessionSummary | list[Any]]:
+        """The pages of `session_pages`, each read on the connection `read()` gives."""
+        budget = batch_bytes() // MEMORY_FACTOR
+        params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
+        limit = min(page, FIRST_PAGE)
+        async with read() as conn:
+            summary = await self._one_summary(conn, app, user, session_id)
+            end = _span(summary, last)
+            count = min(limit, end)
+            stmt = self._page_stmt(False)
+            if last is not None and end < summary.event_count and count > 0:
+                start = (await conn.execute(self._start_stmt(), {**params, "k_nth": end - 1})).first()
+                if start is None:
+                    end = count = 0
+                else:  # the first page begins at that event, itself included
+                    stmt = self._page_from_stmt()
+                    params |= {"k_ts": start.ts, "k_tie": start.tie}
+            rows = await self._page_rows(conn, stmt, params, count)
         yield summary
         done = 0
         while True:
-            yield pieces
-            done += len(pieces)
+            items, weight, cursor = self._decoded_page(app, user, session_id, rows, convert)
+            rows = []
+            yield items
+            done += len(items)
             if done >= end:
                 return
-            if not pieces or cursor is None:
+            if not items or cursor is None:
                 raise StoreError(
                     f"session {app}/{user}/{session_id} changed while it was read (deleted, or events removed)",
                     hint="run the command again",
                 )
-            _, pieces, cursor, _ = await self._json_page(
-                app, user, session_id, None, page, (cursor, min(page, end - done))
-            )
+            per_event = max(weight // len(items), 1)
+            limit = max(1, min(page, limit * 2, budget // per_event))
+            async with read() as conn:
+                stmt = self._page_stmt(True, await self._mysql_events_index(conn))
+                after = {**params, "k_ts": cursor[0], "k_tie": cursor[1]}
+                rows = await self._page_rows(conn, stmt, after, min(limit, end - done))
+
+    async def _page_rows(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], count: int) -> list[Any]:
+        if count <= 0:
+            return []
+        return self.sql.event_rows((await conn.execute(stmt, {**params, "k_limit": count})).all())
+
+    def _decoded_page(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        rows: list[Any],
+        convert: Callable[[dict[str, Any]], Any] | None,
+    ) -> tuple[list[Any], int, tuple[Any, Any] | None]:
+        """(events encoded or converted, their stored bytes about, keyset cursor after them) of a page."""
+        tables, warnings = self.db.tables, self.notes.warnings
+        items: list[Any] = []
+        weight = 0
+        for row in rows:
+            try:
+                data = event_from_row(tables, row, warnings)
+                item = dumps(printed_event(data)) if convert is None else convert(data)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise StoreError(
+                    f"session {app}/{user}/{session_id}: event {row.id} is not readable "
+                    f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]})"
+                ) from None
+            items.append(item)
+            raw = getattr(row, "event_data", None)
+            weight += len(raw) if isinstance(raw, (str, bytes)) else len(item) if isinstance(item, str) else 512
+        cursor = None
+        if rows:
+            tail = rows[-1]
+            cursor = (self.sql.cursor_time(tail.timestamp), tail._tie if tables.layout is Layout.SQLITE else tail.id)
+        return items, weight, cursor
 
     def _keyset_terms(self) -> tuple[Any, Any]:
         """(timestamp, tie-breaker) expressions events are ordered by, as `_events_stmt` selects them."""
@@ -298,7 +612,7 @@ class Reads:
                 b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
                 # `ts >= t` is the index range; the OR only sorts out the rows that tie on t
                 where += [ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie > b_tie))]
-            stmt = self.db.packed(self.db.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer)))
+            stmt = self.sql.packed(self.sql.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer)))
             if index is not None:
                 stmt = stmt.with_hint(self.db.tables.events, f"FORCE INDEX ({index})", "mysql")
             self.db.stmts[name] = stmt
@@ -347,73 +661,6 @@ class Reads:
             )
         return stmt
 
-    async def _json_page(
-        self,
-        app: str,
-        user: str,
-        session_id: str,
-        last: int | None,
-        page: int,
-        after: tuple[tuple[Any, Any], int] | None,
-    ) -> tuple[SessionSummary, list[str], tuple[Any, Any] | None, int]:
-        """(summary, encoded events, cursor after them, event count) of one page, in ONE short transaction.
-
-        Without `after`: the session row and the first page of its (last `last`) events,
-        from one snapshot. With `after` ((timestamp, tie), count): the next `count` events.
-        """
-        tables, warnings = self.db.tables, self.db.warnings
-        engine = self.db.engine
-        if after is None and self.db.dialect == "postgresql":
-            engine = engine.execution_options(isolation_level="REPEATABLE READ")
-        summary: Any = None
-        params: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
-        try:
-            async with engine.connect() as conn, conn.begin():
-                if after is None:
-                    if self.db.dialect == "sqlite":
-                        await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
-                    elif self.db.dialect == "postgresql":
-                        # asyncpg's adapter opens the transaction at its first statement; the
-                        # summary may run straight on the driver, so open it (and the snapshot) here
-                        await conn.exec_driver_sql("SELECT 1")
-                    summary = await self._one_summary(conn, app, user, session_id)
-                    end = summary.event_count if last is None else min(last, summary.event_count)
-                    count = min(page, end)
-                    stmt = self._page_stmt(False)
-                    if last is not None and end < summary.event_count and count > 0:
-                        start = (await conn.execute(self._start_stmt(), {**params, "k_nth": end - 1})).first()
-                        if start is None:
-                            end = count = 0
-                        else:  # the first page begins at that event, itself included
-                            stmt = self._page_from_stmt()
-                            params |= {"k_ts": start.ts, "k_tie": start.tie}
-                else:
-                    (cursor_ts, cursor_tie), count = after
-                    end = count
-                    stmt = self._page_stmt(True, await self._mysql_events_index(conn))
-                    params |= {"k_ts": cursor_ts, "k_tie": cursor_tie}
-                rows = []
-                if count > 0:
-                    rows = self.db.event_rows((await conn.execute(stmt, {**params, "k_limit": count})).all())
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self.db.fail(exc) from None
-        pieces = []
-        for row in rows:
-            try:
-                pieces.append(dumps(printed_event(event_from_row(tables, row, warnings))))  # escaped by the page
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise StoreError(
-                    f"session {app}/{user}/{session_id}: event {row.id} is not readable "
-                    f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]})"
-                ) from None
-        cursor = None
-        if rows:
-            tail = rows[-1]
-            cursor = (self.db.cursor_time(tail.timestamp), tail._tie if tables.layout is Layout.SQLITE else tail.id)
-        return summary, pieces, cursor, end
-
     def _page_from_stmt(self) -> Any:
         """As `_page_stmt(True)`, but including the bound event itself (the first page of `--events N`)."""
         from sqlalchemy import Integer, and_, bindparam, or_
@@ -423,8 +670,8 @@ class Reads:
             ts, tie = self._keyset_terms()
             b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
             where = [*self._one_session_events(), ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie >= b_tie))]
-            stmt = self.db.stmts["events_from"] = self.db.packed(
-                self.db.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
+            stmt = self.db.stmts["events_from"] = self.sql.packed(
+                self.sql.events_stmt(where, None).limit(bindparam("k_limit", type_=Integer))
             )
         return stmt
 
@@ -432,9 +679,17 @@ class Reads:
         """Every matching session with its events, oldest update first, one at a time.
 
         Each session is read by its own short query, so a slow consumer (embedding, an LTM
-        backend) never holds a read lock that would keep the agent from writing.
+        backend) never holds a read lock that would keep the agent from writing; one of more than
+        PAGED_EVENTS events comes with its events on disk (`spooled_session`).
         """
         for summary in await self.list_sessions(flt, oldest_first=True):
+            if summary.event_count > PAGED_EVENTS:
+                try:
+                    big = await self.spooled_session(summary.app_name, summary.user_id, summary.id)
+                except NotFound:
+                    continue  # deleted since it was listed
+                yield big
+                continue
             try:
                 async with self.db.reader.connect() as conn:
                     session = await self._load_session(conn, summary, None)
@@ -461,3 +716,6 @@ def times_line(summary: SessionSummary) -> str:
 
     fields = {"kind": TIMES_KIND, "appName": summary.app_name, "userId": summary.user_id, "sessionId": summary.id}
     return dumps_escaped({**fields, "createTime": summary.create_time}) + "\n"
+
+
+JSON_FRAME = Frame(session_head, "\n", ",\n", lambda s: "\n" + session_tail(s) + "\n")  # `get --json`

@@ -18,6 +18,17 @@ BATCH = 500  # rows per IN list, statement batch and partition
 # and line would all be in memory at once (a 200,000-event session: over 1 GB); below it, a whole
 # read in one short transaction, with the next batch read ahead meanwhile, is the faster way.
 PAGED_EVENTS = 20_000
+BATCH_BYTES = 64 << 20  # see batch_bytes()
+
+
+def batch_bytes() -> int:
+    """About how much memory a read's batch of events may take (their rows, decoded data and JSON
+    text; batches read ahead included): an export's batches, a paged session read's pages and
+    upgrade's pages close at it as well as at their row counts, so a run of 1 MB events is read a
+    few at a time, not thousands. `[tuning] batch_bytes` (`VMEM_BATCH_BYTES`)."""
+    from veadk_mem.config import tuning  # pydantic-settings: loaded once a command runs
+
+    return tuning().batch_bytes
 
 
 def noop(n: int = 1) -> None:
@@ -104,6 +115,7 @@ class DeleteReport:
     user_states: list[tuple[str, str]] = field(default_factory=list)
     dry_run: bool = False
     skipped: list[SessionKey] = field(default_factory=list)  # changed since listed: kept
+    orphan_events: int = 0  # event rows without a session row (a killed import's staging), of the same keys
 
     def to_json(self) -> dict[str, Any]:
         """`session delete --json`: vmem's own report, in snake_case like every vmem report."""
@@ -115,6 +127,7 @@ class DeleteReport:
             "app_states": self.app_states,
             "user_states": [{"app_name": a, "user_id": u} for a, u in self.user_states],
             "skipped": [{"app_name": k.app_name, "user_id": k.user_id, "id": k.id} for k in self.skipped],
+            "orphan_events": self.orphan_events,
         }
 
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from veadk_mem.adkjson import mixed_keys, stored_event
 from veadk_mem.jsonio import stored_json
 from veadk_mem.sessions.layout import Layout
-from veadk_mem.sessions.records import Progress, noop
+from veadk_mem.sessions.records import Progress, batch_bytes, noop
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from veadk_mem.sessions.store import SessionStore
+    from veadk_mem.sessions.engine import Database
 
 PAGE = 1000  # event rows read, and at most rewritten, per transaction
 
@@ -39,24 +39,27 @@ def _decoded(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-async def _pages(conn: AsyncConnection, events: Table, last: tuple[Any, ...] | None) -> Sequence[Any]:
+async def _pages(conn: AsyncConnection, events: Table, last: tuple[Any, ...] | None, limit: int) -> Sequence[Any]:
     from sqlalchemy import select, tuple_
 
     pk = list(events.primary_key.columns)
-    stmt = select(*pk, events.c.event_data).order_by(*pk).limit(PAGE)
+    stmt = select(*pk, events.c.event_data).order_by(*pk).limit(limit)
     if last is not None:
         stmt = stmt.where(pk[0] >= last[0], tuple_(*pk) > tuple_(*last))
     return (await conn.execute(stmt)).all()
 
 
-async def _mixed_pages(store: SessionStore) -> AsyncIterator[tuple[int, list[tuple[dict[str, Any], dict[str, Any]]]]]:
-    """(rows read, [(primary key, data in ADK's stored shape)] of the mixed ones) a page at a time."""
+async def _mixed_pages(store: Database) -> AsyncIterator[tuple[int, list[tuple[dict[str, Any], dict[str, Any]]]]]:
+    """(rows read, [(primary key, data in ADK's stored shape)] of the mixed ones) a page at a time:
+    at most PAGE rows and about `batch_bytes()` of them (pages after heavy ones hold fewer rows)."""
     events = store.tables.events
     pk = [c.name for c in events.primary_key.columns]
     last: tuple[Any, ...] | None = None
+    limit = next_limit = PAGE
     while True:
+        limit = next_limit
         async with store.reader.connect() as conn:
-            rows = await _pages(conn, events, last)
+            rows = await _pages(conn, events, last, limit)
         if not rows:
             return
         found = []
@@ -64,18 +67,20 @@ async def _mixed_pages(store: SessionStore) -> AsyncIterator[tuple[int, list[tup
             data = _decoded(row.event_data)
             if data is not None and mixed_keys(data):
                 found.append(({name: getattr(row, name) for name in pk}, stored_event(data)))
+        weight = sum(len(r.event_data) if isinstance(r.event_data, (str, bytes)) else 1024 for r in rows)
         yield len(rows), found
-        if len(rows) < PAGE:
+        if len(rows) < limit:
             return
         last = tuple(getattr(rows[-1], name) for name in pk)
+        next_limit = max(1, min(PAGE, limit * 2, batch_bytes() // max(weight // len(rows), 1)))
 
 
-def applies(store: SessionStore) -> bool:
+def applies(store: Database) -> bool:
     """Whether the database's events hold event_data JSON (ADK 2.x's tables, SqliteSessionService's)."""
     return store.layout in (Layout.V1, Layout.SQLITE)
 
 
-async def count_mixed(store: SessionStore) -> int:
+async def count_mixed(store: Database) -> int:
     """How many event rows are stored in a mixed shape."""
     total = 0
     async for _read, found in _mixed_pages(store):
@@ -83,7 +88,7 @@ async def count_mixed(store: SessionStore) -> int:
     return total
 
 
-async def rewrite_mixed(store: SessionStore, progress: Progress = noop) -> int:
+async def rewrite_mixed(store: Database, progress: Progress = noop) -> int:
     """Rewrite every mixed event row in ADK's stored shape, a committed page at a time; the count."""
     from sqlalchemy import and_, update
 

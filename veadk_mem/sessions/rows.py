@@ -12,15 +12,35 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 from veadk_mem.jsonio import adk_text, compact_json
 from veadk_mem.sessions.rawsession import RawSession
 from veadk_mem.sessions.state_scopes import split_state
 
-# A session's head: (app, user, id, update time, create time, event count).
-Head = tuple[str, str, str, float, float, int]
-Split = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]  # split_state: app, user and own parts
+
+class Head(NamedTuple):
+    """What the writer decides a session on: its key, its stored times, its event count."""
+
+    app_name: str
+    user_id: str
+    id: str
+    update_time: float
+    create_time: float
+    events: int
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.app_name, self.user_id, self.id)
+
+
+class Split(NamedTuple):
+    """A session's state as `split_state` divides it: the app's, the user's and its own part."""
+
+    app: dict[str, Any]
+    user: dict[str, Any]
+    own: dict[str, Any]
+
 
 # The JSON text of (events, states) as each ADK service writes it: DatabaseSessionService's DynamicJSON
 # `json.dumps` on sqlite and MySQL ("v1"), SqliteSessionService's `model_dump_json` for events
@@ -44,7 +64,7 @@ def head_of(session: RawSession, now: float) -> Head:
     stamps = [e.timestamp for e in session.events]
     updated = session.last_update_time or (max(stamps) if stamps else now)
     created = session.create_time if session.create_time is not None else min([*stamps, updated])
-    return (session.app_name, session.user_id, session.id, updated, created, len(stamps))
+    return Head(session.app_name, session.user_id, session.id, updated, created, len(stamps))
 
 
 @dataclass(slots=True)
@@ -60,13 +80,27 @@ class Columns:
     def heads(self) -> list[Head]:
         return [r for r in self.records if not isinstance(r, dict)]
 
+    def to_frame(self) -> tuple[Any, ...]:
+        """The batch as plain containers, for the import's reader process to send (`import_child`)."""
+        records = [r if isinstance(r, dict) else tuple(r) for r in self.records]
+        return records, [tuple(s) for s in self.splits], self.sessions, self.events
+
+    @classmethod
+    def from_frame(cls, frame: tuple[Any, ...]) -> Columns:
+        """A batch from `to_frame`'s containers."""
+        records, splits, sessions, events = frame
+        heads = [r if isinstance(r, dict) else Head(*r) for r in records]
+        return cls(heads, [Split(*s) for s in splits], sessions, events)
+
 
 def heads_of(records: list[RawSession | dict[str, Any]]) -> tuple[list[Head | dict[str, Any]], list[Split]]:
     """`records` with each session replaced by its head (state records as they are), and each session's split state."""
     now = time.time()
     sessions = [r for r in records if not isinstance(r, dict)]
     heads = iter([head_of(s, now) for s in sessions])
-    return [r if isinstance(r, dict) else next(heads) for r in records], [split_state(s.state) for s in sessions]
+    return [r if isinstance(r, dict) else next(heads) for r in records], [
+        Split(*split_state(s.state)) for s in sessions
+    ]
 
 
 def build_columns(records: list[RawSession | dict[str, Any]], style: str) -> Columns:
@@ -81,9 +115,9 @@ def build_columns(records: list[RawSession | dict[str, Any]], style: str) -> Col
         "app_name": [s.app_name for s in sessions],
         "user_id": [s.user_id for s in sessions],
         "id": [s.id for s in sessions],
-        "state": [state_text(split[2]) for split in out.splits],
-        "create_time": [h[4] for h in session_heads],
-        "update_time": [h[3] for h in session_heads],
+        "state": [state_text(split.own) for split in out.splits],
+        "create_time": [h.create_time for h in session_heads],
+        "update_time": [h.update_time for h in session_heads],
     }
     events = [e for s in sessions for e in s.events]
     counts = [len(s.events) for s in sessions]

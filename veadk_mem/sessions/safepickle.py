@@ -268,6 +268,29 @@ class RestrictedUnpickler(pickle.Unpickler):
         raise Refused("refusing persistent ids")
 
 
+class PlainDataUnpickler(pickle.Unpickler):
+    """Containers, strings and numbers only: a pickle naming any class or function is refused.
+
+    For the pickles vmem sends between its own processes (the import's reader child and its
+    parent): nothing they name is ever resolved, so a corrupt or substituted stream cannot run code.
+    """
+
+    def __init__(self, file: io.BytesIO, sender: str) -> None:
+        super().__init__(file)
+        self.sender = sender
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise Refused(f"{self.sender} sent {module}.{name}, which plain data never holds")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise Refused(f"{self.sender} sent a persistent id, which plain data never holds")
+
+
+def loads_plain(data: bytes, sender: str) -> Any:
+    """The plain data a pickle from one of vmem's own processes holds (`sender` names it in errors)."""
+    return PlainDataUnpickler(io.BytesIO(data), sender).load()
+
+
 class TooLarge(pickle.UnpicklingError):
     """A payload beyond the bounds (size, depth, number of values) this module decodes."""
 

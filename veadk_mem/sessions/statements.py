@@ -5,7 +5,6 @@ Small reads run in one driver call where the types allow (driver.py).
 
 from __future__ import annotations
 
-import sys
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -13,77 +12,42 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.sessions.driver import DriverPlan
-from veadk_mem.sessions.engine import StoreBase
 from veadk_mem.sessions.layout import (
     Layout,
     stored_time,
     to_epoch,
 )
-from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary, cut_batches
+from veadk_mem.sessions.notes import Notes
+from veadk_mem.sessions.records import SessionFilter, SessionKey, SessionSummary
 from veadk_mem.sessions.state_scopes import decode_json, merge_state
-
-LIST_READ_EVENTS = 5_000  # events one read of the list's compaction count covers on sqlite (a short lock)
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from veadk_mem.sessions.engine import Database
 
-class Statements(StoreBase):
-    """The SQL of the read queries, built once per shape and cached."""
+
+class Statements:
+    """The SQL of the read queries on `db`, built once per shape and cached in `db.stmts`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def session_where(self, flt: SessionFilter | None) -> list[Any]:
 
-        s = self.tables.sessions.c
+        s = self.db.tables.sessions.c
         conds: list[Any] = []
         if flt is not None:
             flt = flt.resolved()
             if flt.app is not None:
-                conds.append(self.key_eq(s.app_name, flt.app))
+                conds.append(self.db.key_eq(s.app_name, flt.app))
             if flt.user is not None:
-                conds.append(self.key_eq(s.user_id, flt.user))
+                conds.append(self.db.key_eq(s.user_id, flt.user))
             if flt.since is not None:
-                conds.append(s.update_time >= stored_time(self.tables, flt.since))
+                conds.append(s.update_time >= stored_time(self.db.tables, flt.since))
             if flt.until is not None:
-                conds.append(s.update_time < stored_time(self.tables, flt.until))
+                conds.append(s.update_time < stored_time(self.db.tables, flt.until))
         return conds
-
-    def key_match(self, columns: tuple[Any, Any, Any]) -> Any:
-        """`columns` (app, user, session id) equal to one of the keys bound at execution (`key_params`).
-
-        The condition is the same whatever the keys, so a statement holding it is built and
-        compiled once and cached: a condition of literal keys, built per export batch, was a
-        quarter of an export's CPU. The keys go as three arrays through unnest() on PostgreSQL
-        and as one JSON list through json_each() on sqlite, both joined on ADK's key index;
-        as one expanding row-value `(app, user, id) IN (...)` on MySQL/MariaDB, which it reads
-        as index ranges (an OR of (app, user) groups made MariaDB scan and sort the whole
-        events table for each export batch: 945,529 rows examined for 3,237).
-        """
-        from sqlalchemy import bindparam, cast, func, literal_column, select, tuple_
-
-        row = tuple_(*columns)
-        if self.dialect == "postgresql":
-            from sqlalchemy import Text
-            from sqlalchemy.dialects.postgresql import ARRAY
-
-            # typed by a cast, not by the bind: asyncpg takes a list for text[] as it is, and a
-            # bind with no processor lets the statement run in one driver call (driver.py)
-            arrays = [cast(bindparam(n), ARRAY(Text)) for n in ("k_apps", "k_users", "k_ids")]
-            k = func.unnest(*arrays).table_valued("a", "u", "i").render_derived()
-            return row.in_(select(k.c.a, k.c.u, k.c.i))
-        if self.dialect == "sqlite":
-            j = func.json_each(bindparam("k_json")).table_valued("value")
-            return row.in_(select(*(func.json_extract(j.c.value, literal_column(f"'$[{i}]'")) for i in range(3))))
-        return row.in_(bindparam("k_keys", expanding=True))
-
-    def key_params(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
-        """The bound values of `key_match` for these (app, user, session id) keys."""
-        if self.dialect == "postgresql":
-            return {"k_apps": [k[0] for k in keys], "k_users": [k[1] for k in keys], "k_ids": [k[2] for k in keys]}
-        if self.dialect == "sqlite":
-            import json
-
-            return {"k_json": json.dumps([list(k) for k in keys])}
-        return {"k_keys": [tuple(k) for k in keys]}
 
     async def summaries(
         self,
@@ -95,40 +59,48 @@ class Statements(StoreBase):
         offset: int = 0,
         oldest_first: bool = False,
         one: tuple[str, str, str] | None = None,
+        notes: Notes | None = None,
     ) -> list[SessionSummary]:
-        """Summaries with merged state and event counts, from ONE query (no event is loaded)."""
-        from sqlalchemy import and_, bindparam, func, select
+        """Summaries with merged state and event counts, from ONE query (no event is loaded): of
+        the session `one`, of the sessions `keys`, or of those `flt` matches (a page of them).
+        A session whose stored state cannot be read is skipped, and noted in `notes`.
 
-        t = self.tables
-        s, e = t.sessions.c, t.events.c
-        a, u = t.app_states.c, t.user_states.c
-        if one is not None and "one" in self.stmts:
-            return await self.rows_to_summaries(
-                conn, self.stmts["one"], {"k_app": one[0], "k_user": one[1], "k_id": one[2]}, "one"
-            )
-        shape: tuple[Any, ...] | None = None
-        params: dict[str, Any] = {}
+        Each query shape is one statement, built once and cached, its values bound at execution.
+        """
+        notes = Notes() if notes is None else notes
+        if one is not None:  # the hot path of get
+            params = {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
+            return await self._cached_summaries(conn, "one", self._one_summary, params, notes)
         if keys is not None:  # the same statement for any key set (`key_match`)
             if flt is not None or limit or offset:
                 raise ValueError("summaries: keys with a filter or a page")
-            params = self.key_params([(k.app_name, k.user_id, k.id) for k in keys])
-            shape = ("keys", oldest_first)
-            if shape in self.stmts:
-                return await self.rows_to_summaries(conn, self.stmts[shape], params, shape)
-        elif one is None:  # filters: one prepared statement per shape, reused
-            f = (flt or SessionFilter()).resolved()
-            values = {"f_app": f.app, "f_user": f.user, "f_since": f.since, "f_until": f.until}
-            params = {k: v for k, v in values.items() if v is not None}
-            for k in ("f_since", "f_until"):
-                if k in params:
-                    params[k] = stored_time(t, params[k])
-            if limit:
-                params["f_limit"] = limit
-            if offset:
-                params["f_offset"] = offset
-            shape = ("filter", *sorted(params), oldest_first)
-            if shape in self.stmts:
-                return await self.rows_to_summaries(conn, self.stmts[shape], params, shape)
+            params = self.db.key_params([(k.app_name, k.user_id, k.id) for k in keys])
+            return await self._cached_summaries(
+                conn, ("keys", oldest_first), lambda: self._keys_summaries(oldest_first), params, notes
+            )
+        params = self._filter_params(flt, limit, offset)
+        shape = ("filter", *sorted(params), oldest_first)
+        return await self._cached_summaries(
+            conn, shape, lambda: self._filter_summaries(params, oldest_first), params, notes
+        )
+
+    async def _cached_summaries(
+        self, conn: AsyncConnection, shape: Any, build: Callable[[], Any], params: dict[str, Any], notes: Notes
+    ) -> list[SessionSummary]:
+        """The summaries of the statement cached as `shape` (built by `build` the first time)."""
+        stmt = self.db.stmts.get(shape)
+        if stmt is None:
+            stmt = self.db.stmts[shape] = build()
+        return await self.rows_to_summaries(conn, stmt, params, shape, notes)
+
+    def _summary_select(self, sessions: Any = None) -> Any:
+        """SELECT of a summary's columns from `sessions` (the sessions table, or a join of it)
+        joined to the app and user state rows: the one column list and join every shape shares."""
+        from sqlalchemy import and_, func, select
+
+        t = self.db.tables
+        s, e = t.sessions.c, t.events.c
+        a, u = t.app_states.c, t.user_states.c
         count = (
             select(func.count())
             .where(e.app_name == s.app_name, e.user_id == s.user_id, e.session_id == s.id)
@@ -146,149 +118,96 @@ class Statements(StoreBase):
             self.raw_json(a.state, "app_state"),
             self.raw_json(u.state, "user_state"),
         )
-        stmt = select(*columns).select_from(
-            t.sessions.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
-                t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id)
-            )
+        joined = (t.sessions if sessions is None else sessions).outerjoin(t.app_states, a.app_name == s.app_name)
+        joined = joined.outerjoin(t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id))
+        return select(*columns).select_from(joined)
+
+    def _summary_order(self, oldest_first: bool) -> tuple[Any, ...]:
+        s = self.db.tables.sessions.c
+        return (s.update_time.asc() if oldest_first else s.update_time.desc(), s.app_name, s.user_id, s.id)
+
+    def _one_summary(self) -> Any:
+        """The summary of the session bound as k_app, k_user, k_id."""
+        from sqlalchemy import bindparam
+
+        s = self.db.tables.sessions.c
+        return self._summary_select().where(
+            self.db.key_eq(s.app_name, bindparam("k_app")),
+            self.db.key_eq(s.user_id, bindparam("k_user")),
+            self.db.key_eq(s.id, bindparam("k_id")),
         )
-        if one is not None:  # the hot path of get: one prepared statement, reused
-            cached = self.stmts.get("one")
-            if cached is None:
-                cached = self.stmts["one"] = stmt.where(
-                    self.key_eq(s.app_name, bindparam("k_app")),
-                    self.key_eq(s.user_id, bindparam("k_user")),
-                    self.key_eq(s.id, bindparam("k_id")),
-                )
-            stmt = cached
-            params = {"k_app": one[0], "k_user": one[1], "k_id": one[2]}
-        elif keys is not None:
-            conds = [self.key_match((s.app_name, s.user_id, s.id))]
-            stmt = stmt.where(*conds)
-        elif shape is not None:
-            conds = []
-            for key, column, op in (
-                ("f_app", s.app_name, "eq"),
-                ("f_user", s.user_id, "eq"),
-                ("f_since", s.update_time, "ge"),
-                ("f_until", s.update_time, "lt"),
-            ):
-                if key in params:
-                    bound = bindparam(key, type_=column.type)
-                    conds.append(
-                        self.key_eq(column, bound) if op == "eq" else column >= bound if op == "ge" else column < bound
-                    )
-            stmt = stmt.where(*conds)
-        else:
-            conds = self.session_where(flt)
-            stmt = stmt.where(*conds)
-        order = (s.update_time.asc() if oldest_first else s.update_time.desc(), s.app_name, s.user_id, s.id)
-        page_first = self.dialect == "sqlite" and one is None and bool(limit or offset)
-        # On sqlite, a page's keys first, from the sessions table alone, then the counts and
-        # states of that page only: sqlite computed the event count of every session it sorted
-        # past (OFFSET 32,000: 0.2 to 0.5 s, while the read's lock kept agents from committing).
-        paged = select(s.app_name, s.user_id, s.id).where(*conds) if page_first else stmt
-        paged = paged.order_by(*order)
+
+    def _keys_summaries(self, oldest_first: bool) -> Any:
+        """The summaries of the sessions bound by `key_params`."""
+        s = self.db.tables.sessions.c
+        where = self.db.key_match((s.app_name, s.user_id, s.id))
+        return self._summary_select().where(where).order_by(*self._summary_order(oldest_first))
+
+    def _filter_params(self, flt: SessionFilter | None, limit: int | None, offset: int) -> dict[str, Any]:
+        """The bound values of a filter's statement: only those set, which also name its shape."""
+        f = (flt or SessionFilter()).resolved()
+        values: dict[str, Any] = {"f_app": f.app, "f_user": f.user, "f_since": f.since, "f_until": f.until}
+        params = {k: v for k, v in values.items() if v is not None}
+        for k in ("f_since", "f_until"):
+            if k in params:
+                params[k] = stored_time(self.db.tables, params[k])
         if limit:
-            paged = paged.limit(bindparam("f_limit") if shape is not None else limit)
+            params["f_limit"] = limit
         if offset:
-            paged = paged.offset(bindparam("f_offset") if shape is not None else offset)
-            if not limit and self.dialect in ("sqlite", "mysql"):
-                paged = paged.limit(-1 if self.dialect == "sqlite" else 2**63 - 1)
-        if page_first:
-            keys_of = paged.subquery("page")
+            params["f_offset"] = offset
+        return params
+
+    def _filter_summaries(self, params: dict[str, Any], oldest_first: bool) -> Any:
+        """The summaries of the sessions a filter matches, newest (or oldest) first, a page of them.
+
+        On sqlite, a page's keys first, from the sessions table alone, then the counts and
+        states of that page only: sqlite computed the event count of every session it sorted
+        past (OFFSET 32,000: 0.2 to 0.5 s, while the read's lock kept agents from committing).
+        """
+        from sqlalchemy import and_, bindparam, select
+
+        t = self.db.tables
+        s = t.sessions.c
+        conds: list[Any] = []
+        for key, column in (("f_app", s.app_name), ("f_user", s.user_id)):
+            if key in params:
+                conds.append(self.db.key_eq(column, bindparam(key, type_=column.type)))
+        if "f_since" in params:
+            conds.append(s.update_time >= bindparam("f_since", type_=s.update_time.type))
+        if "f_until" in params:
+            conds.append(s.update_time < bindparam("f_until", type_=s.update_time.type))
+        order = self._summary_order(oldest_first)
+        if self.db.dialect == "sqlite" and ("f_limit" in params or "f_offset" in params):
+            keys_of = self._page(select(s.app_name, s.user_id, s.id).where(*conds), order, params).subquery("page")
             on_page = t.sessions.join(
                 keys_of, and_(s.app_name == keys_of.c.app_name, s.user_id == keys_of.c.user_id, s.id == keys_of.c.id)
             )
-            with_states = on_page.outerjoin(t.app_states, a.app_name == s.app_name).outerjoin(
-                t.user_states, and_(u.app_name == s.app_name, u.user_id == s.user_id)
-            )
-            paged = select(*columns).select_from(with_states).order_by(*order)
-        stmt = paged
-        if shape is not None:
-            self.stmts[shape] = stmt
-        return await self.rows_to_summaries(conn, stmt, params, "one" if one is not None else shape)
+            return self._summary_select(on_page).order_by(*order)
+        return self._page(self._summary_select().where(*conds), order, params)
+
+    def _page(self, stmt: Any, order: tuple[Any, ...], params: dict[str, Any]) -> Any:
+        """`stmt` in `order`, limited and offset by the bound f_limit and f_offset when `params` has them."""
+        from sqlalchemy import bindparam
+
+        stmt = stmt.order_by(*order)
+        if "f_limit" in params:
+            stmt = stmt.limit(bindparam("f_limit"))
+        if "f_offset" in params:
+            stmt = stmt.offset(bindparam("f_offset"))
+            if "f_limit" not in params and self.db.dialect in ("sqlite", "mysql"):  # no OFFSET without a LIMIT
+                stmt = stmt.limit(-1 if self.db.dialect == "sqlite" else 2**63 - 1)
+        return stmt
 
     async def count_compactions(self, conn: AsyncConnection, summaries: Sequence[SessionSummary]) -> None:
-        """Set each summary's compaction_count: its events that are ADK context compactions.
+        """Set each summary's compaction_count (`compactions.count_compactions`)."""
+        from veadk_mem.sessions.compactions import count_compactions
 
-        One grouped query over the events whose stored JSON names a compaction (actions.
-        compaction set), separate from the list's own query so that it stays an index count.
-        A v0 layout pickles `actions`, which SQL cannot look into: the count stays None there.
-        """
-        from sqlalchemy import LargeBinary, String, cast, func, literal, select
-
-        t = self.tables
-        if t.layout not in (Layout.V1, Layout.SQLITE) or not summaries:
-            return
-        e = t.events.c
-        data = e.event_data
-        if self.dialect == "postgresql":
-            found = func.jsonb_typeof(func.jsonb_extract_path(data, "actions", "compaction")) == "object"
-        elif self.dialect == "mysql":
-            # the text test byte for byte, as sqlite's instr: LOCATE compared by the column's
-            # collation (utf8mb4_general_ci) took 2.6 times as long over a 200,000-event session
-            marker = cast(literal('%"compaction"%', String()), LargeBinary)
-            found = data.like(marker) & (func.json_type(func.json_extract(data, "$.actions.compaction")) == "OBJECT")
-        else:
-            found = (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
-        # ADK's full key (app_name, user_id, session_id) for every listed session (`key_match`):
-        # the events index serves it, whatever apps and users a page spans.
-        counts: dict[tuple[str, str, str], int] = {}
-        ordered = sorted(summaries, key=lambda x: (x.app_name, x.user_id, x.id))
-        if self.dialect == "sqlite":
-            ordered = [x for x in ordered if x.event_count <= LIST_READ_EVENTS]
-            for summary in summaries:
-                if summary.event_count > LIST_READ_EVENTS:
-                    counts[(summary.app_name, summary.user_id, summary.id)] = await self._count_in_slices(
-                        conn, summary, found
-                    )
-        stmt = self.stmts.get("compactions")
-        if stmt is None:
-            stmt = self.stmts["compactions"] = (
-                select(e.app_name, e.user_id, e.session_id, func.count())
-                .where(self.key_match((e.app_name, e.user_id, e.session_id)), found)
-                .group_by(e.app_name, e.user_id, e.session_id)
-            )
-        for group in cut_batches(ordered, BATCH, LIST_READ_EVENTS if self.dialect == "sqlite" else sys.maxsize):
-            params = self.key_params([(x.app_name, x.user_id, x.id) for x in group])
-            counts.update({(a, u, sid): int(n) for a, u, sid, n in await conn.execute(stmt, params)})
-        for summary in summaries:
-            summary.compaction_count = counts.get((summary.app_name, summary.user_id, summary.id), 0)
-
-    async def _count_in_slices(self, conn: AsyncConnection, summary: SessionSummary, found: Any) -> int:
-        """One session's compactions counted `LIST_READ_EVENTS` events a statement (sqlite).
-
-        Each statement is a read transaction of its own, whose lock keeps an agent from
-        committing (rollback journal): one statement over a 200,000-event session held it for
-        0.2 to 1.6 s. Two statements a slice, both on the events index: where the slice ends
-        (an index-only read), then the count within it.
-        """
-        from sqlalchemy import Text, bindparam, func, literal_column, select, tuple_, type_coerce
-
-        e = self.tables.events.c
-        if self.tables.layout is Layout.SQLITE:  # its primary key (app, user, session, id) is its index
-            order: list[Any] = [e.id]
-        else:  # ADK's (app, user, session, timestamp, id), the time compared as the stored text
-            order = [type_coerce(e.timestamp, Text), e.id]
-        key = [e.app_name == summary.app_name, e.user_id == summary.user_id, e.session_id == summary.id]
-        total, low = 0, None
-        while True:
-            after: list[Any] = [] if low is None else [tuple_(*order) > tuple_(*[bindparam(None, v) for v in low])]
-            end = (
-                await conn.execute(
-                    select(*order).where(*key, *after).order_by(*order).limit(1).offset(LIST_READ_EVENTS - 1)
-                )
-            ).first()
-            upto: list[Any] = [] if end is None else [tuple_(*order) <= tuple_(*[bindparam(None, v) for v in end])]
-            stmt = select(func.count(literal_column("1"))).select_from(self.tables.events)
-            total += int((await conn.execute(stmt.where(*key, *after, *upto, found))).scalar_one())
-            if end is None:
-                return total
-            low = tuple(end)
+        await count_compactions(self.db, conn, summaries)
 
     async def rows_to_summaries(
-        self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any = None
+        self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any, notes: Notes
     ) -> list[SessionSummary]:
+        """The summaries of `stmt`'s rows; one whose stored state is not JSON is skipped, noted in `notes`."""
         out = []
         shared: dict[Any, Any] = {}  # app and user state repeat on many rows: decode each once
         rows = await self.fetch_all(conn, stmt, params, key)
@@ -298,10 +217,10 @@ class Statements(StoreBase):
                     session_state = decode_json(r.state, None)
                     app_state, user_state = decode_json(r.app_state, shared), decode_json(r.user_state, shared)
                 except (ValueError, TypeError) as exc:  # one corrupt row must not hide every other session
-                    self.damaged.append(f"{r.app_name}/{r.user_id}/{r.id}")
-                    self.warnings.append(
+                    notes.skip(
+                        f"{r.app_name}/{r.user_id}/{r.id}",
                         f"session {r.app_name}/{r.user_id}/{r.id}: stored state is not readable JSON "
-                        f"({' '.join(str(exc).split())[:100]}); skipped"
+                        f"({' '.join(str(exc).split())[:100]}); skipped",
                     )
                     continue
                 out.append(
@@ -321,9 +240,9 @@ class Statements(StoreBase):
     async def fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
         """Every row of the cached statement `key`, in one driver call where the types allow (driver.py)."""
         if key is not None:
-            if key not in self.plans:
-                self.plans[key] = DriverPlan.make(stmt, self.engine.dialect)
-            plan = self.plans[key]
+            if key not in self.db.plans:
+                self.db.plans[key] = DriverPlan.make(stmt, self.db.engine.dialect)
+            plan = self.db.plans[key]
             if plan is not None and not await plan.not_begun(conn):
                 return await plan.fetch_all(conn, params)
         return (await conn.execute(stmt, params)).all()
@@ -332,7 +251,7 @@ class Statements(StoreBase):
         """A JSON state column selected as text, decoded by `decode_json` (with a cache) instead of per row."""
         from sqlalchemy import Text, cast, type_coerce
 
-        if self.dialect == "postgresql":
+        if self.db.dialect == "postgresql":
             return cast(column, Text).label(name)
         return type_coerce(column, Text).label(name)
 
@@ -340,7 +259,7 @@ class Statements(StoreBase):
         """On sqlite, DATETIME text parsed by datetime.fromisoformat: much faster than the generic processor."""
         from sqlalchemy import Text, type_coerce
 
-        if self.dialect == "sqlite" and not self.tables.epoch_times:
+        if self.db.dialect == "sqlite" and not self.db.tables.epoch_times:
             return type_coerce(column, Text).label(name)
         return column.label(name)
 
@@ -350,7 +269,7 @@ class Statements(StoreBase):
         On MySQL as text: PyMySQL parses a DATETIME in Python, and an export reads each
         session's two times twice (its list, then its batch's fresh summaries).
         """
-        if self.dialect == "mysql":
+        if self.db.dialect == "mysql":
             from sqlalchemy import String, cast
 
             return cast(column, String).label(name)
@@ -363,7 +282,7 @@ class Statements(StoreBase):
         driver's work a row; vmem needs the column only where the event's JSON lacks its time
         (codec.to_epoch parses that text then) and for a keyset page's bound (`cursor_time`).
         """
-        if self.dialect == "mysql":
+        if self.db.dialect == "mysql":
             from sqlalchemy import String, cast
 
             return cast(column, String).label("timestamp")
@@ -371,7 +290,7 @@ class Statements(StoreBase):
 
     def cursor_time(self, value: Any) -> Any:
         """A keyset bound from an `event_time` value, as the column compares it."""
-        if self.dialect == "mysql" and isinstance(value, str):
+        if self.db.dialect == "mysql" and isinstance(value, str):
             from datetime import datetime
 
             return datetime.fromisoformat(value)
@@ -380,8 +299,8 @@ class Statements(StoreBase):
     def events_stmt(self, keys_where: list[Any], last: int | None, by_session: bool = False) -> Any:
         from sqlalchemy import literal_column, select
 
-        e = self.tables.events
-        sqlite_service = self.tables.layout is Layout.SQLITE
+        e = self.db.tables.events
+        sqlite_service = self.db.tables.layout is Layout.SQLITE
         tie: Any = literal_column("events.rowid").label("_tie") if sqlite_service else None
         cols: list[Any] = []
         for col in e.c:
@@ -407,20 +326,20 @@ class Statements(StoreBase):
 
     def batch_events_stmt(self) -> Any:
         """Every event of the sessions bound by `key_params`, ordered by session then time (cached)."""
-        stmt = self.stmts.get("batch_events")
+        stmt = self.db.stmts.get("batch_events")
         if stmt is None:
-            e = self.tables.events.c
-            where = self.key_match((e.app_name, e.user_id, e.session_id))
-            stmt = self.stmts["batch_events"] = self.packed(self.events_stmt([where], None, by_session=True))
+            e = self.db.tables.events.c
+            where = self.db.key_match((e.app_name, e.user_id, e.session_id))
+            stmt = self.db.stmts["batch_events"] = self.packed(self.events_stmt([where], None, by_session=True))
         return stmt
 
     def _packs(self) -> bool:
-        return self.dialect == "mysql" and self.tables.layout is Layout.V1
+        return self.db.dialect == "mysql" and self.db.tables.layout is Layout.V1
 
     def packed(self, stmt: Any) -> Any:
         """An `events_stmt` read in order (export, get's pages) as MySQL's v1 layout best sends
         it: two columns a row (`select_packed`), given back by `event_rows`; as is elsewhere."""
-        return select_packed(stmt, self.tables.events) if self._packs() else stmt
+        return select_packed(stmt, self.db.tables.events) if self._packs() else stmt
 
     def event_rows(self, rows: Sequence[Any]) -> list[Any]:
         """Rows of a `packed` statement, each with the events table's column names."""
@@ -436,18 +355,18 @@ class Statements(StoreBase):
         GROUP_CONCAT is read again a row an event, in the same transaction.
         """
         if self._packs() and 0 < events <= JOINED_EVENTS:
-            stmt = self.stmts.get("batch_joined")
+            stmt = self.db.stmts.get("batch_joined")
             if stmt is None:
-                e = self.tables.events.c
-                where = self.key_match((e.app_name, e.user_id, e.session_id))
-                stmt = self.stmts["batch_joined"] = select_joined(self.tables.events, where)
+                e = self.db.tables.events.c
+                where = self.db.key_match((e.app_name, e.user_id, e.session_id))
+                stmt = self.db.stmts["batch_joined"] = select_joined(self.db.tables.events, where)
             await conn.exec_driver_sql(
                 f"SET SESSION group_concat_max_len = LEAST(@@max_allowed_packet DIV 2, {JOINED_MAX_BYTES})"
             )
             rows, missed = split_joined((await conn.execute(stmt, params)).all())
             if not missed:
                 return rows
-            params = self.key_params(missed)
+            params = self.db.key_params(missed)
             return rows + self.event_rows((await conn.execute(self.batch_events_stmt(), params)).all())
         return self.event_rows(await self.fetch_all(conn, self.batch_events_stmt(), params, "batch_events"))
 

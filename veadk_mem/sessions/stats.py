@@ -33,7 +33,7 @@ from veadk_mem.sessions.layout import Layout, stored_time, to_epoch
 from veadk_mem.sessions.records import SessionFilter
 
 if TYPE_CHECKING:
-    from veadk_mem.sessions.store import SessionStore
+    from veadk_mem.sessions.engine import Database
 
 KINDS = ("user_text", "model_text", "function_call", "function_response", "compaction", "other")
 TOKENS = ("prompt", "candidates", "thoughts", "total")
@@ -305,7 +305,7 @@ class _EventSql:
     sqlite); elsewhere `pre` is empty and every expression reads `e` itself.
     """
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: Database) -> None:
         dialect = store.dialect
         j = _Json(dialect)
         t = store.tables
@@ -398,7 +398,7 @@ def _kind(compaction: str | None, call: str, response: str, text: str, role: str
     )
 
 
-def _key_terms(store: SessionStore, alias: str, flt: SessionFilter, params: dict[str, Any]) -> list[str]:
+def _key_terms(store: Database, alias: str, flt: SessionFilter, params: dict[str, Any]) -> list[str]:
     """WHERE terms for app and user on `alias`, exact on MySQL too (not by collation)."""
     terms = []
     for name, column in (("app", "app_name"), ("user", "user_id")):
@@ -413,7 +413,7 @@ def _key_terms(store: SessionStore, alias: str, flt: SessionFilter, params: dict
     return terms
 
 
-def _time_terms(store: SessionStore, flt: SessionFilter, params: dict[str, Any]) -> list[str]:
+def _time_terms(store: Database, flt: SessionFilter, params: dict[str, Any]) -> list[str]:
     terms = []
     if flt.since is not None:
         params["f_since"] = stored_time(store.tables, flt.since)
@@ -424,7 +424,7 @@ def _time_terms(store: SessionStore, flt: SessionFilter, params: dict[str, Any])
     return terms
 
 
-def _events_sql(store: SessionStore, flt: SessionFilter, params: dict[str, Any]) -> tuple[str, list[str]]:
+def _events_sql(store: Database, flt: SessionFilter, params: dict[str, Any]) -> tuple[str, list[str]]:
     """One GROUP BY over the events: a row per (session, UTC day) with every per-event figure summed
     (events, bytes, tokens, kinds, then the odd token counts: WIDTH columns after the key and day)."""
     ev = _EventSql(store)
@@ -487,7 +487,7 @@ def _events_sql(store: SessionStore, flt: SessionFilter, params: dict[str, Any])
     return sql, ev.unavailable
 
 
-def _sessions_sql(store: SessionStore, flt: SessionFilter, params: dict[str, Any]) -> str:
+def _sessions_sql(store: Database, flt: SessionFilter, params: dict[str, Any]) -> str:
     """The selected sessions' keys and times; on PostgreSQL the times come as epoch seconds already
     (float8, the value `to_epoch` gives: naive times are UTC), so no datetime is built per session."""
     where = _key_terms(store, "s", flt, params) + _time_terms(store, flt, params)
@@ -503,7 +503,7 @@ def _sessions_sql(store: SessionStore, flt: SessionFilter, params: dict[str, Any
 
 
 async def collect_stats(
-    store: SessionStore,
+    store: Database,
     flt: SessionFilter | None = None,
     *,
     by: str | None = None,
@@ -555,7 +555,7 @@ WIDTH = 2 + len(TOKENS) + len(KINDS) + 1  # a flat accumulator: events, bytes, t
 
 
 def _figures(
-    store: SessionStore,
+    store: Database,
     session_rows: list[Any],
     event_rows: list[Any],
     *,

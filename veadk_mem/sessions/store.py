@@ -1,22 +1,23 @@
 """An async store over ADK's own session tables (sqlite, PostgreSQL, MySQL/MariaDB).
 
 `SessionStore` reads and writes the database in the layout it already has (see
-`layout.py`), through SQLAlchemy Core. It is the connection and its statements
-(`statements.py` over `engine.py`) with one part per job, each made, and its module
-imported, on first use, so a command imports only what it runs:
+`layout.py`), through SQLAlchemy Core. It is a thin face: each verb hands the `Database`
+(engine.py: engine, dialect, tables, reader, failure mapping) and the statements built on
+it (statements.py) to the part that does the job, made, and its module imported, on first
+use, so that a command imports only what it runs:
 
-- `engine.py`: connection, sqlite locking discipline, layout detection;
-- `dberrors.py`: driver errors as one-line, secret-free messages;
-- `statements.py`: statement building and caching, the one-call driver path;
 - `read_queries.py` (`Reads`): lists, summaries, sessions and events, streamed;
 - `export.py` (`Export`): JSONL export in bounded short read transactions;
 - `deletes.py` (`Deletes`): deletes in one transaction, re-checked on locked rows;
-- `writes.py` (`Writes`, + `limits.py`): import checks against the database and batched writes;
-  `importer.py`, above this facade, runs a whole import (`validate.py`, `checks.py`: the
-  file's checks; `records.py`: keys, filters and reports; `files.py`: spools and temp files).
+- `preflight.py` (`Preflight`, + `limits.py`): an import's checks against the database;
+- `batches.py` (`Batches`): an import's write pipeline, over `upsert.py` (one batch in one
+  transaction, state merge) and `big_writes.py` (a long line's session on its own);
+  `importer.py`, above this face, runs a whole import (`validate.py`, `checks.py`: the
+  file's checks; `records.py`: keys, filters and reports; `files.py`: spools and temp files);
+- `stats.py`, `watch.py`, `upgrade.py`: the other commands' jobs.
 
-Each part is given the store (its engine, tables and statement cache) and, where it needs
-them, the other parts; none shares state with another but through those.
+No part keeps another's state: a read's warnings and skipped sessions come back with its
+result (`notes.Listing`, `notes.Stream`), an import's in its report.
 
     async with SessionStore.from_settings(settings) as store:
         summaries = await store.list_sessions(SessionFilter(app="my_app"), limit=20)
@@ -27,11 +28,14 @@ them, the other parts; none shares state with another but through those.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from veadk_mem.sessions.dberrors import describe_db_error
+from veadk_mem.sessions.engine import Database, StoreHealth
+from veadk_mem.sessions.layout import Layout
+from veadk_mem.sessions.notes import Listing, Notes, Stream
 from veadk_mem.sessions.records import (
     PAGED_EVENTS,
     DeleteReport,
@@ -49,14 +53,17 @@ from veadk_mem.sessions.statements import Statements
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
+    from veadk_mem.config import VmemSettings
+    from veadk_mem.sessions.batches import Batches
     from veadk_mem.sessions.bigline import BigSession
     from veadk_mem.sessions.deletes import Deletes
-    from veadk_mem.sessions.export import Export
     from veadk_mem.sessions.limits import Limits
+    from veadk_mem.sessions.preflight import Preflight
     from veadk_mem.sessions.rawsession import RawSession
     from veadk_mem.sessions.read_queries import Reads
     from veadk_mem.sessions.rows import Columns
-    from veadk_mem.sessions.writes import Writes
+    from veadk_mem.sessions.stats import Stats
+    from veadk_mem.sessions.watch import Watcher
 
 __all__ = [
     "APP_PREFIX",
@@ -89,32 +96,84 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class SessionStore(Statements):
+class SessionStore:
     """ADK session tables in one database; use as `async with SessionStore(url) as store`."""
 
-    @cached_property
-    def _reads(self) -> Reads:
+    def __init__(
+        self,
+        url: str | Database,
+        *,
+        create: bool = False,
+        busy_timeout: float | None = None,
+        schema: str = "",
+        password: str = "",
+    ) -> None:
+        if isinstance(url, Database):
+            self.db = url
+        else:
+            self.db = Database(url, create=create, busy_timeout=busy_timeout, schema=schema, password=password)
+        self.sql = Statements(self.db)
+
+    @classmethod
+    def from_settings(cls, settings: VmemSettings, *, create: bool = False) -> Self:
+        """The store VeADK's ShortTermMemory would use under these settings (NotSupported for 'local')."""
+        return cls(Database.from_settings(settings, create=create))
+
+    async def __aenter__(self) -> Self:
+        await self.db.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.db.close()
+
+    async def open(self) -> None:
+        """Connect, and detect the layout; a database with no ADK tables is an error unless create=True."""
+        await self.db.open()
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def health(self) -> StoreHealth:
+        """Reachability, layout and size of the database, for `vmem doctor` (see `Database.health`)."""
+        return await self.db.health()
+
+    @property
+    def url(self) -> str:
+        """The database's async URL, as vmem connects to it."""
+        return self.db.url
+
+    @property
+    def display_url(self) -> str:
+        """The database as the user named it, its password masked."""
+        return self.db.display_url
+
+    @property
+    def layout(self) -> Layout:
+        """The layout of the tables (`layout.Layout`), known once the store is open."""
+        return self.db.layout
+
+    def _reads(self, notes: Notes) -> Reads:
         from veadk_mem.sessions.read_queries import Reads
 
-        return Reads(self)
-
-    @cached_property
-    def _export(self) -> Export:
-        from veadk_mem.sessions.export import Export
-
-        return Export(self, self._reads)
+        return Reads(self.db, self.sql, notes)
 
     @cached_property
     def _deletes(self) -> Deletes:
         from veadk_mem.sessions.deletes import Deletes
 
-        return Deletes(self, self._reads)
+        return Deletes(self.db, self._reads(Notes()))
 
     @cached_property
-    def _writes(self) -> Writes:
-        from veadk_mem.sessions.writes import Writes
+    def _preflight(self) -> Preflight:
+        from veadk_mem.sessions.preflight import Preflight
 
-        return Writes(self)
+        return Preflight(self.db)
+
+    @cached_property
+    def _batches(self) -> Batches:
+        from veadk_mem.sessions.batches import Batches
+
+        return Batches(self.db)
 
     @property
     def delete_transactions(self) -> int:
@@ -131,47 +190,62 @@ class SessionStore(Statements):
         offset: int = 0,
         oldest_first: bool = False,
         compactions: bool = False,
-    ) -> list[SessionSummary]:
-        """Sessions matching `flt`, newest update first, without loading any event."""
-        return await self._reads.list_sessions(
+    ) -> Listing[SessionSummary]:
+        """Sessions matching `flt`, newest update first, without loading any event; with the
+        warnings and the sessions skipped for unreadable state."""
+        notes = Notes()
+        found = await self._reads(notes).list_sessions(
             flt, limit=limit, offset=offset, oldest_first=oldest_first, compactions=compactions
         )
+        return Listing(found, notes)
 
     async def count_sessions(self, flt: SessionFilter | None = None) -> int:
         """How many sessions match."""
-        return await self._reads.count_sessions(flt)
+        return await self._reads(Notes()).count_sessions(flt)
 
     async def get_summary(self, app: str, user: str, session_id: str) -> SessionSummary:
         """One session's summary; NotFound (exit 3) when it does not exist."""
-        return await self._reads.get_summary(app, user, session_id)
+        return await self._reads(Notes()).get_summary(app, user, session_id)
 
-    async def find_sessions(self, keys: Sequence[SessionKey]) -> list[SessionSummary]:
+    async def find_sessions(self, keys: Sequence[SessionKey]) -> Listing[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""
-        return await self._reads.find_sessions(keys)
+        notes = Notes()
+        return Listing(await self._reads(notes).find_sessions(keys), notes)
 
     def iter_event_data(
         self, app: str, user: str, session_id: str, *, last: int | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> Stream[dict[str, Any]]:
         """A session's events as ADK stored them (snake_case data), oldest first, streamed."""
-        return self._reads.iter_event_data(app, user, session_id, last=last)
+        notes = Notes()
+        return Stream(self._reads(notes).iter_event_data(app, user, session_id, last=last), notes)
 
-    def iter_events(self, app: str, user: str, session_id: str, *, last: int | None = None) -> AsyncIterator[ev.Event]:
+    def iter_events(self, app: str, user: str, session_id: str, *, last: int | None = None) -> Stream[ev.Event]:
         """A session's events as `events.Event` models, oldest first, streamed."""
-        return self._reads.iter_events(app, user, session_id, last=last)
+        notes = Notes()
+        return Stream(self._reads(notes).iter_events(app, user, session_id, last=last), notes)
 
     async def get_session(self, app: str, user: str, session_id: str, *, last: int | None = None) -> ev.Session:
         """The whole session (merged state, events oldest first); NotFound (exit 3) when missing."""
-        return await self._reads.get_session(app, user, session_id, last=last)
+        return (await self.read_session(app, user, session_id, last=last))[0]
+
+    async def read_session(
+        self, app: str, user: str, session_id: str, *, last: int | None = None
+    ) -> tuple[ev.Session, Notes]:
+        """`get_session`, with the warnings its events gave (a v0 pickle refused, say)."""
+        notes = Notes()
+        return await self._reads(notes).get_session(app, user, session_id, last=last), notes
 
     def session_json(
         self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
-    ) -> AsyncIterator[str]:
+    ) -> Stream[str]:
         """The ADK session JSON of one session in text pieces, one event a piece."""
-        return self._reads.session_json(app, user, session_id, last=last, page=page)
+        notes = Notes()
+        return Stream(self._reads(notes).session_json(app, user, session_id, last=last, page=page), notes)
 
-    def iter_sessions(self, flt: SessionFilter | None = None) -> AsyncIterator[ev.Session]:
+    def iter_sessions(self, flt: SessionFilter | None = None) -> Stream[ev.Session]:
         """Every matching session with its events, oldest update first, one at a time."""
-        return self._reads.iter_sessions(flt)
+        notes = Notes()
+        return Stream(self._reads(notes).iter_sessions(flt), notes)
 
     # --- export (export.py) -----------------------------------------------------
 
@@ -182,9 +256,30 @@ class SessionStore(Statements):
         progress: Progress = noop,
         batch_events: int = 5000,
         paged_events: int = PAGED_EVENTS,
-    ) -> AsyncIterator[str]:
-        """The export file in text pieces: app_state and user_state records, then one session per line."""
-        return self._export.export_jsonl(flt, progress=progress, batch_events=batch_events, paged_events=paged_events)
+    ) -> Stream[str]:
+        """The export file in text pieces: app_state and user_state records, then one session per
+        line; its `damaged` names the sessions left out for unreadable rows (each in a warning)."""
+        from veadk_mem.sessions.export import Export
+
+        notes = Notes()
+        part = Export(self.db, self.sql, self._reads(notes), notes)
+        return Stream(
+            part.export_jsonl(flt, progress=progress, batch_events=batch_events, paged_events=paged_events), notes
+        )
+
+    # --- the other commands' jobs -------------------------------------------------
+
+    async def stats(self, flt: SessionFilter | None = None, *, by: str | None = None, top: int = 10) -> Stats:
+        """`vmem session stats`: counts, sizes and tokens of the sessions `flt` selects, computed in the database."""
+        from veadk_mem.sessions.stats import collect_stats
+
+        return await collect_stats(self.db, flt, by=by, top=top)
+
+    def watch(self, app: str, user: str, session_id: str | None = None, **options: Any) -> Watcher:
+        """A poller of one session (or a user's newest) for new events (`watch.Watcher`)."""
+        from veadk_mem.sessions.watch import Watcher
+
+        return Watcher(self.db, self.sql, app, user, session_id, **options)
 
     # --- deletes (deletes.py) ---------------------------------------------------
 
@@ -202,29 +297,47 @@ class SessionStore(Statements):
             target, purge_state=purge_state, dry_run=dry_run, recheck=recheck, batch=batch
         )
 
-    # --- writes (writes.py) -----------------------------------------------------
+    async def stored_sessions(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> list[SessionSummary]:
+        """Sessions by key as stored, state not decoded: a delete's view (a corrupt state is still deleted)."""
+        return await self._deletes.stored_sessions(app=app, user=user, keys=keys)
+
+    async def orphan_events(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> dict[SessionKey, int]:
+        """Event rows without a session row (a killed import's staging), counted by key."""
+        return await self._deletes.orphan_events(app=app, user=user, keys=keys)
+
+    async def delete_orphans(
+        self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
+    ) -> int:
+        """Delete the event rows `orphan_events` counts; how many went."""
+        return await self._deletes.delete_orphans(app=app, user=user, keys=keys)
+
+    # --- imports (preflight.py, batches.py) --------------------------------------
 
     def offline_limits(self) -> Limits | None:
         """The limits of a sqlite file that does not exist yet (known without creating it), else None."""
-        return self._writes.offline_limits()
+        return self._preflight.offline_limits()
 
     async def limits(self) -> Limits:
         """What this database accepts (column sizes, time range, MariaDB's max_allowed_packet)."""
-        return await self._writes.limits()
+        return await self._preflight.limits()
 
     async def key_collisions(
         self, keys: Sequence[FileKey], states: Sequence[tuple[str, str | None, str]] = ()
     ) -> list[str]:
         """Distinct session keys the database's collation takes for one (MySQL/MariaDB only)."""
-        return await self._writes.key_collisions(keys, states)
+        return await self._preflight.key_collisions(keys, states)
 
     async def name_collisions(self, names: Sequence[tuple[str, str | None, str]]) -> list[str]:
         """App names, and user ids within an app, that the state tables' collation takes for one (MySQL)."""
-        return await self._writes.name_collisions(names)
+        return await self._preflight.name_collisions(names)
 
     async def newer_sessions(self, keys: Sequence[FileKey]) -> list[str]:
         """The sessions of `keys` stored with an update time later than the file's."""
-        return await self._writes.newer_sessions(keys)
+        return await self._preflight.newer_sessions(keys)
 
     async def import_records(
         self,
@@ -236,25 +349,25 @@ class SessionStore(Statements):
         batch_rows: int | None = None,
     ) -> ImportReport:
         """Upsert sessions and state records (validated input), committing in batches."""
-        return await self._writes.import_records(
+        return await self._batches.import_records(
             records, force=force, progress=progress, batch_seconds=batch_seconds, batch_rows=batch_rows
         )
 
     def batch_rows(self) -> int:
         """Rows an import writes per transaction: fewer on sqlite, whose one write lock the agents wait for."""
-        return self._writes.batch_rows()
+        return self._batches.batch_rows()
 
     def big_line_bytes(self) -> int:
         """The JSONL line length from which an import streams a session and writes it on its own."""
-        return self._writes.big_line_bytes()
+        return self._batches.big_line_bytes()
 
     def takes_columns(self) -> bool:
         """True when this database's import can write batches built elsewhere (`import_columns`)."""
-        return self._writes.takes_columns()
+        return self._batches.takes_columns()
 
     def column_style(self) -> str:
         """How such batches hold JSON text (`rows.TEXTS`), for the rows ADK itself writes here."""
-        return self._writes.column_style()
+        return self._batches.column_style()
 
     async def import_columns(
         self,
@@ -265,4 +378,4 @@ class SessionStore(Statements):
         bigs: dict[int, BigSession] | None = None,
     ) -> ImportReport:
         """`import_records` of batches whose columns were built elsewhere (`reader.ReaderProcess`)."""
-        return await self._writes.import_columns(batches, force=force, progress=progress, bigs=bigs)
+        return await self._batches.import_columns(batches, force=force, progress=progress, bigs=bigs)

@@ -24,7 +24,7 @@ under LOCK TABLES: the copy is committed in batches, the swap is one atomic `REN
 checked right before it and again right after it (a write that slipped in between is caught
 and the tables are swapped back); a failure drops the new tables, and tables left by a
 killed run are removed by the next one. The old tables stay until `--drop-old`, which
-refuses while the current tables hold fewer sessions or events than the kept ones.
+refuses unless the current tables hold every kept session (updated no earlier) and event, by key.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from veadk_mem.sessions.layout import (
     build_tables,
     to_epoch,
 )
-from veadk_mem.sessions.records import Progress, noop
+from veadk_mem.sessions.records import Progress, batch_bytes, noop
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -62,7 +62,7 @@ NEW_PREFIX = "vmem_upgrade_"
 ADK_TABLES = ("sessions", "events", "app_states", "user_states", "adk_internal_metadata")
 KEPT = re.compile(r"^(sessions|events|app_states|user_states|adk_internal_metadata)_v0_(\d{14})$")
 _PAGE = 1000  # rows per keyset page and per INSERT
-_PAGE_BYTES = 64 << 20  # pickled actions per events page, about: heavier pages shrink the next
+_PAGE_BYTES: int | None = None  # pickled actions per events page, about (None: `batch_bytes()`)
 DEFAULT_BACKUP = re.compile(r"^vmem-upgrade-backup-\d{14}\.jsonl$")
 _NAMED = 10  # undecodable events named in an error; the rest are counted
 
@@ -127,6 +127,7 @@ class UpgradeReport:
     kept_raw: list[str] = field(default_factory=list)  # events whose undecodable actions were kept raw
     mixed_events: int = 0  # event rows in a mixed shape (sessions/reshape.py), found
     rewritten: int = 0  # ... and rewritten in ADK's shape
+    warnings: list[str] = field(default_factory=list)  # said on stderr, not part of the JSON report
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -189,7 +190,7 @@ async def upgrade_store(
     phase = progress or _no_phase
     async with store:
         names = await _table_names(store)
-        tables = store.tables
+        tables = store.db.tables
         report = UpgradeReport(
             database=store.display_url,
             layout=store.layout.value,
@@ -199,8 +200,8 @@ async def upgrade_store(
             leftovers=sorted(n for n in names if n.startswith(NEW_PREFIX)),
             drop_old=drop_old,
         )
-        if reshape.applies(store):
-            report.mixed_events = await reshape.count_mixed(store)
+        if reshape.applies(store.db):
+            report.mixed_events = await reshape.count_mixed(store.db)
             if report.mixed_events:
                 await _reshape(store, report, phase, backup, dry_run)
         if store.layout is Layout.SQLITE and not report.mixed_events:
@@ -227,7 +228,7 @@ async def upgrade_store(
             raise StoreError(f"{store.display_url}: table {taken[0]} already exists; retry in a second")
         if dry_run:
             report.status = "dry_run"
-            async with store.reader.connect() as conn:
+            async with store.db.reader.connect() as conn:
                 snap = await _snapshot(conn)
             _count(report, snap)
             return report
@@ -247,7 +248,7 @@ async def _reshape(store: SessionStore, report: UpgradeReport, phase: Phase, bac
     """Rewrite the event rows stored in a mixed shape in ADK's, after the verified backup a layout
     upgrade takes (the backup restores the rows as they were read: in ADK's shape)."""
     report.backup = str(backup)
-    async with store.reader.connect() as conn:
+    async with store.db.reader.connect() as conn:
         before = await _snapshot(conn)
     _count(report, before)
     if dry_run:
@@ -256,7 +257,7 @@ async def _reshape(store: SessionStore, report: UpgradeReport, phase: Phase, bac
     check_backup(backup)
     await Upgrade(store, report, phase)._backup(backup, before)
     with phase("rewriting events in ADK's shape", before.events) as advance:
-        report.rewritten = await reshape.rewrite_mixed(store, advance)
+        report.rewritten = await reshape.rewrite_mixed(store.db, advance)
     report.status = "reshaped"
 
 
@@ -273,14 +274,14 @@ class Upgrade:
         self.report = report
         self.phase = phase
         self.keep_raw = keep_raw
-        self.old = store.tables
+        self.old = store.db.tables
         self.new = build_tables(Layout.V1, prefix=NEW_PREFIX)
-        self.dialect = store.dialect
+        self.dialect = store.db.dialect
         self.where = store.display_url
 
     def q(self, name: str) -> str:
         """A table, index or constraint name quoted for this database."""
-        return str(self.store.engine.dialect.identifier_preparer.quote(name))
+        return str(self.store.db.engine.dialect.identifier_preparer.quote(name))
 
     async def run(self, backup: Path) -> None:
         """Lock (sqlite), back up, copy, check and swap; on any failure the database is as it was."""
@@ -290,14 +291,14 @@ class Upgrade:
             await self._run(backup)
         self.report.kept_raw = [_event_name(k) for k in sorted(conversion.undecoded)]
         for key, why in sorted(conversion.undecoded.items()):
-            self.store.warnings.append(
+            self.report.warnings.append(
                 f"{_event_name(key)}: actions not decoded ({why}); kept raw (base64 pickle) in its "
                 f"customMetadata.{_raw_key()}"
             )
 
     async def _run(self, backup: Path) -> None:
         store = self.store
-        async with store.engine.connect() as conn:
+        async with store.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             try:
                 await self._begin(conn)
@@ -326,18 +327,18 @@ class Upgrade:
         if self.dialect == "sqlite":
             return
         if self.dialect == "postgresql":
-            seconds = max(self.store.busy_timeout, 0.001)
+            seconds = max(self.store.db.busy_timeout, 0.001)
             await conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(seconds * 1000)}ms'")
 
     def _refusal(self, exc: BaseException) -> VmemError:
         text = str(getattr(exc, "orig", None) or exc).lower()
         if "locked" in text or "lock timeout" in text or "lock_timeout" in text:
             return StoreError(
-                f"{self.where}: another connection holds the database (waited {self.store.busy_timeout:g} s); "
+                f"{self.where}: another connection holds the database (waited {self.store.db.busy_timeout:g} s); "
                 "not upgrading, nothing was changed",
                 hint="stop the agents that use it, then retry (VMEM_SQLITE_BUSY_TIMEOUT sets the wait)",
             )
-        return self.store.fail(exc)
+        return self.store.db.fail(exc)
 
     # -- backup -----------------------------------------------------------------------------
 
@@ -345,17 +346,19 @@ class Upgrade:
         """Export to `path`, read it back, count it against the database; StoreError when it differs."""
         store = self.store
         with self.phase("backing up sessions", before.sessions) as advance, backup_output(path) as handle:
-            async for piece in store.export_jsonl(progress=advance):
+            pieces = store.export_jsonl(progress=advance)
+            async for piece in pieces:
                 handle.write(piece)
+        self.report.warnings += pieces.warnings
         try:
             self._check_decoded()
         except StoreError:
             path.unlink(missing_ok=True)
             raise
-        if store.damaged:
+        if pieces.damaged:
             path.unlink(missing_ok=True)
             raise StoreError(
-                f"{self.where}: {len(store.damaged):,} session(s) have rows vmem cannot read (named above); "
+                f"{self.where}: {len(pieces.damaged):,} session(s) have rows vmem cannot read (named above); "
                 "not upgrading, nothing was changed"
             )
         sessions, events = _count_backup(path)
@@ -434,7 +437,7 @@ class Upgrade:
         from veadk_mem.sessions.rawsession import raw_event
 
         out = []
-        warnings = self.store.warnings
+        warnings = self.report.warnings
         with bulk_objects():
             for row in rows:  # event_from_row skips the columns an old release lacks by name
                 event = ev.Event.model_validate(event_from_row(self.old, row, warnings))
@@ -581,33 +584,66 @@ def backup_output(path: Path) -> AbstractContextManager[IO[str]]:
 
 
 async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
-    """StoreError (nothing dropped) while the current tables hold fewer sessions or events than
-    the old ones kept by an upgrade: the old ones may be the only copy of what is missing."""
-    from sqlalchemy import func, select, table
+    """StoreError (nothing dropped) unless the current tables hold everything the old ones kept by an
+    upgrade hold: every old session (by key), updated no earlier, and every old event (by key).
+
+    Counts alone passed a copy that had lost a session once another had been created: the old
+    tables were dropped with the last database copy of the deleted one.
+    """
+    from sqlalchemy import and_, column, exists, func, select, table
+
+    from veadk_mem.sessions.layout import AdkTimestamp
 
     stamps = sorted({m[2] for n in names if (m := KEPT.match(n))})
     present = set(names)
+    now = store.db.tables
+
+    def refuse(what: str) -> StoreError:
+        return StoreError(
+            f"{store.display_url}: not dropping the old tables: {what}; nothing was dropped",
+            hint="the old tables may hold the only copy of what is missing: compare them first "
+            "(drop them by hand once the difference is meant, e.g. sessions deleted since)",
+        )
+
     try:
-        async with store.engine.connect() as conn:
-
-            async def rows(name: str) -> int:
-                return int((await conn.execute(select(func.count()).select_from(table(name)))).scalar_one())
-
-            for kind in ("sessions", "events"):
-                current = await rows(kind)
-                for stamp in stamps:
-                    old = f"{kind}_v0_{stamp}"
-                    if old in present and (count := await rows(old)) > current:
-                        raise StoreError(
-                            f"{store.display_url}: not dropping the old tables: {old} holds {count:,} {kind}, "
-                            f"the current {kind} table {current:,}; nothing was dropped",
-                            hint="the old tables may hold the only copy of what is missing: compare them "
-                            "first (drop them by hand once the difference is meant, e.g. sessions deleted since)",
+        async with store.db.engine.connect() as conn:
+            for stamp in stamps:
+                if (name := f"sessions_v0_{stamp}") in present:
+                    old = table(
+                        name, column("app_name"), column("user_id"), column("id"), column("update_time", AdkTimestamp())
+                    )
+                    c = now.sessions.c
+                    same = (c.app_name == old.c.app_name, c.user_id == old.c.user_id, c.id == old.c.id)
+                    missing = ~exists(select(c.id).where(*same))
+                    count = (await conn.execute(select(func.count()).select_from(old).where(missing))).scalar_one()
+                    if count:
+                        first = (
+                            await conn.execute(select(old.c.app_name, old.c.user_id, old.c.id).where(missing).limit(1))
+                        ).one()
+                        raise refuse(
+                            f"{count:,} session(s) of {name} are not in the current sessions table "
+                            f"(app {first[0]!r} user {first[1]!r} session {first[2]!r} among them)"
                         )
+                    older = select(func.count()).select_from(old.join(now.sessions, and_(*same)))
+                    count = (await conn.execute(older.where(c.update_time < old.c.update_time))).scalar_one()
+                    if count:
+                        raise refuse(f"{count:,} session(s) of {name} were updated later than the current copy")
+                if (name := f"events_v0_{stamp}") in present:
+                    old = table(name, column("id"), column("app_name"), column("user_id"), column("session_id"))
+                    e = now.events.c
+                    key = (
+                        e.id == old.c.id,
+                        e.app_name == old.c.app_name,
+                        e.user_id == old.c.user_id,
+                        e.session_id == old.c.session_id,
+                    )
+                    lost = select(func.count()).select_from(old).where(~exists(select(e.id).where(*key)))
+                    if count := (await conn.execute(lost)).scalar_one():
+                        raise refuse(f"{count:,} event(s) of {name} are not in the current events table")
     except VmemError:
         raise
     except Exception as exc:
-        raise store.fail(exc) from None
+        raise store.db.fail(exc) from None
 
 
 def _drop_order(names: Sequence[str]) -> list[str]:
@@ -622,7 +658,7 @@ async def _pages(
 
     With `weigh` (a page's payload bytes), pages after a heavy one hold fewer rows, so that a
     run of huge events (a pickled 250,000-value state delta is some MB) keeps about
-    _PAGE_BYTES in memory at a time, not 1,000 of them; light pages grow back to _PAGE rows.
+    _PAGE_BYTES (`batch_bytes()`) in memory at a time, not 1,000 of them; light pages grow back to _PAGE rows.
     """
     from sqlalchemy import select, tuple_
 
@@ -643,7 +679,7 @@ async def _pages(
         last = tuple(getattr(rows[-1], c.name) for c in pk)
         if weigh is not None:
             per_row = max(weigh(rows) // len(rows), 1)
-            limit = max(1, min(_PAGE, limit * 2, _PAGE_BYTES // per_row))
+            limit = max(1, min(_PAGE, limit * 2, (_PAGE_BYTES or batch_bytes()) // per_row))
 
 
 async def _snapshot(conn: AsyncConnection, names: dict[str, str] | None = None) -> Snapshot:
@@ -665,14 +701,19 @@ async def _snapshot(conn: AsyncConnection, names: dict[str, str] | None = None) 
 
 
 def _count_backup(path: Path) -> tuple[int, int]:
-    """Sessions and events in a backup file, read back record by record (every one validated)."""
-    from veadk_mem.sessions.validate import iter_import_records
+    """Sessions and events in a backup file, read back record by record (every one validated); a
+    long line (a big session) checked as import checks one, a block at a time, never decoded whole."""
+    from veadk_mem.sessions.bigline import BigLine, check_big
+    from veadk_mem.sessions.validate import iter_checked
 
     if os.path.getsize(path) == 0:
         return 0, 0
     sessions = events = 0
-    for record in iter_import_records(path):
-        if not isinstance(record, dict):
+    for _, record in iter_checked(path, big="skip"):
+        if isinstance(record, BigLine):
+            sessions += 1
+            events += check_big(record, None).count
+        elif not isinstance(record, dict):
             sessions += 1
             events += len(record.events)
     return sessions, events
@@ -682,21 +723,21 @@ async def _table_names(store: SessionStore) -> set[str]:
     from sqlalchemy import inspect
 
     try:
-        async with store.engine.connect() as conn:
+        async with store.db.engine.connect() as conn:
             return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     except Exception as exc:
-        raise store.fail(exc) from None
+        raise store.db.fail(exc) from None
 
 
 async def _drop_old(store: SessionStore, names: Sequence[str]) -> list[str]:
     """Drop the tables an upgrade kept (events first), in one transaction where the database allows."""
-    quote = store.engine.dialect.identifier_preparer.quote
+    quote = store.db.engine.dialect.identifier_preparer.quote
     try:
-        async with store.engine.connect() as conn:
+        async with store.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 for name in _drop_order(names):
                     await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(name)}")
     except Exception as exc:
-        raise store.fail(exc) from None
+        raise store.db.fail(exc) from None
     return list(_drop_order(names))

@@ -22,7 +22,8 @@ from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.layout import Layout, stored_time
 
 if TYPE_CHECKING:
-    from veadk_mem.sessions.store import SessionStore
+    from veadk_mem.sessions.engine import Database
+    from veadk_mem.sessions.statements import Statements
 
 _PAGE = 500  # events a poll reads at most; a burst is drained without waiting between pages
 
@@ -49,7 +50,8 @@ class Watcher:
 
     def __init__(
         self,
-        store: SessionStore,
+        db: Database,
+        sql: Statements,
         app: str,
         user: str,
         session_id: str | None = None,
@@ -59,7 +61,9 @@ class Watcher:
         interval: float = 0.5,
         max_interval: float = 5.0,
     ) -> None:
-        self.store = store
+        self.db = db
+        self.sql = sql
+        self._warnings: list[str] = []  # met since `take_warnings` last gave them
         self.app = app
         self.user = user
         self.fixed = session_id
@@ -79,7 +83,7 @@ class Watcher:
     def _keys(self, columns: Any) -> list[Any]:
         from sqlalchemy import bindparam
 
-        key_eq = self.store.key_eq
+        key_eq = self.db.key_eq
         return [key_eq(columns.app_name, bindparam("k_app")), key_eq(columns.user_id, bindparam("k_user"))]
 
     def _stmt(self, name: str) -> Any:
@@ -89,11 +93,11 @@ class Watcher:
         stmt = self._stmts.get(name)
         if stmt is not None:
             return stmt
-        t = self.store.tables
+        t = self.db.tables
         e, s = t.events.c, t.sessions.c
         # event_data as text, decoded per row in _events: a corrupt one is then skipped, not a failed poll
         raw = t.layout is Layout.V1
-        cols = [self.store.raw_json(c, c.name) if raw and c.name == "event_data" else c for c in t.events.c]
+        cols = [self.sql.raw_json(c, c.name) if raw and c.name == "event_data" else c for c in t.events.c]
         cols.append(e.timestamp.label("_cursor_ts"))
         mine = [*self._keys(e), e.session_id == bindparam("k_id")]
         if name == "after":
@@ -140,7 +144,7 @@ class Watcher:
             params["c_ts"], params["c_id"] = self._cursor
             return list(await conn.execute(self._stmt("after"), params))
         if self.since is not None:
-            params["c_ts"] = stored_time(self.store.tables, self.since)
+            params["c_ts"] = stored_time(self.db.tables, self.since)
             return list(await conn.execute(self._stmt("since"), params))
         if self.last is not None:
             # one more than shown: the cursor starts at the session's tail even for --events 0
@@ -158,10 +162,10 @@ class Watcher:
     async def poll(self) -> list[WatchEvent | Notice]:
         """One short read: the session to follow (newest, when none was named) and its new events."""
         out: list[WatchEvent | Notice] = []
-        async with self.store.reader.connect() as conn:
+        async with self.db.reader.connect() as conn:
             if self.fixed is not None and not self._started:
                 if not await self._exists(conn, self.fixed):
-                    where = self.store.display_url
+                    where = self.db.display_url
                     raise NotFound(f"session {self.app}/{self.user}/{self.fixed}: not found in {where}")
                 self._started = True
                 out.append(Notice("session", f"following session {self.fixed}", self.fixed))
@@ -183,7 +187,7 @@ class Watcher:
         return out
 
     def _events(self, rows: list[Any]) -> list[WatchEvent | Notice]:
-        tables, warnings = self.store.tables, self.store.warnings
+        tables, warnings = self.db.tables, self._warnings
         out: list[WatchEvent | Notice] = []
         for row in rows:
             self._cursor = (row._cursor_ts, row.id)
@@ -199,6 +203,11 @@ class Watcher:
         return out
 
     # --- the loop --------------------------------------------------------------------------------
+
+    def take_warnings(self) -> list[str]:
+        """The warnings met since the last call (an unreadable event skipped), each once."""
+        taken, self._warnings = list(dict.fromkeys(self._warnings)), []
+        return taken
 
     def stop(self) -> None:
         """End follow() cleanly after the poll in flight (a signal handler calls this on Ctrl-C)."""
@@ -227,11 +236,11 @@ class Watcher:
             except Exception as exc:  # a dropped connection: the driver's own error, or described
                 if isinstance(exc, VmemError) and not isinstance(exc, StoreError):
                     raise
-                problem = exc if isinstance(exc, VmemError) else self.store.fail(exc)
+                problem = exc if isinstance(exc, VmemError) else self.db.fail(exc)
                 with contextlib.suppress(Exception):
                     # a new pool; the old one's connections are dead, and closing them politely
                     # could wait on a server that is gone
-                    await self.store.engine.dispose(close=False)
+                    await self.db.engine.dispose(close=False)
                 if not lost:
                     lost = True
                     yield [Notice("lost", f"{problem}; retrying until it is back")]

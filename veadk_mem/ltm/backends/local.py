@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, StoreError, VmemError
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
+from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
 
 if TYPE_CHECKING:
     import numpy as np
@@ -175,6 +175,9 @@ class LocalBackend(LongTermMemoryBackend):
     """Memories of one index in the shared sqlite file."""
 
     name: ClassVar[str] = "local"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES, Capability.USERS, Capability.EMBEDS}
+    )
     search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
     default_search_mode: ClassVar[str] = "hybrid"
 
@@ -183,7 +186,6 @@ class LocalBackend(LongTermMemoryBackend):
         self.path = local_path or str(default_path())
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
-        self._queries = QueryVectors()
         self.precheck_index_naming()
 
     @property
@@ -193,6 +195,11 @@ class LocalBackend(LongTermMemoryBackend):
     def _missing(self) -> bool:
         """True when the store file does not exist yet: reads answer empty instead of creating it."""
         return self.path != ":memory:" and self.path not in _CONNECTIONS and not Path(self.path).exists()
+
+    @property
+    def target(self) -> str:
+        """The store file."""
+        return self.path
 
     def precheck_index_naming(self) -> None:
         """Any printable name up to 255 characters."""
@@ -258,35 +265,24 @@ class LocalBackend(LongTermMemoryBackend):
     async def save(
         self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
     ) -> list[str]:
-        """Embed the searchable text of each memory (in chunks that fit the model) and store the new ones.
+        """Store the new memories with their vectors (one per chunk of their searchable text).
 
         Returns the ids actually inserted: a memory the user's index already holds is skipped.
         """
         import numpy as np
 
-        from veadk_mem.ltm.convert import searchable_text
-
         if not memories:
             return []
         embedder = self.embedder
         self._check_model(embedder)
-        pieces: list[str] = []
-        spans: list[tuple[int, int]] = []
-        for memory in memories:
-            if memory.vectors is not None:  # vectors of this embedder's model, carried over by an import
-                spans.append((-1, len(memory.vectors)))
-                continue
-            chunks = embedder.chunk(searchable_text(memory.text))
-            spans.append((len(pieces), len(chunks)))
-            pieces.extend(chunks)
-        vectors = embedder.embed(pieces, progress=progress) if pieces else np.zeros((0, embedder.dim), np.float32)
+        self.ready(memories)
         now = time.time()
         rows = []
-        for memory, (start, count) in zip(memories, spans, strict=True):
+        for memory in memories:
             memory.id = memory.id or memory_id(self.index, user_id, memory.content_hash)
             memory.created_at = memory.created_at or now
-            given = memory.vectors if start < 0 else vectors[start : start + count]
-            block = np.ascontiguousarray(given, dtype=np.float32)
+            block = np.ascontiguousarray(memory.vectors, dtype=np.float32)
+            count = len(block)
             if block.ndim != 2 or block.shape[1] != embedder.dim:
                 raise BadInput(f"memory {memory.content_hash[:12]}: vectors are not {embedder.dim}-d")
             blob = block.tobytes()
@@ -478,52 +474,31 @@ class LocalBackend(LongTermMemoryBackend):
         scores = self._cosines(m, query_vector)
         return [(int(m.rowids[i]), float(scores[i])) for i in self._best(scores, top_k)]
 
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+    async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """Exact cosine top-k over this user's memories only."""
         return await self.search_by(user_id, query, top_k, "vector")
 
-    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[MemoryRecord]:
         """Cosine (`vector`), BM25 over the keyword index (`keyword`) or both fused by reciprocal rank (`hybrid`)."""
         if self._missing() or self.index_model() is None:
             return []
         if mode == "keyword":  # no model to load
             return list(self.search_keyword(user_id, query, top_k))
-        vector = self._query_vector(query)
+        vector = await self._query_vector(query)
         if mode == "hybrid":
             return list(self.search_hybrid(user_id, query, vector, top_k))
         return list(self.search_vector(user_id, vector, top_k))
 
-    def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
-        embedder = self.embedder
-        self._check_model(embedder)
-        return self._queries.vector(embedder, query)
+    async def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
+        self._check_model(self.embedder)
+        vector: npt.NDArray[np.float32] = await self.query_vector(query)
+        return vector
 
-    async def prepare_queries(self, queries: list[str]) -> None:
-        """Embed the queries of a batch search in the embedder's batches, once each."""
-        if self._missing() or self.index_model() is None:
-            return
-        embedder = self.embedder
-        self._check_model(embedder)
-        self._queries.prepare(embedder, queries)
-
-    async def prepare_memories(self, memories: list[MemoryRecord]) -> None:
-        """Embed the memories of many sessions in one run of batches; `save` then stores their vectors."""
+    def embedding_text(self, memory: str) -> str:
+        """The searchable text: a saved Content's parts, not its JSON scaffolding."""
         from veadk_mem.ltm.convert import searchable_text
 
-        todo = [m for m in memories if m.vectors is None]
-        if not todo:
-            return
-        embedder = self.embedder
-        self._check_model(embedder)
-        pieces: list[str] = []
-        spans: list[tuple[int, int]] = []
-        for memory in todo:
-            chunks = embedder.chunk(searchable_text(memory.text))
-            spans.append((len(pieces), len(chunks)))
-            pieces.extend(chunks)
-        vectors = embedder.embed(pieces)
-        for memory, (start, count) in zip(todo, spans, strict=True):
-            memory.vectors = vectors[start : start + count]
+        return searchable_text(memory)
 
     def search_vector(self, user_id: str, query_vector: npt.NDArray[np.float32], top_k: int) -> list[MemoryRecord]:
         """The user's top_k memories for an embedded query, with their cosine scores."""
@@ -697,7 +672,7 @@ class LocalBackend(LongTermMemoryBackend):
 
     async def health(self, user_id: str | None = None) -> BackendHealth:
         """The store file, its memories, users, indexes and models; never creates the file."""
-        report = BackendHealth(target=self.path)
+        report = BackendHealth(target=self.target)
         if self._missing():
             report.exists = False
             report.notes.append("no store yet (created by the first save)")

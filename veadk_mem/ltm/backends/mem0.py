@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotSupported, VmemError, missing_extra
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, content_hash
+from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord, content_hash
 from veadk_mem.ltm.convert import epoch_of
 
 if TYPE_CHECKING:
@@ -83,6 +83,9 @@ class Mem0Backend(LongTermMemoryBackend):
     """Memories of a user on the Mem0 platform; the index is not sent (Mem0 has none)."""
 
     name: ClassVar[str] = "mem0"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES}
+    )
     page_size: ClassVar[int] = 100
     batch_limit: ClassVar[int] = 1000  # memories per DELETE /v1/batch/
     concurrency: ClassVar[int] = 4  # adds in flight at once
@@ -100,6 +103,11 @@ class Mem0Backend(LongTermMemoryBackend):
         self._transport: CountingTransport | None = None
         self._connecting = threading.Lock()
         self._known: dict[str, set[str]] = {}  # user -> content hashes seen in the store
+
+    @property
+    def target(self) -> str:
+        """The Mem0 API host."""
+        return self.host
 
     def precheck_index_naming(self) -> None:
         """Any index will do: Mem0 never sees it (VeADK checks nothing either)."""
@@ -300,7 +308,7 @@ class Mem0Backend(LongTermMemoryBackend):
 
     # --- read --------------------------------------------------------------------------
 
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+    async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """The platform's search, scoped to the user alone (VeADK's memories carry nothing else)."""
         self._say_index_is_ignored()
         reply = await self._call("searching", "search", query, filters={"user_id": user_id}, top_k=top_k)
@@ -350,7 +358,7 @@ class Mem0Backend(LongTermMemoryBackend):
 
     async def health(self, user_id: str | None = None) -> BackendHealth:
         """Key present (never shown), platform reachable, key accepted; the user's memory count."""
-        report = BackendHealth(target=self.host)
+        report = BackendHealth(target=self.target)
         client = await asyncio.to_thread(self._connect)  # raises naming the variable to check
         report.notes.append(f"API key: set ({KEY_ENV}), accepted")
         if client.org_id or client.project_id:

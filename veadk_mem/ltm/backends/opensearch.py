@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, MissingSdk, StoreError, StoreRejected
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
+from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.llama_layout import (
     Doc,
     check_embedder,
@@ -36,7 +36,6 @@ from veadk_mem.ltm.llama_layout import (
     llama_node,
     node_metadata,
     node_uuid,
-    split_memory,
     vmem_meta,
 )
 
@@ -118,6 +117,9 @@ class OpensearchBackend(LongTermMemoryBackend):
     """Memories of one index in OpenSearch, one OpenSearch index per user, as VeADK lays them out."""
 
     name: ClassVar[str] = "opensearch"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES, Capability.EMBEDS}
+    )
     search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
 
     def __init__(
@@ -135,7 +137,6 @@ class OpensearchBackend(LongTermMemoryBackend):
         self._config = self.settings.database.opensearch
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
-        self._queries = QueryVectors()
         self._client: Any = None
         self._docs: dict[str, dict[str, Doc]] = {}
         self._held: dict[str, set[str]] = {}  # content hashes per user, kept up to date by save
@@ -303,7 +304,7 @@ class OpensearchBackend(LongTermMemoryBackend):
     async def save(
         self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
     ) -> list[str]:
-        """Embed each memory's chunks and index them with `_bulk`; one refresh at the end.
+        """Index each memory's chunks with their vectors with `_bulk`; one refresh at the end.
 
         Document ids derive from the content, so a re-run after a failure part-way stores
         the rest and rewrites nothing twice; the error says how many were stored.
@@ -321,7 +322,7 @@ class OpensearchBackend(LongTermMemoryBackend):
         try:
             for start in range(0, len(memories), BATCH):
                 batch = memories[start : start + BATCH]
-                lines, pieces = self._bulk_lines(name, batch, embedder)
+                lines, pieces = self._bulk_lines(name, batch)
                 answer: dict[str, Any] = {}
                 async for attempt in self._tries(f"saving into {name}"):
                     with attempt:  # document ids derive from the content: a retry rewrites, never doubles
@@ -352,15 +353,11 @@ class OpensearchBackend(LongTermMemoryBackend):
             with attempt:
                 await self.client.indices.refresh(index=name)
 
-    def _bulk_lines(
-        self, name: str, batch: list[MemoryRecord], embedder: Embedder
-    ) -> tuple[str, list[tuple[MemoryRecord, int, int, str]]]:
+    def _bulk_lines(self, name: str, batch: list[MemoryRecord]) -> tuple[str, list[tuple[MemoryRecord, int, int, str]]]:
         """The NDJSON body of one `_bulk` request: an index action and a document per chunk."""
-        pieces: list[tuple[MemoryRecord, int, int, str]] = []
-        for memory in batch:
-            chunks = split_memory(embedder, memory.text)
-            pieces.extend((memory, n, offset, text) for n, (offset, text) in enumerate(chunks))
-        vectors = embedder.embed([p[3] for p in pieces])
+        self.ready(batch)
+        pieces = [(m, n, offset, text) for m in batch for n, (offset, text) in enumerate(m.chunks or ())]
+        vectors = [vector for m in batch for vector in m.vectors]
         now = time.time()
         lines: list[str] = []
         for (memory, number, offset, text), vector in zip(pieces, vectors, strict=True):
@@ -377,7 +374,7 @@ class OpensearchBackend(LongTermMemoryBackend):
             lines.append(json.dumps(source, ensure_ascii=False))
         return "\n".join(lines) + "\n", pieces
 
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+    async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """The user's top_k memories by a `knn` query, a memory scoring as its best chunk."""
         if top_k <= 0:
             return []
@@ -387,7 +384,7 @@ class OpensearchBackend(LongTermMemoryBackend):
             return []
         embedder = self.embedder
         self._check_dim(name, stored, embedder)
-        vector = [float(x) for x in self._queries.vector(embedder, query)]
+        vector = [float(x) for x in await self.query_vector(query)]
         k = max(top_k * 3, 10)
         body = {
             "size": k,
@@ -406,12 +403,7 @@ class OpensearchBackend(LongTermMemoryBackend):
             record = self._record(user_id, doc)
             record.score = float(hit.get("_score") or 0.0)
             best[doc.doc_id] = record
-        chunks: list[Chunk] = list(best.values())
-        return chunks[:top_k]
-
-    async def prepare_queries(self, queries: list[str]) -> None:
-        """Embed a batch search's queries together (the store is asked one query at a time)."""
-        self._queries.prepare(self.embedder, queries)
+        return list(best.values())[:top_k]
 
     # --- keyword and hybrid search (`ltm search --mode`): `match` on VeADK's `content` ---
 

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotFound, StoreError, StoreUnreachable, VmemError, missing_extra
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord
-from veadk_mem.ltm.convert import epoch_of
+from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.convert import epoch_of, records_of_payload
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -114,6 +114,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
     """Memories an OpenViking server extracted from the sessions it was given, per peer."""
 
     name: ClassVar[str] = "openviking"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.LIST, Capability.DELETE, Capability.INDEXES})
     poll_interval: ClassVar[float] = 1.0
     poll_timeout: ClassVar[float] = 120.0  # seconds to wait for one extraction task
 
@@ -134,6 +135,16 @@ class OpenvikingBackend(LongTermMemoryBackend):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[str, str] = {}  # extraction task id -> session id, waited for at close
         self._lost = False  # the server went away during a save: close does not wait for it
+
+    @property
+    def target(self) -> str:
+        """The OpenViking server."""
+        return self.url or "(no URL)"
+
+    @property
+    def ledger_store(self) -> str:
+        """'': the ledger's entries for OpenViking predate `target` and are kept under no store name."""
+        return ""
 
     def precheck_index_naming(self) -> None:
         """VeADK refuses an empty index (it names the app in the OpenViking session id)."""
@@ -334,7 +345,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
 
     # --- read --------------------------------------------------------------------------
 
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+    async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """`find` in the peer's memories as that peer; one hit per uri, the best score kept."""
         peer = _safe_segment(user_id, "user id")
         reply = await self._call(
@@ -359,7 +370,10 @@ class OpenvikingBackend(LongTermMemoryBackend):
             elif uri not in best or _score(item) > _score(best[uri]):
                 best[uri] = item
         hits = sorted([*best.values(), *loose], key=_score, reverse=True)
-        return [{**hit, "id": hit.get("uri"), "text": hit.get("abstract") or hit.get("overview") or ""} for hit in hits]
+        found = [
+            {**hit, "id": hit.get("uri"), "text": hit.get("abstract") or hit.get("overview") or ""} for hit in hits
+        ]
+        return [record for hit in found for record in records_of_payload(hit, user_id)]
 
     async def list_memories(self, user_id: str, *, limit: int | None = None) -> list[MemoryRecord]:
         """The memory files under the peer, newest first (the server's file listing)."""
@@ -406,7 +420,7 @@ class OpenvikingBackend(LongTermMemoryBackend):
 
     async def health(self, user_id: str | None = None) -> BackendHealth:
         """URL and key present (never shown), server reachable, key and user id accepted."""
-        report = BackendHealth(target=self.url or "(no URL)")
+        report = BackendHealth(target=self.target)
         client = await self._client(None)  # raises naming the missing variable
         if not await client.health():
             raise StoreError(f"cannot reach OpenViking at {self.url} (GET /health failed)", hint=f"check {URL_ENV}")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotSupported, StoreError
 from veadk_mem.ltm.backends.redis_wire import send_hsets
-from veadk_mem.ltm.base import BackendHealth, Chunk, LongTermMemoryBackend, MemoryRecord, QueryVectors
+from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.llama_layout import (
     Doc,
     check_embedder,
@@ -36,7 +36,6 @@ from veadk_mem.ltm.llama_layout import (
     doc_record,
     llama_node,
     node_uuid,
-    split_memory,
     vmem_meta,
 )
 
@@ -69,6 +68,9 @@ class RedisBackend(LongTermMemoryBackend):
     """Memories of one index in Redis, one RediSearch index per user, as VeADK lays them out."""
 
     name: ClassVar[str] = "redis"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES, Capability.USERS, Capability.EMBEDS}
+    )
     search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
 
     def __init__(
@@ -89,7 +91,6 @@ class RedisBackend(LongTermMemoryBackend):
         self._config = config
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
-        self._queries = QueryVectors()
         self._client: Any = None
         self._search: bool | None = None
         self._docs: dict[str, dict[str, Doc]] = {}
@@ -311,7 +312,7 @@ class RedisBackend(LongTermMemoryBackend):
     async def save(
         self, user_id: str, memories: list[MemoryRecord], progress: Callable[[int], None] | None = None
     ) -> list[str]:
-        """Embed each memory's chunks and write their hashes, one pipelined round trip per batch.
+        """Write each memory's chunks with their vectors as hashes, one pipelined round trip per batch.
 
         A failure part-way says how many memories were stored; those keys are derived from
         the content, so re-running stores the rest and rewrites nothing twice.
@@ -330,18 +331,12 @@ class RedisBackend(LongTermMemoryBackend):
         self._docs.pop(user_id, None)
         for start in range(0, len(memories), BATCH):
             batch = memories[start : start + BATCH]
-            pieces: list[tuple[MemoryRecord, int, int, str]] = []
-            given: dict[int, Any] = {}  # piece -> a vector an import carried over (same model)
-            for memory in batch:
-                chunks = split_memory(embedder, memory.text)
-                if memory.vectors is not None and len(memory.vectors) == len(chunks):
-                    for n, vector in enumerate(memory.vectors):
-                        given[len(pieces) + n] = vector
-                pieces.extend((memory, n, offset, text) for n, (offset, text) in enumerate(chunks))
             try:
-                vectors = self._vectors(embedder, pieces, given)
+                self.ready(batch)
             except StoreError as exc:  # the embedding endpoint failed: the batches before are stored
                 raise fail.partial_write(exc, done, len(memories)) from None
+            pieces = [(m, n, offset, text) for m in batch for n, (offset, text) in enumerate(m.chunks or ())]
+            vectors = [vector for m in batch for vector in m.vectors]
             mappings = self._mappings(user_id, pieces, vectors)
             acked = 0  # HSET replies read, the most of any attempt: what the server acknowledged
             try:
@@ -366,21 +361,6 @@ class RedisBackend(LongTermMemoryBackend):
                 progress(len(pieces))
         return done
 
-    @staticmethod
-    def _vectors(embedder: Embedder, pieces: list[Any], given: dict[int, Any]) -> npt.NDArray[np.float32]:
-        """The chunk vectors: those given, and the embedder's for the rest (in one batch)."""
-        import numpy as np
-
-        if not given:
-            return embedder.embed([p[3] for p in pieces], progress=None)
-        out = np.empty((len(pieces), embedder.dim), dtype=np.float32)
-        todo = [i for i in range(len(pieces)) if i not in given]
-        if todo:
-            out[todo] = embedder.embed([pieces[i][3] for i in todo], progress=None)
-        for i, vector in given.items():
-            out[i] = vector
-        return out
-
     async def embedding_model(self) -> tuple[str, int] | None:
         """The configured embedder's model: VeADK's indexes do not record theirs, only the dimension."""
         return (self.embedder.name, self.embedder.dim)
@@ -403,7 +383,7 @@ class RedisBackend(LongTermMemoryBackend):
         return sorted(found)
 
     def _mappings(
-        self, user_id: str, pieces: list[tuple[MemoryRecord, int, int, str]], vectors: npt.NDArray[np.float32]
+        self, user_id: str, pieces: list[tuple[MemoryRecord, int, int, str]], vectors: list[Any]
     ) -> list[tuple[str, dict[str, Any]]]:
         """(key, hash fields) per chunk, with llama-index's `_node_content` so its reader parses them."""
         import numpy as np
@@ -430,7 +410,7 @@ class RedisBackend(LongTermMemoryBackend):
             out.append((f"{name}{SEPARATOR}{node_id}", mapping))
         return out
 
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+    async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """The user's top_k memories by cosine: KNN through FT.SEARCH, or an exact scan without search."""
         if top_k <= 0:
             return []
@@ -439,7 +419,7 @@ class RedisBackend(LongTermMemoryBackend):
         if stored is None:
             return []
         self._check_dim(user_id, stored, embedder)
-        vector = self._queries.vector(embedder, query)
+        vector = await self.query_vector(query)
         if not await self.has_search():
             if self.warn is not None and not self._warned:
                 self.warn(
@@ -449,13 +429,7 @@ class RedisBackend(LongTermMemoryBackend):
             return list(await self._scan_search(user_id, vector, top_k))
         return list(await self._knn(user_id, vector, top_k))
 
-    async def prepare_queries(self, queries: list[str]) -> None:
-        """Embed a batch search's queries together (the store is asked one query at a time)."""
-        self._queries.prepare(self.embedder, queries)
-
-    # --- keyword and hybrid search (`ltm search --mode`): RediSearch full text on `text` ---
-
-    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[Chunk]:
+    async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[MemoryRecord]:
         """As the base does, after checking that keyword and hybrid search have an index and RediSearch."""
         if mode != "vector":
             if await self.index_dim(user_id) is None:

@@ -30,7 +30,7 @@ from veadk_mem.ltm.backends.hosted import (
     region_fallback,
     volcengine_credentials,
 )
-from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Capability, MemoryRecord
 from veadk_mem.ltm.convert import epoch_of
 
 REQUIRED_METHODS = ("create_context_bucket_memory", "search_context_bucket_memory")
@@ -61,6 +61,7 @@ class TosContextBackend(VolcengineBackend):
     """Memories of one ContextBucket; each user is a context set enabled for memory."""
 
     name: ClassVar[str] = "tos_context"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.LIST, Capability.DELETE})
 
     def configure(self) -> None:
         """The service's settings, credentials and endpoint, read once."""
@@ -278,7 +279,7 @@ class TosContextBackend(VolcengineBackend):
             )
         return records
 
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+    async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """search_context_bucket_memory in the user's context set (none yet: no memories)."""
         if not await self._context_set(user_id, create=False):
             return []

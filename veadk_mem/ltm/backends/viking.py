@@ -35,7 +35,7 @@ from veadk_mem.ltm.backends.hosted import (
     region_fallback,
     volcengine_credentials,
 )
-from veadk_mem.ltm.base import BackendHealth, Chunk, MemoryRecord
+from veadk_mem.ltm.base import BackendHealth, Capability, MemoryRecord
 
 DEFAULT_MEMORY_TYPES = ["sys_event_v1", "sys_profile_v1"]
 BYTEPLUS_REGION = "cn-hongkong"
@@ -109,6 +109,7 @@ class VikingBackend(VolcengineBackend):
     """Memories of one VikingDB memory collection, scoped to a user by the service's filters."""
 
     name: ClassVar[str] = "viking"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.LIST, Capability.DELETE, Capability.PROFILE})
 
     def configure(self) -> None:
         """The service's settings, credentials and endpoint, read once."""
@@ -138,6 +139,16 @@ class VikingBackend(VolcengineBackend):
         self._kinds: dict[str, str] = {}
 
     # --- naming and credentials --------------------------------------------------------
+
+    @property
+    def target(self) -> str:
+        """The endpoint, project and collection."""
+        return f"{self.endpoint} project {self.project} collection {self.index}"
+
+    @property
+    def ledger_store(self) -> str:
+        """'': the ledger's entries for viking predate `target` and are kept under no store name."""
+        return ""
 
     def precheck_index_naming(self) -> None:
         """VeADK's rule: 1-128 characters, a letter first, then letters, digits and underscores."""
@@ -371,7 +382,7 @@ class VikingBackend(VolcengineBackend):
             )
         return records
 
-    async def search(self, user_id: str, query: str, top_k: int) -> list[Chunk]:
+    async def search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """VeADK's search: filter user_id and the memory types, limit top_k; one record per result."""
         collection = self._collection()
         call = partial(
@@ -431,7 +442,7 @@ class VikingBackend(VolcengineBackend):
 
     async def health(self, user_id: str | None = None) -> BackendHealth:
         """Credentials present (named, never shown), endpoint answering, collection existing."""
-        report = BackendHealth(target=f"{self.endpoint} project {self.project} collection {self.index}")
+        report = BackendHealth(target=self.target)
         source = self.credential_source()
         if not source:
             ak, sk, _ = key_names(self.provider)

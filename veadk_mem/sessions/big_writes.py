@@ -1,0 +1,323 @@
+"""Sessions of a long line (a `bigline.BigSession`), written on their own, their events read from
+the spool a chunk at a time: in one transaction (PostgreSQL, MySQL), or on sqlite in short
+ones with the session row last (`_write_big_staged`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from veadk_mem.errors import StoreError
+from veadk_mem.gc_pause import collect_young
+from veadk_mem.sessions.engine import sqlite_gap
+from veadk_mem.sessions.preflight import newer as _newer
+from veadk_mem.sessions.rawsession import RawSession
+from veadk_mem.sessions.records import BATCH, ImportReport
+from veadk_mem.sessions.rows import build_columns
+from veadk_mem.sessions.upsert import Done, Plans, Upsert, column_style
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from veadk_mem.sessions.bigline import BigSession
+
+T = TypeVar("T")
+
+
+class ReadAhead(Generic[T]):
+    """What `produce` gives until it gives None, each next one built in a thread while the caller
+    works on this one: `async with ReadAhead(produce) as items: async for item in items: ...`.
+
+    At the end, a read still in flight is abandoned when the work was cancelled (Ctrl-C), and
+    waited for after an error, so that the thread is done with its input before that is dropped.
+    """
+
+    def __init__(self, produce: Callable[[], T | None]) -> None:
+        self._produce = produce
+        self._ahead: asyncio.Future[T | None] | None = None
+
+    async def __aenter__(self) -> ReadAhead[T]:
+        return self
+
+    def __aiter__(self) -> ReadAhead[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        ahead = self._ahead or asyncio.ensure_future(asyncio.to_thread(self._produce))
+        self._ahead = None
+        got = await ahead
+        if got is None:
+            raise StopAsyncIteration
+        self._ahead = asyncio.ensure_future(asyncio.to_thread(self._produce))  # read on meanwhile
+        return got
+
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or ahead.done():
+            return
+        if kind is not None and not issubclass(kind, Exception):  # cancelled, Ctrl-C
+            ahead.cancel()
+        with contextlib.suppress(BaseException):
+            await ahead
+
+
+class _Taken(Exception):
+    """The key of a session being written in short transactions was taken by another writer meanwhile."""
+
+
+class BigWrites:
+    """The two writers of a long line's session; the rows and state go through `Upsert`'s helpers."""
+
+    def __init__(self, upsert: Upsert, batch_rows: Callable[[], int]) -> None:
+        self.db = upsert.db
+        self.upsert = upsert
+        self.batch_rows = batch_rows
+        # the names `_write_big_staged` (moved from writes.py as it was) calls them by
+        self._stored_times = upsert.stored_times
+        self._delete_stored = upsert.delete_stored
+        self._merge_states = upsert.merge_states
+        self._insert_session_row = upsert.insert_session_row
+        self._event_rows = upsert.event_rows
+        self._insert_event_rows = upsert.insert_event_rows
+        self._insert_plans = upsert.insert_plans
+
+    def column_style(self) -> str:
+        return column_style(self.db)
+
+    async def write(self, big: BigSession, *, force: bool, staging: list[str], done: Done | None) -> ImportReport:
+        """Write `big`: on sqlite in short transactions (`_write_big_staged`), else in one (`_write_big`)."""
+        if self.db.dialect == "sqlite":
+            return await self._write_big_staged(big, force=force, staging=staging)
+        return await self._write_big(big, force=force, done=done)
+
+    def _chunk_rows(
+        self, big: BigSession, plans: Plans | None, updated: float
+    ) -> Callable[[], tuple[list[str], list[Any]] | None]:
+        """A reader of `big`'s next spool chunk as (event ids, rows), or None at its end; run in a thread."""
+        from veadk_mem.sessions.bigline import column_chunks, event_chunks
+
+        app, user, sid = big.app_name, big.user_id, big.id
+        encoded = plans is not None and big.columns  # by the check pass already
+        chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
+
+        def rows() -> tuple[list[str], list[Any]] | None:
+            events = next(chunks, None)
+            if events is None:
+                return None
+            if encoded:
+                assert plans is not None
+                return events["id"], plans[1].rows(events)
+            ids = [event.id for event in events]
+            if plans is None:
+                return ids, self.upsert.event_rows(app, user, sid, events)
+            columns = build_columns([RawSession(sid, app, user, {}, updated, events)], self.column_style())
+            return ids, plans[1].rows(columns.events)
+
+        return rows
+
+    async def _write_big(self, big: BigSession, *, force: bool, done: Done | None = None) -> ImportReport:
+        """Write the session of a long line in ONE transaction, its events read and inserted a chunk at a time.
+
+        All or nothing, as every session: a failure or Ctrl-C part-way rolls the whole
+        session back, and a re-run writes it again (the same upsert as any session). The
+        transaction is as long as the session is: on PostgreSQL / MySQL it holds the lock on
+        that session's row (and its app / user state rows) meanwhile, nothing else.
+        """
+        from veadk_mem.sessions.state_scopes import split_state
+
+        pending = ImportReport()
+        key = (big.app_name, big.user_id, big.id)
+        now = time.time()
+        updated, created = big.update_time(now), big.create_time(now)
+        app_part, user_part, own = split_state(big.state)
+        plans = self.upsert.insert_plans()
+        async with self.db.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                stored = await self.upsert.stored_times(conn, [key])
+                if not force and key in stored and _newer(stored[key], updated):
+                    pending.skipped.append("/".join(key))
+                    return pending
+                await self.upsert.merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
+                if key in stored:
+                    await self.upsert.delete_stored(conn, [key])
+                    pending.replaced = 1
+                await self.upsert.insert_session_row(conn, key, own, created, updated, plans)
+                async with ReadAhead(self._chunk_rows(big, plans, updated)) as chunks:
+                    async for ids, event_rows in chunks:
+                        if plans is None:
+                            await self.upsert.insert_event_rows(conn, event_rows)
+                        elif event_rows and not await plans[1].insert(conn, event_rows):
+                            raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
+                        pending.events += len(ids)
+                        collect_young()
+                pending.sessions = 1
+            if done is not None:
+                done(pending)
+        return pending
+
+    @contextlib.asynccontextmanager
+    async def _short_write(self) -> AsyncIterator[AsyncConnection]:
+        """One write transaction (BEGIN IMMEDIATE on sqlite), then `sqlite_gap` for as long as it held the lock."""
+        started = time.monotonic()
+        async with self.db.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                yield conn
+        await sqlite_gap(self.db.dialect, time.monotonic() - started)
+
+    async def _write_big_staged(self, big: BigSession, *, force: bool, staging: list[str]) -> ImportReport:
+        """sqlite: the session of a long line in short transactions, its row in `sessions` last.
+
+        sqlite has one writer for the whole file: `_write_big`'s one transaction kept every
+        agent of the file waiting for the whole session (6.4 s for 200,000 events, past ADK's
+        5 s busy timeout). Here each transaction writes `batch_rows()` events and commits,
+        with `sqlite_gap`'s pause after it. No reader sees part of the session all the same:
+        ADK (get_session, list_sessions, append_event) and vmem find a session by its row in
+        `sessions`, and events without that row are read by no one. That row, with the app and
+        user state, is written last, in one short transaction, and only when the key's events
+        are exactly the ones written here. sqlite's foreign keys stay off on vmem's connections
+        (`engine.Database.open`), so the events may wait for their row; ADK's connections turn
+        them on, which checks only the rows ADK itself writes or deletes.
+
+        A session stored already (written over) loses its row in the first transaction: from
+        then on readers find no such session (an agent appending to it gets ADK's
+        SessionNotFoundError) until the new version's row is written; its old events are
+        deleted in short transactions before the new ones are written. A failure or Ctrl-C
+        part-way leaves events without a session row, seen by no reader; the next import of
+        the session deletes them first. Meanwhile `staging` holds what the import's error
+        message says of it.
+        """
+        from sqlalchemy import delete, func, literal_column, select
+
+        from veadk_mem.sessions.bigline import column_chunks, event_chunks
+        from veadk_mem.sessions.state_scopes import split_state
+
+        t = self.db.tables
+        s, e = t.sessions.c, t.events.c
+        pending = ImportReport()
+        key = (big.app_name, big.user_id, big.id)
+        now = time.time()
+        updated, created = big.update_time(now), big.create_time(now)
+        app_part, user_part, own = split_state(big.state)
+        plans = self._insert_plans()
+        session_is = (s.app_name == key[0], s.user_id == key[1], s.id == key[2])
+        events_of = (e.app_name == key[0], e.user_id == key[1], e.session_id == key[2])
+        step = self.batch_rows()
+        written: list[str] = []  # the ids of the events written, to take them back if the key is taken meanwhile
+
+        async def still_free(conn: AsyncConnection) -> None:
+            """_Taken when the session's row appeared since (an agent or another import created it)."""
+            if (await conn.execute(select(literal_column("1")).where(*session_is))).first() is not None:
+                raise _Taken
+
+        # 1. the stored version, re-checked as in `_write_big`: its row goes first
+        async with self._short_write() as conn:
+            stored = await self._stored_times(conn, [key])
+            if not force and key in stored and _newer(stored[key], updated):
+                pending.skipped.append("/".join(key))
+                return pending
+            if key in stored:
+                await conn.execute(delete(t.sessions).where(*session_is))
+                pending.replaced = 1
+        name = "/".join(key)
+        staging.append(
+            f"session {name} was not written (its stored version was removed first)"
+            if pending.replaced
+            else f"session {name} was not written"
+        )
+
+        async def rest() -> ImportReport:
+            # 2. the key's events without a session row: the stored version's, or an interrupted import's
+            while True:
+                async with self._short_write() as conn:
+                    await still_free(conn)
+                    some = select(literal_column("rowid")).where(*events_of).limit(step).scalar_subquery()
+                    gone = (await conn.execute(delete(t.events).where(literal_column("rowid").in_(some)))).rowcount
+                if gone < step:
+                    break
+            # 3. the events, `step` at a time, each group read and built in a thread while the last is written
+            encoded = plans is not None and big.columns  # by the check pass already
+            chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
+
+            left: list[tuple[list[str], list[Any]]] = []  # a chunk's ids and rows beyond the last group
+
+            def group() -> tuple[list[str], list[Any]] | None:
+                """The next `step` events' ids and rows (a spool chunk is 2,000 events: split or joined)."""
+                ids: list[str] = []
+                rows: list[Any] = []
+                while len(ids) < step:
+                    if not left:
+                        events = next(chunks, None)
+                        if events is None:
+                            break
+                        left.append(built(events))
+                    more_ids, more_rows = left.pop()
+                    take = step - len(ids)
+                    ids += more_ids[:take]
+                    rows += more_rows[:take]
+                    if len(more_ids) > take:
+                        left.append((more_ids[take:], more_rows[take:]))
+                return (ids, rows) if ids else None
+
+            def built(events: Any) -> tuple[list[str], list[Any]]:
+                if encoded:
+                    assert plans is not None
+                    return events["id"], plans[1].rows(events)
+                ids = [event.id for event in events]
+                if plans is None:
+                    return ids, self._event_rows(key[0], key[1], key[2], events)
+                columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)], self.column_style())
+                return ids, plans[1].rows(columns.events)
+
+            ahead = asyncio.ensure_future(asyncio.to_thread(group))
+            try:
+                while (got := await ahead) is not None:
+                    ahead = asyncio.ensure_future(asyncio.to_thread(group))
+                    ids, event_rows = got
+                    async with self._short_write() as conn:
+                        await still_free(conn)
+                        if plans is None:
+                            await self._insert_event_rows(conn, event_rows)
+                        elif not await plans[1].insert(conn, event_rows):
+                            raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
+                    written.extend(ids)
+                    pending.events += len(ids)
+                    collect_young()
+            finally:
+                if not ahead.done():
+                    ahead.cancel()
+                    with contextlib.suppress(BaseException):
+                        await ahead
+            # 4. the session row and the state, once the key holds exactly the events written here
+            async with self._short_write() as conn:
+                await still_free(conn)
+                have = (await conn.execute(select(func.count()).select_from(t.events).where(*events_of))).scalar_one()
+                if have != len(written):
+                    raise StoreError(
+                        f"session {'/'.join(key)}: {have:,} events under its key where {len(written):,} were written "
+                        "(another writer changed them meanwhile); its session row was not written",
+                        hint="run the import again",
+                    )
+                await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
+                await self._insert_session_row(conn, key, own, created, updated, plans)
+            pending.sessions = 1
+            return pending
+
+        try:
+            return await rest()
+        except _Taken:
+            staging.clear()
+            for i in range(0, len(written), BATCH):  # the other writer's session, as it wrote it
+                async with self._short_write() as conn:
+                    await conn.execute(delete(t.events).where(*events_of, e.id.in_(written[i : i + BATCH])))
+            raise StoreError(
+                f"session {name} was created by another writer while it was being imported; left as that writer has it",
+                hint="import the file again (with --force to write the file's version over it)",
+            ) from None
+        finally:
+            if pending.sessions:
+                staging.clear()

@@ -1,0 +1,426 @@
+"""One batch of an import written in one transaction: the stored keys read (and locked), the
+app and user state merged into their rows, the sessions written over deleted, the new rows
+inserted. Also the row-level helpers the big-session writers share."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.sessions.codec import event_row
+from veadk_mem.sessions.layout import Layout, stored_time, to_epoch
+from veadk_mem.sessions.preflight import newer
+from veadk_mem.sessions.records import BATCH, ImportReport
+from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of, text_style
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from veadk_mem.sessions.bigline import BigSession
+    from veadk_mem.sessions.driver import InsertPlan
+    from veadk_mem.sessions.engine import Database
+    from veadk_mem.sessions.rawsession import RawEvent, RawSession
+
+Key = tuple[str, str, str]  # (app, user, session id)
+Plans = tuple["InsertPlan", "InsertPlan"]  # driver plans for the sessions and the events table
+# Keys in one MySQL/MariaDB locking read: under 1,000 values (three a key), which MariaDB would
+# turn into a semi-join (in_predicate_conversion_threshold) whose scan of a small sessions table
+# kept every row it passed locked to the commit, an agent's own session included.
+LOCKING_IN_KEYS = 300
+
+
+def column_style(db: Database) -> str:
+    """How this database's rows hold JSON text (`rows.TEXTS`), so they are the rows ADK writes."""
+    return text_style(db.dialect, db.layout is Layout.SQLITE)
+
+
+@dataclass(slots=True)
+class Batch:
+    """Records for one transaction: session heads and state records in file order, and the rows.
+
+    On the driver path the rows are built (`session_rows`, `event_rows`: one per session, then
+    their events session after session); otherwise `sessions` keeps the sessions for `event_row`.
+    """
+
+    records: list[Head | dict[str, Any]]
+    splits: list[Split]  # split_state of each session, in order
+    sessions: list[RawSession] | None = None
+    session_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    event_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    big: BigSession | None = None  # or, alone, a session of a long line, streamed as it is written
+
+    @property
+    def heads(self) -> list[Head]:
+        return [r for r in self.records if not isinstance(r, dict)]
+
+
+def rows_batch(columns: Columns, plans: Plans) -> Batch:
+    """A batch of `columns` with its rows built by the driver plans (times converted, tuples in column order)."""
+    session_plan, event_plan = plans
+    return Batch(
+        columns.records,
+        columns.splits,
+        None,
+        session_plan.rows(columns.sessions) if columns.sessions.get("id") else [],
+        event_plan.rows(columns.events) if columns.events.get("id") else [],
+    )
+
+
+@dataclass(slots=True)
+class StateParts:
+    """The app and user state a transaction merges into their rows, gathered in file order."""
+
+    apps: dict[str, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
+    users: dict[tuple[str, str], dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
+
+
+Done = Callable[[ImportReport], None]  # told a transaction's counts once it committed
+
+
+class Upsert:
+    """Writes one batch in one transaction, and the rows and state of any session written."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # fields an old v0 table has no column for -> the events that had them, for one warning each
+        self.dropped: dict[str, set[tuple[str, ...]]] = {}
+
+    async def write_batch(self, batch: Batch, *, force: bool, done: Done | None = None) -> ImportReport:
+        """Write `batch` in ONE transaction and return its counts; `done` is told them once it committed.
+
+        A handful of statements per batch, not per session: one SELECT of the stored keys,
+        one read and one write of the state rows touched, DELETEs of the sessions written
+        over, and multi-row INSERTs of sessions and events.
+        """
+        pending = ImportReport()
+        async with self.db.engine.connect() as conn:
+            conn = await conn.execution_options(vmem_write=True)
+            async with conn.begin():
+                await self._write_records(conn, batch, pending, force=force)
+            if done is not None:
+                done(pending)
+        return pending
+
+    async def _write_records(self, conn: AsyncConnection, batch: Batch, pending: ImportReport, *, force: bool) -> None:
+        heads = batch.heads
+        # the last record of a key wins, as when they were written one after the other
+        sessions: dict[Key, int] = {h.key: i for i, h in enumerate(heads)}
+        stored = await self.stored_times(conn, list(sessions))
+        if not force:
+            for key, i in list(sessions.items()):
+                if key in stored and newer(stored[key], heads[i].update_time):
+                    pending.skipped.append("/".join(key))
+                    del sessions[key]  # an agent wrote to it after the file was made: keep its events
+        kept = [sessions.get(h.key) == i for i, h in enumerate(heads)]
+        parts = _state_parts(batch, kept, pending)
+        await self.merge_states(conn, parts.apps, parts.users)
+        existing = [k for k in sessions if k in stored]
+        await self.delete_stored(conn, existing)
+        pending.sessions += len(sessions)
+        pending.events += sum(heads[i].events for i in sessions.values())
+        pending.replaced += len(existing)
+        if batch.sessions is None:
+            await self._insert_prepared(conn, batch, heads, kept)
+        else:
+            await self._insert_sessions(conn, batch, heads, sessions)
+
+    async def _insert_sessions(
+        self, conn: AsyncConnection, batch: Batch, heads: list[Head], sessions: dict[Key, int]
+    ) -> None:
+        """Insert the sessions of `batch` (the path without driver plans) that `sessions` keeps, and their events."""
+        from sqlalchemy import insert
+
+        t = self.db.tables
+        assert batch.sessions is not None
+        session_rows: list[dict[str, Any]] = []
+        event_rows: list[dict[str, Any]] = []
+        for (app, user, sid), i in sessions.items():
+            head = heads[i]
+            session_rows.append(
+                {
+                    "app_name": app,
+                    "user_id": user,
+                    "id": sid,
+                    "state": batch.splits[i].own,
+                    "create_time": stored_time(t, head.create_time),
+                    "update_time": stored_time(t, head.update_time),
+                }
+            )
+            event_rows += self.event_rows(app, user, sid, batch.sessions[i].events)
+        for i in range(0, len(session_rows), BATCH):
+            await conn.execute(insert(t.sessions), session_rows[i : i + BATCH])
+        await self.insert_event_rows(conn, event_rows)
+
+    async def delete_stored(self, conn: AsyncConnection, existing: list[tuple[str, str, str]]) -> None:
+        """Delete these stored sessions and their events (an import writes them over)."""
+        from sqlalchemy import and_, delete, or_
+
+        t = self.db.tables
+        s, e = t.sessions.c, t.events.c
+        for i in range(0, len(existing), BATCH):
+            groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+            for app, user, sid in existing[i : i + BATCH]:
+                groups[(app, user)].append(sid)
+            await conn.execute(
+                delete(t.events).where(
+                    or_(
+                        *[
+                            and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids))
+                            for (a, u), ids in groups.items()
+                        ]
+                    )
+                )
+            )
+            await conn.execute(
+                delete(t.sessions).where(
+                    or_(
+                        *[
+                            and_(self.db.key_eq(s.app_name, a), self.db.key_eq(s.user_id, u), s.id.in_(ids))
+                            for (a, u), ids in groups.items()
+                        ]
+                    )
+                )
+            )
+
+    def event_rows(self, app: str, user: str, sid: str, events: list[RawEvent]) -> list[dict[str, Any]]:
+        """The events' rows for SQLAlchemy's insert (the path without driver plans); notes fields a v0 table drops."""
+        t = self.db.tables
+        if not t.missing:
+            return [event_row(t, app, user, sid, event) for event in events]
+        rows: list[dict[str, Any]] = []
+        counts: dict[str, int] = {}
+        for event in events:
+            rows.append(event_row(t, app, user, sid, event, counts))
+            for name in counts:
+                self.dropped.setdefault(name, set()).add((app, user, sid, event.id))
+            counts.clear()
+        return rows
+
+    async def insert_event_rows(self, conn: AsyncConnection, event_rows: list[dict[str, Any]]) -> None:
+        from sqlalchemy import insert
+
+        t = self.db.tables
+        stmt = insert(t.events)
+        if t.layout is Layout.V0 and self.db.dialect == "mysql":
+            # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
+            from sqlalchemy import bindparam, func
+
+            stmt = stmt.values(actions=func.unhex(bindparam("actions_hex")))
+            for row in event_rows:
+                row["actions_hex"] = row.pop("actions").hex()
+        for i in range(0, len(event_rows), BATCH * 2):
+            await conn.execute(stmt, event_rows[i : i + BATCH * 2])
+
+    def insert_plans(self) -> Plans | None:
+        """Driver plans for the sessions and events tables (ADK 2.x or SqliteSessionService tables), else None."""
+        from veadk_mem.sessions.driver import InsertPlan
+
+        if "insert_plans" not in self.db.stmts:
+            t = self.db.tables
+            plans = None
+            if t.layout in (Layout.V1, Layout.SQLITE):
+                sessions, events = (InsertPlan.make(table, self.db.engine.dialect) for table in (t.sessions, t.events))
+                plans = None if sessions is None or events is None else (sessions, events)
+            self.db.stmts["insert_plans"] = plans
+        cached: Plans | None = self.db.stmts["insert_plans"]
+        return cached
+
+    def prepare(self, records: list[RawSession | dict[str, Any]], plans: Plans | None) -> Batch:
+        """`records` as a batch: with driver plans, every row built; else the sessions kept for `event_row`.
+
+        Runs in the reading thread: building the rows (JSON text, times) is most of a write's
+        Python work, and here it overlaps the database's own work on the previous batch.
+        """
+        if plans is not None:
+            return rows_batch(build_columns(records, column_style(self.db)), plans)
+        mixed, splits = heads_of(records)
+        return Batch(mixed, splits, [r for r in records if not isinstance(r, dict)])
+
+    async def _insert_prepared(self, conn: AsyncConnection, batch: Batch, heads: list[Head], kept: list[bool]) -> None:
+        """Insert the built rows of the sessions `kept` says are written, and their events."""
+        session_rows, event_rows = batch.session_rows, batch.event_rows
+        if not all(kept):
+            session_rows = [row for row, keep in zip(session_rows, kept, strict=True) if keep]
+            wanted: list[tuple[Any, ...]] = []
+            start = 0
+            for head, keep in zip(heads, kept, strict=True):
+                end = start + head.events
+                if keep:
+                    wanted += event_rows[start:end]
+                start = end
+            event_rows = wanted
+        plans = self.insert_plans()
+        assert plans is not None
+        for plan, rows in zip(plans, (session_rows, event_rows), strict=True):
+            if rows and not await plan.insert(conn, rows):
+                raise RuntimeError(f"internal: no open transaction for the insert into {plan.table}")
+
+    async def stored_times(self, conn: AsyncConnection, keys: list[tuple[str, str, str]]) -> dict[Any, float]:
+        """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL).
+
+        One statement, built once, which the primary key index answers: the keys as three
+        arrays joined through unnest() on PostgreSQL (it plans a long IN list of row values
+        as one slow probe per row), as one JSON array through json_each() on sqlite (one
+        call into aiosqlite's thread per batch: each call waits for the GIL behind the
+        thread reading the next batch), and `(app_name, user_id, id) IN (...)` lists of
+        `LOCKING_IN_KEYS` on MySQL.
+        """
+        from sqlalchemy import bindparam, func, select, tuple_
+
+        stmt = self.db.stmts.get("stored_times")
+        if stmt is None:
+            s = self.db.tables.sessions.c
+            if self.db.dialect == "postgresql":
+                from sqlalchemy import Text
+                from sqlalchemy.dialects.postgresql import ARRAY
+
+                arrays = [bindparam(n, type_=ARRAY(Text)) for n in ("k_apps", "k_users", "k_ids")]
+                k = func.unnest(*arrays).table_valued("a", "u", "i").render_derived()
+                stmt = (
+                    select(s.app_name, s.user_id, s.id, s.update_time)
+                    .join_from(
+                        self.db.tables.sessions, k, (s.app_name == k.c.a) & (s.user_id == k.c.u) & (s.id == k.c.i)
+                    )
+                    .with_for_update(of=self.db.tables.sessions)
+                )
+            elif self.db.dialect == "sqlite":
+                j = func.json_each(bindparam("k_json")).table_valued("value")
+                stmt = select(s.app_name, s.user_id, s.id, s.update_time).join_from(
+                    self.db.tables.sessions,
+                    j,
+                    (s.app_name == func.json_extract(j.c.value, "$[0]"))
+                    & (s.user_id == func.json_extract(j.c.value, "$[1]"))
+                    & (s.id == func.json_extract(j.c.value, "$[2]")),
+                )
+            else:
+                stmt = self.db.for_update(
+                    select(s.app_name, s.user_id, s.id, s.update_time).where(
+                        tuple_(s.app_name, s.user_id, s.id).in_(bindparam("k_keys", expanding=True))
+                    ),
+                    self.db.tables.sessions,
+                )
+            self.db.stmts["stored_times"] = stmt
+        wanted = set(keys)
+        found: dict[Any, float] = {}
+        step = max(len(keys), 1) if self.db.dialect in ("postgresql", "sqlite") else LOCKING_IN_KEYS
+        for i in range(0, len(keys), step):
+            params = self.db.key_params(keys[i : i + step])  # the bound names `key_match` uses too
+            for app, user, sid, stamp in await conn.execute(stmt, params):
+                if (app, user, sid) in wanted:  # exact: MySQL's collation matches more
+                    found[(app, user, sid)] = to_epoch(stamp)
+        return found
+
+    async def merge_states(
+        self,
+        conn: AsyncConnection,
+        app_parts: dict[str, dict[str, Any]],
+        user_parts: dict[tuple[str, str], dict[str, Any]],
+    ) -> None:
+        """Merge app and user state into their rows: create missing rows, update changed ones, skip the rest."""
+        from sqlalchemy import bindparam, insert, select, update
+
+        t = self.db.tables
+        stamp = stored_time(t, time.time())
+        a, u = t.app_states, t.user_states
+        apps = sorted(app_parts)
+        current_app: dict[str, dict[str, Any]] = {}
+        current_user: dict[tuple[str, str], dict[str, Any]] = {}
+        for i in range(0, len(apps), BATCH):
+            stmt = self.db.for_update(select(a.c.app_name, a.c.state).where(a.c.app_name.in_(apps[i : i + BATCH])), a)
+            for name, state in await conn.execute(stmt):
+                if name in app_parts:
+                    current_app[name] = dict(state or {})
+        pairs = sorted(user_parts)
+        for i in range(0, len(pairs), BATCH):
+            chunk = pairs[i : i + BATCH]
+            by_user = select(u.c.app_name, u.c.user_id, u.c.state).where(
+                u.c.app_name.in_(sorted({p[0] for p in chunk})), u.c.user_id.in_(sorted({p[1] for p in chunk}))
+            )
+            by_user = self.db.for_update(by_user, u)
+            for row in await conn.execute(by_user):
+                if (row.app_name, row.user_id) in user_parts:
+                    current_user[(row.app_name, row.user_id)] = dict(row.state or {})
+        new_apps = [
+            {"app_name": name, "state": dict(part), "update_time": stamp}
+            for name, part in app_parts.items()
+            if name not in current_app
+        ]
+        changed_apps = [
+            {"b_app": name, "state": {**current_app[name], **part}, "update_time": stamp}
+            for name, part in app_parts.items()
+            if name in current_app and {**current_app[name], **part} != current_app[name]
+        ]
+        new_users = [
+            {"app_name": app, "user_id": user, "state": dict(part), "update_time": stamp}
+            for (app, user), part in user_parts.items()
+            if (app, user) not in current_user
+        ]
+        changed_users = [
+            {"b_app": app, "b_user": user, "state": {**current_user[(app, user)], **part}, "update_time": stamp}
+            for (app, user), part in user_parts.items()
+            if (app, user) in current_user and {**current_user[(app, user)], **part} != current_user[(app, user)]
+        ]
+        if new_apps:
+            await conn.execute(insert(a), new_apps)
+        if changed_apps:
+            await conn.execute(update(a).where(self.db.key_eq(a.c.app_name, bindparam("b_app"))), changed_apps)
+        if new_users:
+            await conn.execute(insert(u), new_users)
+        if changed_users:
+            await conn.execute(
+                update(u).where(
+                    self.db.key_eq(u.c.app_name, bindparam("b_app")), self.db.key_eq(u.c.user_id, bindparam("b_user"))
+                ),
+                changed_users,
+            )
+
+    async def insert_session_row(
+        self,
+        conn: AsyncConnection,
+        key: tuple[str, str, str],
+        own: dict[str, Any],
+        created: float,
+        updated: float,
+        plans: Plans | None,
+    ) -> None:
+        """The one row in `sessions` of a session written on its own (`_write_big`, `_write_big_staged`)."""
+        from sqlalchemy import insert
+
+        from veadk_mem.sessions.rows import TEXTS
+
+        t = self.db.tables
+        if plans is not None:
+            row: dict[str, list[Any]] = {"app_name": [key[0]], "user_id": [key[1]], "id": [key[2]]}
+            row["state"] = [TEXTS[column_style(self.db)][1](own)]
+            row |= {"create_time": [created], "update_time": [updated]}
+            if not await plans[0].insert(conn, plans[0].rows(row)):
+                raise RuntimeError(f"internal: no open transaction for the insert into {plans[0].table}")
+        else:
+            session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
+            session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
+            await conn.execute(insert(t.sessions), [session_row])
+
+
+def _state_parts(batch: Batch, kept: list[bool], pending: ImportReport) -> StateParts:
+    """The app and user state of the kept sessions and of the state records, merged in file order
+    (as when records were written one by one); the state records counted in `pending`."""
+    parts = StateParts()
+    index = 0
+    for record in batch.records:
+        if isinstance(record, dict):
+            if record.get("kind") == "app_state":
+                parts.apps[record["appName"]].update(record["state"])
+                pending.app_states += 1
+            else:
+                parts.users[(record["appName"], record["userId"])].update(record["state"])
+                pending.user_states += 1
+            continue
+        split = batch.splits[index]
+        index += 1
+        if kept[index - 1]:  # else skipped, or an earlier copy of a key written again later in the batch
+            parts.apps[record.app_name].update(split.app)
+            parts.users[(record.app_name, record.user_id)].update(split.user)
+    return parts
