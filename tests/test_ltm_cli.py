@@ -66,9 +66,9 @@ def test_search_table_and_json(runner: CliRunner) -> None:
     seed(SEED)
     code, out, _ = invoke(runner, "ltm", "search", "peanuts allergic", "--user", "user-42", "--app", "ltm_demo")
     assert code == 0
-    assert out.splitlines()[0].split() == [
+    assert out.splitlines()[0].split() == [  # --tsv's names (#45 item 11)
         "score",
-        "by",
+        "score_kind",
         "role",
         "author",
         "text",

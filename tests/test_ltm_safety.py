@@ -460,7 +460,7 @@ def test_a_tos_context_replay_sends_nothing_twice(runner: CliRunner, tmp_path: P
 
     dry = vmem(runner, "ltm", "save", str(session), "--dry-run")
     assert dry.exit_code == 0, dry.output
-    assert "skipped_by_ledger" in dry.stdout  # piped: one-word headers
+    assert "ledger_skipped" in dry.stdout  # piped: --tsv's names (#45 item 11)
     assert "ledger: ltm_demo/user-42/sess-1: sent before, skipped: events e0, e1" in dry.stderr
     second = vmem(runner, "ltm", "save", str(session), "--json")
     assert second.exit_code == 0, second.output

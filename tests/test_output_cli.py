@@ -278,7 +278,7 @@ def test_session_list_counts_the_compactions_adk_wrote(
     assert by_id["compacted"]["compaction_count"] == "1" and by_id["plain"]["compaction_count"] == "0"
     table = runner.invoke(app, ["session", "list", "--db-url", url, "-a", "app", "-u", "u", "--compactions"]).stdout
     header = table.splitlines()[0].split()
-    assert header[2:5] == ["session_id", "events", "compactions"]  # one word a header: awk's $3 is the id
+    assert header[2:5] == ["id", "event_count", "compaction_count"]  # --tsv's names: awk's $3 is the id
     plain = {line.split()[2]: line.split()[4] for line in table.splitlines()[1:]}
     assert plain == {"compacted": "1", "plain": "0"}  # numbers, so awk's fields stay put
     # a list with none draws no column of zeros for people; TSV keeps its field
@@ -403,8 +403,8 @@ def test_a_piped_table_works_with_cut_and_awk(runner: CliRunner, db: str) -> Non
     """Tab-separated fields, one-word headers, a time as one word: cut -f and awk take any column."""
     vmem = Path(sys.executable).with_name("vmem")
     base = f"{vmem} session list --db-url {db}"
-    assert _bash(f"{base} | cut -f3") == ["session_id", "ticket-101", "ticket-100"]
-    assert _bash(f"{base} | awk '{{print $7}}'") == ["updated", "2025-12-06T08:00:15Z", "2025-12-05T08:00:37Z"]
+    assert _bash(f"{base} | cut -f3") == ["id", "ticket-101", "ticket-100"]
+    assert _bash(f"{base} | awk '{{print $7}}'") == ["update_time", "2025-12-06T08:00:15Z", "2025-12-05T08:00:37Z"]
     assert _bash(f"{base} | awk '{{print $3, $4}}'")[1] == "ticket-101 2"
     get = f"{vmem} session get support_app cust-001 ticket-100 --db-url {db}"
     timeline = _bash(f"{get} 2>/dev/null | awk -F'\\t' '$1 == \"1\" {{print $2, $6}}'")
@@ -552,3 +552,14 @@ def test_third_party_warnings_stay_out_of_the_terminal_unless_verbose(tmp_path: 
     assert "Warning" not in quiet.stderr
     verbose = subprocess.run([vmem, "ltm", "list", "-u", "u", "-v"], capture_output=True, text=True, env=env)
     assert 'UserWarning: Field name "schema" in "SearchResult" shadows an attribute' in verbose.stderr
+
+
+def test_table_layout_flags_are_checked(runner: CliRunner, db: str) -> None:
+    """--time-format takes compact, local or iso; --wide and --records are one choice (#45 item 1)."""
+    bad = runner.invoke(app, ["session", "list", "--db-url", db, "--time-format", "epoch"])
+    assert bad.exit_code == 2 and "--time-format" in bad.stderr
+    both = runner.invoke(app, ["session", "list", "--db-url", db, "--wide", "--records"])
+    assert both.exit_code == 2 and "choose one" in bad.stderr + both.stderr
+    env = {"TTY_COMPATIBLE": "1", "COLUMNS": "200", "NO_COLOR": "1"}
+    iso = runner.invoke(app, ["session", "list", "--db-url", db, "--time-format", "iso"], env=env)
+    assert iso.exit_code == 0 and "2025-12-06T08:00:15Z" in iso.stdout

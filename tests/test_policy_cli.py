@@ -69,8 +69,8 @@ def test_saved_equals_veadk_for_a_corpus_session(runner: CliRunner, tmp_path: Pa
 def test_table_and_summary(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(app, ["policy", "test", write(tmp_path / "s.json", SESSION)])
     assert result.exit_code == 0
-    header = result.stdout.splitlines()[0]  # off a terminal: a header line, one event a line
-    for column in ("#", "time", "author", "role", "types", "decision", "reason", "memory"):
+    header = result.stdout.splitlines()[0]  # off a terminal: a header line of --tsv's names, one event a line
+    for column in ("n", "time", "author", "role", "types", "decision", "reason", "memory"):
         assert column in header
     assert len(result.stdout.splitlines()) == 1 + 3
     assert "saved" in result.stdout and "dropped" in result.stdout

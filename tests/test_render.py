@@ -53,7 +53,7 @@ def test_off_a_terminal_a_table_is_plain_text_one_record_a_line(capsys: pytest.C
     Renderer().table([{"n": 1, "text": long_id, "data": None}], COLUMNS)
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0] == "#\ttext\tdata" and lines[1] == f"1\t{long_id}\t"  # no box, no wrapping, a tab apart
+    assert lines[0] == "n\ttext\tdata" and lines[1] == f"1\t{long_id}\t"  # no box, no wrapping, a tab apart
 
 
 def test_a_piped_table_is_tab_separated_with_times_as_one_word(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,7 +62,7 @@ def test_a_piped_table_is_tab_separated_with_times_as_one_word(capsys: pytest.Ca
     rows = [{"id": "s1", "t": 1764921637.25, "types": ["text", "function_call"]}]
     Renderer().table(rows, columns)
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["session_id\tupdated\ttypes", "s1\t2025-12-05T08:00:37Z\ttext, function_call"]
+    assert lines == ["id\tt\ttypes", "s1\t2025-12-05T08:00:37Z\ttext, function_call"]
     assert lines[1].split()[1] == "2025-12-05T08:00:37Z"  # awk '{print $2}'
 
 
@@ -191,7 +191,7 @@ def test_a_squeezed_time_column_wraps_between_date_and_time(
     ]
     row: dict[str, object] = {"n": 1, "time": 1_764_403_207.0, "reason": "role assistant not in include_roles [user]"}
     row.update({f"c{i}": "assistant" for i in range(4)})
-    Renderer().table([row], columns)
+    Renderer(wide=True).table([row], columns)  # every character: the --wide layout
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert max(len(line) for line in out.splitlines()) <= 80
     cells = [line.split("│")[1].strip() for line in out.splitlines() if "│" in line]
@@ -209,8 +209,54 @@ def test_long_messages_and_warnings_stay_on_one_line(
     assert capsys.readouterr().err.splitlines() == [text, f"vmem: warning: {text}"]
 
 
-def test_piped_headers_are_one_word_so_awk_fields_line_up(capsys: pytest.CaptureFixture[str]) -> None:
-    columns = [Column.id("app", "app"), Column.id("session id", "id"), Column("state keys", "n", justify="right")]
-    Renderer().table([{"app": "a", "id": "s-1", "n": 3}], columns)
+def test_piped_headers_are_the_tsv_names_so_awk_fields_line_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """A pipe's header is --tsv's (#45 item 11): one word a column, the same names either way."""
+    columns = [Column.id("app", "app_name"), Column.id("session id", "id"), Column("state keys", "n", justify="right")]
+    Renderer().table([{"app_name": "a", "id": "s-1", "n": 3}], columns)
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split() == ["app", "session_id", "state_keys"] and row.split()[1] == "s-1"
+    assert header.split() == ["app_name", "id", "n"] and row.split()[1] == "s-1"
+
+
+def test_one_line_fit_hides_by_declared_order_and_elides_text() -> None:
+    """#45 item 1: ids whole, the highest `drop` hidden first, the main text elided to fit."""
+    from veadk_mem.cli.columns import fit_line
+
+    columns = [
+        Column.id("session id", "id"),
+        Column("state keys", "k", drop=2),
+        Column("events", "e", drop=1),
+        Column.text("text", "t"),
+    ]
+    cells = [["s" * 36, "3", "12", "a long message " * 10]]
+    fit = fit_line(columns, cells, 100)
+    assert not fit.records and fit.hidden == () and fit.widths[0] == 36 and sum(fit.widths) + 9 == 100
+    narrow = fit_line(columns, cells, 80)
+    assert narrow.hidden == (1,) and narrow.shown == [0, 2, 3] and narrow.widths[0] == 36
+    assert fit_line(columns, cells, 30).records  # the id alone does not leave room: blocks
+
+
+def test_compact_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from veadk_mem.timefmt import AGE, CLOCK
+
+    now = time.time()
+    assert format_time(now - 30, AGE) == "30s ago" and format_time(now - 3 * 86400 - 5, AGE) == "3d ago"
+    assert format_time(now - 2 * 3600 - 1, AGE) == "2h ago"
+    assert len(format_time(now - 90 * 86400, AGE)) == 10  # a date past 30 days
+    assert len(format_time(now, CLOCK)) == 8  # 12:04:31 today
+
+
+def test_a_one_line_table_names_what_it_hides_once(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, terminal: None
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    columns = [Column.id("id", "id"), Column("state keys", "k", drop=1), Column.text("text", "t")]
+    rows = [{"id": "x" * 50, "k": 3, "t": "hello " * 20}, {"id": "y" * 50, "k": 4, "t": "bye"}]
+    r = Renderer()
+    r.table(rows, columns)
+    r.table(rows, columns)
+    captured = capsys.readouterr()
+    assert " ".join(captured.err.split()).count("1 column hidden (state keys): --wide shows them") == 1
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", captured.out).splitlines()
+    assert len(lines) == 2 * (2 + 2) and all(len(line) <= 80 for line in lines) and "…" in captured.out

@@ -43,14 +43,14 @@ def vmem(runner: CliRunner, *args: str, input: str | None = None, env: dict[str,
 def test_list_table_and_json(runner: CliRunner, dbfile: Path) -> None:
     result = vmem(runner, "session", "list", "--db-url", str(dbfile))
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0].split() == [  # off a terminal: one word a header, for awk
-        "app",
-        "user",
-        "session_id",
-        "events",
+    assert result.stdout.splitlines()[0].split() == [  # off a terminal: --tsv's names (#45 item 11), for awk
+        "app_name",
+        "user_id",
+        "id",
+        "event_count",
         "state_keys",
-        "created",
-        "updated",
+        "create_time",
+        "update_time",
     ]
     assert "s1" in result.stdout and "12" in result.stdout
 

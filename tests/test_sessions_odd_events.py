@@ -70,7 +70,7 @@ def test_session_get_shows_each_odd_event_as_one_row(runner: CliRunner, db: str)
     assert result.exit_code == 0, result.stderr
     assert "ValidationError" not in result.stderr and "unexpected" not in result.stderr
     lines = result.stdout.splitlines()
-    rows = lines[lines.index(next(line for line in lines if line.startswith("#\ttime"))) + 1 :]
+    rows = lines[lines.index(next(line for line in lines if line.startswith("n\ttime"))) + 1 :]
     assert len(rows) == 4  # one line per event, the good one too
     for row, marker in zip(rows, MARKERS, strict=False):
         fields = row.split("\t")

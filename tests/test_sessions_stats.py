@@ -161,8 +161,11 @@ def test_machine_formats_print_records(runner: CliRunner, tmp_path: Path) -> Non
     assert "█" not in ages.stdout  # bars are for people only
     top = runner.invoke(app, ["session", "stats", "--db-url", url, "--top", "2", "--jsonl"])
     assert [json.loads(line)["id"] for line in top.stdout.splitlines()] == ["c1", "a1"]
-    people = runner.invoke(app, ["session", "stats", "--db-url", url])
-    assert "2,680 total" in people.stdout and "c1" in people.stdout
+    piped = runner.invoke(app, ["session", "stats", "--db-url", url])
+    assert "2680 total" in piped.stdout and "c1" in piped.stdout
+    assert not any(glyph in piped.stdout for glyph in [*"█▁▂▃▄▅▆▇", " KB", " B\t"])  # plain numbers (#45 item 11)
+    tsv_top = runner.invoke(app, ["session", "stats", "--db-url", url, "--top", "10", "--tsv"]).stdout.splitlines()
+    assert tsv_top[0] in piped.stdout.splitlines()  # the largest sessions' piped header is --tsv's
     bad = runner.invoke(app, ["session", "stats", "--db-url", url, "--by", "month"])
     assert bad.exit_code == 2 and "--by" in bad.stderr
 

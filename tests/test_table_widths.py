@@ -1,6 +1,10 @@
-"""Every table-printing command at 60, 80 and 120 columns: every value appears whole.
+"""Every table-printing command at 60, 80 and 120 columns: one line per record by default,
+and under --wide every value whole.
 
-The gate of "output that never loses a character": a table on a terminal wraps inside its
+By default (#45 item 1) a table keeps one line per record: key columns whole, free text
+elided with `…`, lower-priority columns hidden and named once on stderr (`test_one_line_per_record`).
+
+Under --wide, the gate of "output that never loses a character": a table on a terminal wraps inside its
 cells and never cuts one, and never leaves a column out. The test records what each command
 hands the renderer (rows and columns), renders it as on a terminal (TTY_COMPATIBLE=1,
 COLUMNS=w), reads each drawn column top to bottom (or each `field:` of a record block, when
@@ -210,7 +214,7 @@ def test_every_value_appears_whole(
     monkeypatch.setattr(render.Renderer, "table", table)
     monkeypatch.setattr(render.Renderer, "fields", fields_)
     env = {"COLUMNS": str(width), "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
-    result = runner.invoke(app, argv(world), env=env)
+    result = runner.invoke(app, [*argv(world), "--wide"], env=env)
     assert result.exit_code in (0, 1), result.output  # doctor exits 1 when a store is unreachable
     out, err = ANSI.sub("", result.stdout), result.stderr
     assert tables or fields, f"{name}: printed no table"
@@ -248,3 +252,94 @@ def test_every_value_appears_whole(
             assert _squash(str(value)) in whole, f"{name} at {width}: field {value!r} not whole"
             checked += 1
     assert checked, f"{name}: nothing checked"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize(("name", "argv"), COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_one_line_per_record(
+    world: dict[str, str],
+    runner: CliRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    argv: Callable[[dict[str, str]], list[str]],
+    width: int,
+) -> None:
+    """Without --wide, each row of each table on stdout is one line within the width, its key
+    cells whole on it; a hidden column is named on stderr, never silently gone."""
+    from veadk_mem.cli.columns import KEY
+
+    tables: list[tuple[list[dict[str, Any]], list[Any]]] = []
+    real_table = render.Renderer.table
+
+    def table(self: Any, rows: Any, columns: Any, **kwargs: Any) -> None:
+        if not kwargs.get("to_stderr"):
+            tables.append((list(rows), list(columns)))
+        real_table(self, rows, columns, **kwargs)
+
+    monkeypatch.setattr(render.Renderer, "table", table)
+    env = {"COLUMNS": str(width), "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    result = runner.invoke(app, argv(world), env=env)
+    assert result.exit_code in (0, 1), result.output
+    out, err = ANSI.sub("", result.stdout), " ".join(ANSI.sub("", result.stderr).split())
+    lines = out.splitlines()
+    assert max((len(line) for line in lines), default=0) <= width, f"{name}: wider than {width}\n{out}"
+    if "one block per row" in err:  # keys alone wider than the terminal: records, said so
+        return
+    rows_lines = [line for line in lines if "│" in line]
+    for rows, columns in tables:
+        keys = [c for c in columns if c.kind == KEY]
+        for row in rows:
+            cells = [
+                str(c.fmt(row.get(c.key)) if c.fmt else row.get(c.key)) for c in keys if row.get(c.key) is not None
+            ]
+            if cells:
+                assert any(all(cell in line for cell in cells) for line in rows_lines), (
+                    f"{name} at {width}: row {cells} not whole on one line\n{out}"
+                )
+        shown_headers = {h.strip() for line in lines if "┃" in line for h in line.split("┃")}
+        drawn = any(h for h in shown_headers)
+        for col in columns:
+            if drawn and col.header and col.header not in shown_headers and any(row.get(col.key) for row in rows):
+                assert col.header in err and "--wide" in err, f"{name} at {width}: {col.header!r} gone unsaid\n{err}"
+
+
+def test_session_list_of_61_sessions_fits_80_columns_in_61_lines(tmp_path: Path, runner: CliRunner) -> None:
+    """The issue's case: 61 ADK sessions at 80 columns are 61 lines and a 2-line header, not
+    491 lines of blocks; what is hidden is said once, in a footer on stderr."""
+    import asyncio
+    import time
+
+    from google.adk.events import Event
+    from google.adk.sessions import DatabaseSessionService
+    from google.genai import types
+
+    db = tmp_path / "s.db"
+
+    async def write() -> None:
+        service = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{db}")
+        try:
+            for n in range(61):
+                session = await service.create_session(
+                    app_name="travel_planner" if n % 3 else "support_app", user_id=f"user-{n % 7}", state={"k": n}
+                )
+                content = types.Content(role="user", parts=[types.Part(text=f"order {n} arrived cracked")])
+                await service.append_event(
+                    session, Event(author="user", timestamp=time.time() - n * 3600, content=content)
+                )
+        finally:
+            await service.close()
+
+    asyncio.run(write())
+    env = {"COLUMNS": "80", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    result = runner.invoke(app, ["session", "list", "--db-url", str(db)], env=env)
+    assert result.exit_code == 0, result.output
+    lines = ANSI.sub("", result.stdout).splitlines()
+    assert len(lines) == 61 + 2 and max(len(line) for line in lines) <= 80
+    assert all(re.search(r"[0-9a-f-]{36}", line) for line in lines[2:])  # each whole session id on its line
+    assert lines[2].split("│")[-1].strip().endswith("ago")  # a compact time
+    err = " ".join(result.stderr.split())
+    assert err.count("hidden") == 1 and "created" in err and "--wide" in err
+    wide = runner.invoke(app, ["session", "list", "--db-url", str(db), "--wide"], env=env)
+    assert "hidden" not in wide.stderr and "created" in ANSI.sub("", wide.stdout)
+    blocks = runner.invoke(app, ["session", "list", "--db-url", str(db), "--records"], env=env)
+    assert ANSI.sub("", blocks.stdout).count("─[ ") == 61 and "too narrow" not in blocks.stderr

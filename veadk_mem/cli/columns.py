@@ -1,9 +1,11 @@
 """The column model of vmem's tables: what a column holds, its cell in each output form, and
-how wide each column may be on a terminal (`fit_columns`).
+how wide each column may be on a terminal.
 
-A cell never loses a character: ids and keys never wrap, identifier-like cells (types,
-authors, env names, times) wrap only between words, and the main text keeps a readable
-width; when that cannot fit, the renderer turns the table into records.
+On a terminal a table keeps one line per record (`fit_line`), as gh and kubectl do: keys and
+identifier-like cells whole, free text elided with `…`, and columns hidden in the order each
+table declares (`Column.drop`) when the rest does not fit. Under --wide (`fit_columns`) a cell
+never loses a character: ids never wrap, identifier-like cells wrap only between words, the
+main text keeps a readable width, and when that cannot fit the table turns into records.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from veadk_mem.cli.terminal import terminal_text
 from veadk_mem.jsonio import dumps
-from veadk_mem.timefmt import ISO, SECONDS, format_time
+from veadk_mem.timefmt import ISO, LOCAL, SECONDS, TimeForm, format_time
 
 MIN_WRAP_WIDTH = 10  # the narrowest a folding column is squeezed to
 WORD_WIDTH = 20  # a folding column gets room for words this long before long words fold
@@ -30,6 +32,9 @@ WORD = "word"  # identifier-like (types, authors, env names, times, numbers): wr
 
 
 TIME_WIDTH = 10  # a squeezed time column wraps between date and time, never inside the date
+LINE_TEXT = 20  # on one line, the main text is elided to no fewer characters before columns are hidden
+LINE_FOLD = 10  # and secondary free text to no fewer than this
+LINE_LEAST = 6  # the fewest characters an elided cell keeps when the table fits no other way
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,10 @@ class Column:
 
     kind is KEY (ids: whole, never left out), TEXT (the main free text), FOLD (other free
     text) or WORD (the default: identifier-like, wraps only between words). no_wrap keeps a
-    cell on one line. max_width caps how wide a wrapping column grows.
+    cell on one line. max_width caps how wide a wrapping column grows. drop: 0 never hidden;
+    else, when a one-line table does not fit, the column with the highest drop goes first.
+    clock: a time shown as a time of day on a terminal (a timeline) rather than an age.
+    people_only: a drawing for people (a bar), left out of piped output.
     """
 
     header: str
@@ -50,16 +58,20 @@ class Column:
     no_wrap: bool = False
     is_time: bool = False
     kind: str = WORD
+    drop: int = 0
+    clock: bool = False
+    people_only: bool = False
 
     @classmethod
-    def time(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None) -> Column:
-        """A time column: local time for people, ISO-8601 UTC in CSV/TSV/JSONL; squeezed, it
-        wraps between date and time, never inside the date."""
-        return cls(header, key, fmt or format_time, min_width=TIME_WIDTH, is_time=True)
+    def time(cls, header: str, key: str, *, drop: int = 0, clock: bool = False) -> Column:
+        """A time column: compact on a terminal (3d ago, or 12:04:31 with clock), local time
+        under --wide, ISO-8601 UTC in CSV/TSV/JSONL; squeezed under --wide, it wraps between
+        date and time, never inside the date."""
+        return cls(header, key, format_time, min_width=TIME_WIDTH, is_time=True, drop=drop, clock=clock)
 
     @classmethod
     def id(cls, header: str, key: str, fmt: Callable[[Any], str] | None = None) -> Column:
-        """A key column: an id people copy into another command, whole on one line."""
+        """A key column: an id people copy into another command, whole on one line, never hidden."""
         return cls(header, key, fmt, no_wrap=True, kind=KEY)
 
     @classmethod
@@ -78,6 +90,11 @@ class Column:
         """Never wrapped: keys and no_wrap columns."""
         return self.no_wrap or self.kind == KEY
 
+    @property
+    def elided(self) -> bool:
+        """Free text, which a one-line table shortens with `…` to fit."""
+        return self.kind in (TEXT, FOLD)
+
 
 @dataclass(frozen=True)
 class ColumnFit:
@@ -87,6 +104,58 @@ class ColumnFit:
     shown: list[int]
     widths: list[int]
     records: bool = False
+    hidden: tuple[int, ...] = ()
+
+
+def fit_line(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int) -> ColumnFit:
+    """Widths for a table of one line per record (cells already on one line) within `width`.
+
+    Keys and identifier-like cells are whole; free text takes what is left, down to LINE_TEXT
+    (main text) or LINE_FOLD characters, elided with `…`. While that does not fit, the column
+    with the highest `drop` is hidden (named in `hidden`); then free text gives way down to
+    LINE_LEAST. Only when even that does not fit is the layout records. Spare width goes to the
+    free text, the main text TEXT_WEIGHT times faster, never past its whole length.
+    """
+    from rich.cells import cell_len
+
+    shown = [i for i, col in enumerate(columns) if any(row[i] for row in cells)]
+    natural = {i: max(cell_len(columns[i].header), *(cell_len(row[i]) for row in cells)) for i in shown}
+
+    def floor(i: int, least: bool) -> int:
+        col = columns[i]
+        if not col.elided:
+            return natural[i]
+        wanted = LINE_LEAST if least else LINE_TEXT if col.kind == TEXT else LINE_FOLD
+        return min(natural[i], max(wanted, min(cell_len(col.header), 12)))
+
+    def need(cols: list[int], least: bool = False) -> int:
+        return sum(floor(i, least) for i in cols) + GAP * (len(cols) - 1)
+
+    order = sorted((i for i in shown if columns[i].drop), key=lambda i: (-columns[i].drop, -i))
+    hidden: list[int] = []
+    while need(shown) > width and order:
+        gone = order.pop(0)
+        hidden.append(gone)
+        shown = [i for i in shown if i != gone]
+    least = need(shown) > width
+    if len(shown) > 1 and need(shown, least) > width:
+        return ColumnFit(shown, [], records=True)
+    widths = {i: floor(i, least) for i in shown}
+    spare = width - need(shown, least)
+    lacking = {i: (natural[i] - widths[i]) * (TEXT_WEIGHT if columns[i].kind == TEXT else 1) for i in shown}
+    lacking = {i: lack for i, lack in lacking.items() if lack > 0}
+    total = sum(lacking.values())
+    if total and spare > 0:
+        for i, lack in lacking.items():
+            widths[i] += min(natural[i] - widths[i], spare * lack // total)
+        spare = width - sum(widths.values()) - GAP * (len(shown) - 1)
+        for i in sorted(lacking, key=lambda j: columns[j].kind != TEXT):  # leftovers, the main text first
+            give = min(spare, natural[i] - widths[i])
+            widths[i] += give
+            spare -= give
+    if len(shown) == 1:
+        widths[shown[0]] = min(widths[shown[0]], max(width, 1))
+    return ColumnFit(shown, [widths[i] for i in shown], hidden=tuple(sorted(hidden)))
 
 
 def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int) -> ColumnFit:
@@ -161,14 +230,16 @@ def fit_columns(columns: Sequence[Column], cells: Sequence[Sequence[str]], width
 
 
 def plain_header(col: Column) -> str:
-    """A header off a terminal: one word ("session_id"), so awk's fields in the header line
-    up with the data's."""
+    """A header of aligned text for people off a terminal (a summary on stderr): one word
+    ("memories_saved"), so awk's fields in the header line up with the data's."""
     return "_".join(col.header.split()) or "-"
 
 
-def person_cell(value: Any, col: Column | None) -> str:
-    """A cell for people, control characters made visible: the column's formatter, else JSON
-    for dicts and lists, else str()."""
+def person_cell(value: Any, col: Column | None, times: TimeForm = LOCAL) -> str:
+    """A cell for people, control characters made visible: a time in the form `times`, else
+    the column's formatter, else JSON for dicts and lists, else str()."""
+    if col is not None and col.is_time:
+        return terminal_text(format_time(value, times))
     return terminal_text(_cell_text(value, col))
 
 
@@ -183,10 +254,13 @@ def _cell_text(value: Any, col: Column | None) -> str:
 
 
 def piped_cell(value: Any, col: Column) -> str:
-    """A cell of a piped table: as people see it but on one line, and a time as one word,
-    ISO 8601 UTC to the second (2025-12-06T08:00:07Z)."""
+    """A cell of a piped table: as people see it but on one line, a number plain (1234567,
+    not 1,234,567 or 1.2 MB), and a time as one word, ISO 8601 UTC to the second
+    (2025-12-06T08:00:07Z)."""
     if col.is_time:
         return terminal_text(one_line(format_time(value, SECONDS)))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
     return one_line(person_cell(value, col))
 
 

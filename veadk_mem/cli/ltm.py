@@ -83,20 +83,20 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 SEARCH_COLUMNS = [
     Column("score", "score", _score, justify="right"),
-    Column("role", "role"),
-    Column("author", "author"),
+    Column("role", "role", drop=3),
+    Column("author", "author", drop=2),
     Column.text("text", "text", max_width=80),
     Column.id("session", "session"),
-    Column.time("saved", "saved"),
-]
+    Column.time("saved", "saved", drop=1),
+]  # drop: what a terminal too narrow hides first (role, then author, then saved)
 LIST_COLUMNS = [
     Column.id("id", "id"),
-    Column("role", "role"),
-    Column("author", "author"),
+    Column("role", "role", drop=4),
+    Column("author", "author", drop=3),
     Column.text("text", "text", max_width=80),
-    Column.id("session", "session"),
-    Column.time("saved", "saved"),
-]
+    Column("session", "session", no_wrap=True, drop=1),
+    Column.time("saved", "saved", drop=2),
+]  # the memory id is the key (`ltm delete --id`); role, author, saved, then the session go first
 
 
 # --- save ----------------------------------------------------------------------------
@@ -421,10 +421,10 @@ def search(
     rows = _rows(entries)
     columns = SEARCH_COLUMNS
     if any(r["score_kind"] for r in rows):  # say which ranking made each score
-        columns = [columns[0], Column("by", "score_kind"), *columns[1:]]
+        columns = [columns[0], Column("by", "score_kind", drop=4), *columns[1:]]
     # Hosted stores (viking) say what kind of memory each result is; local vectors do not.
     if any(r["type"] for r in rows):
-        columns = [Column("type", "type"), *columns]
+        columns = [Column("type", "type", drop=5), *columns]
     state.render.records(rows, columns, json_rows=entries, empty="no memories found")
     if elsewhere:
         state.render.message(elsewhere)

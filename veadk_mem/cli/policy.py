@@ -134,15 +134,15 @@ def _table(state: AppState, result: DryRun) -> None:
     ]
     columns = [
         Column("#", "n", justify="right", kind=KEY),
-        *([Column.id("session", "session")] if several else []),
-        Column.time("time", "time"),
-        Column("author", "author"),
-        Column("role", "role"),
-        Column("types", "types"),
+        *([Column("session", "session", no_wrap=True, drop=1)] if several else []),
+        Column.time("time", "time", clock=True, drop=3),
+        Column("author", "author", drop=2),
+        Column("role", "role", drop=5),
+        Column("types", "types", drop=4),
         Column("decision", "decision"),
-        Column("reason", "reason"),
+        Column.free("reason", "reason"),
         Column.text("memory", "memory", max_width=60),
-    ]
+    ]  # on a narrow terminal: role, types, time, author, then the session go first; the reason is elided
     state.render.table(rows, columns, title=f"policy: {result.policy.origin}", empty="no events")
     state.render.message(result.summary())
 

@@ -2,12 +2,13 @@
 and nowhere else.
 
 Data goes to stdout; messages, plans and progress to stderr. Rich honours NO_COLOR itself.
-Tables for people are fitted to the terminal and never lose a character: a cell wraps inside
-itself, ids and keys never wrap, identifier-like cells (types, authors, env names, times)
-wrap only between words, and the main text keeps a readable width. When that cannot fit, the
-table becomes a record layout (one block per row, `field: value` lines) with a note on stderr;
-no column is ever left out. Off a terminal a table is tab-separated text, a header line and
-one record per line, never wrapped, times ISO 8601 UTC, so grep, cut and awk work. Messages
+A table on a terminal keeps one line per record, as gh and kubectl do: ids whole, times
+compact (3d ago), free text elided with `…`, and lower-priority columns hidden in the order
+the table declares, named once in a footer on stderr. --wide shows every column and every
+character (cells wrap inside themselves; a table that cannot fit becomes records); --records
+gives one block per row (`field: value` lines) by choice. Off a terminal a table is
+tab-separated text, a header line of the --tsv names and one record per line, never wrapped,
+numbers plain, times ISO 8601 UTC, so grep, cut and awk work. Messages
 on a terminal wrap at its width between words; off one every message, warning, error and hint
 is one line.
 
@@ -29,6 +30,7 @@ from veadk_mem.cli.columns import (
     GAP,
     Column,
     fit_columns,
+    fit_line,
     machine_text,
     machine_value,
     one_line,
@@ -38,7 +40,7 @@ from veadk_mem.cli.columns import (
 )
 from veadk_mem.cli.terminal import WRITE_CHUNK, isatty, safe_text, terminal_safe, terminal_text, wrap_words, write_text
 from veadk_mem.jsonio import dumps
-from veadk_mem.timefmt import LOCAL, SECONDS, format_time
+from veadk_mem.timefmt import AGE, CLOCK, LOCAL, SECONDS, TimeForm, format_time
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 SPINNER_AFTER = 1.0  # seconds a wait lasts before a terminal shows a spinner
 RICH_TABLE_MAX_ROWS = 1000  # above this, even a terminal gets plain aligned text
 TABLE_FORMATS = ("jsonl", "csv", "tsv")  # the machine formats every table-shaped command takes
+TIME_FORMATS = ("compact", "local", "iso")  # --time-format: 3d ago / 2026-11-29 21:24:38 / 2026-11-29T13:24:38Z
 
 
 def to_json(data: Any, *, indent: int | None = 2) -> str:
@@ -77,12 +80,24 @@ class Renderer:
     """Writes data and messages according to the global --json / --quiet / format flags."""
 
     def __init__(
-        self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False, fmt: str | None = None
+        self,
+        *,
+        json_mode: bool = False,
+        quiet: bool = False,
+        verbose: bool = False,
+        fmt: str | None = None,
+        wide: bool = False,
+        records: bool = False,
+        time_format: str | None = None,
     ) -> None:
         self.json_mode = json_mode
         self.quiet = quiet
         self.verbose = verbose
         self.fmt = fmt  # jsonl, csv or tsv for table-shaped output; None: a table or plain text
+        self.wide = wide  # every column, every character (cells wrap) on a terminal
+        self.as_records = records  # one block per row on a terminal, by choice
+        self.time_format = time_format  # compact, local or iso on a terminal; None: compact, local under --wide
+        self._said_hidden: set[tuple[str, ...]] = set()  # footers already given
         self._out: Console | None = None
         self._err: Console | None = None
         self._blocks = 0  # plain-text blocks written so far: a blank line goes between them
@@ -203,9 +218,12 @@ class Renderer:
         from rich.table import Table
         from rich.text import Text
 
-        cells = [[person_cell(row.get(col.key), col) for col in columns] for row in rows]
+        if not self.wide and not self.as_records:
+            self._line_table(console, rows, columns, title=title, continued=continued)
+            return
+        cells = [[person_cell(row.get(col.key), col, self._times(col)) for col in columns] for row in rows]
         layout = fit_columns(columns, cells, console.width)
-        if layout.records:
+        if self.as_records or layout.records:
             self._record_table(console, columns, cells, layout.shown, title=title, continued=continued)
             return
         table = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
@@ -222,6 +240,45 @@ class Renderer:
             table.add_row(*[Text(line[i]) for i in layout.shown])
         console.print(table, crop=False)
 
+    def _times(self, col: Column) -> TimeForm:
+        """The form of a time cell on a terminal: --time-format's, else compact (an age, or a
+        time of day in a timeline), local time under --wide and --records."""
+        form = self.time_format or ("local" if self.wide or self.as_records else "compact")
+        if form == "compact":
+            return CLOCK if col.clock else AGE
+        return SECONDS if form == "iso" else LOCAL
+
+    def _line_table(
+        self,
+        console: Console,
+        rows: Sequence[dict[str, Any]],
+        columns: Sequence[Column],
+        *,
+        title: str | None,
+        continued: bool,
+    ) -> None:
+        """One line per record (`fit_line`): free text elided with `…`, the columns that do not
+        fit hidden by the table's declared order and named once on stderr (--wide shows them)."""
+        from rich.table import Table
+        from rich.text import Text
+
+        cells = [[one_line(person_cell(row.get(col.key), col, self._times(col))) for col in columns] for row in rows]
+        layout = fit_line(columns, cells, console.width)
+        if layout.records:
+            self._record_table(console, columns, cells, layout.shown, title=title, continued=continued)
+            return
+        table = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
+        for i, w in zip(layout.shown, layout.widths, strict=True):
+            col = columns[i]
+            table.add_column(col.header, justify=col.justify, width=w, overflow="ellipsis", no_wrap=True)  # type: ignore[arg-type]
+        for line in cells:
+            table.add_row(*[Text(line[i], no_wrap=True, overflow="ellipsis") for i in layout.shown])
+        console.print(table, crop=False)
+        names = tuple(columns[i].header or columns[i].key for i in layout.hidden)
+        if names and names not in self._said_hidden:
+            self._said_hidden.add(names)
+            self.message(f"{counted(len(names), 'column')} hidden ({', '.join(names)}): --wide shows them")
+
     def _record_table(
         self,
         console: Console,
@@ -237,7 +294,7 @@ class Renderer:
         from rich.cells import cell_len
         from rich.text import Text
 
-        if not self._said_records:
+        if not self._said_records and not self.as_records:
             self._said_records = True
             self.message(
                 f"{console.width} columns are too narrow for the table: one block per row; "
@@ -297,15 +354,17 @@ class Renderer:
 
     def _piped_table(self, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, header: bool) -> None:
         """A table in a pipe or a file: a header of one-word names, then one record a line, its
-        fields separated by one tab (as gh does off a terminal). A cell never holds a tab or a
+        fields separated by one tab (as gh does off a terminal). The header holds --tsv's names
+        and numbers are plain, so a pipe and --tsv agree on both. A cell never holds a tab or a
         newline, and a time is one word (ISO 8601 UTC), so `cut -f3` and `awk -F'\\t'` take any
         column, and plain `awk '{print $3}'` every column up to the first holding free text."""
         out = sys.stdout
+        columns = [c for c in columns if not c.people_only]  # no bars in data
         lines = []
         if header:
             if self._blocks:
                 lines.append("")
-            lines.append("\t".join(plain_header(c) for c in columns))
+            lines.append("\t".join(c.key for c in columns))  # the --tsv names
         for row in rows:
             lines.append("\t".join(piped_cell(row.get(col.key), col) for col in columns))
         write_text(out, "\n".join(lines) + "\n")

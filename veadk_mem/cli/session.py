@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -34,12 +35,12 @@ SUMMARY_COLUMNS = [
     Column.id("app", "app_name"),
     Column.id("user", "user_id"),
     Column.id("session id", "id"),
-    Column("events", "event_count", justify="right"),
-    Column("state keys", "state_keys", justify="right"),
-    Column.time("created", "create_time"),
+    Column("events", "event_count", justify="right", drop=1),
+    Column("state keys", "state_keys", justify="right", drop=3),
+    Column.time("created", "create_time", drop=2),
     Column.time("updated", "update_time"),
-]
-COMPACTIONS = Column("compactions", "compaction_count", justify="right")
+]  # drop: what a terminal too narrow hides first (state keys, then created, then events)
+COMPACTIONS = Column("compactions", "compaction_count", justify="right", drop=4)
 
 
 def _list_columns(state: AppState, found: list[SessionSummary], compactions: bool) -> list[Column]:
@@ -225,12 +226,12 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
 
 EVENT_COLUMNS = [
     Column("#", "n", justify="right", kind=KEY),
-    Column.time("time", "time"),
-    Column("author", "author"),
-    Column("role", "role"),
-    Column("types", "types", ", ".join),
+    Column.time("time", "time", clock=True),
+    Column("author", "author", drop=1),
+    Column("role", "role", drop=4),
+    Column("types", "types", ", ".join, drop=2),
     Column.text("text", "text"),
-    Column.free("state delta", "state_delta", lambda d: _json_text(d) if d else ""),
+    Column.free("state delta", "state_delta", lambda d: _json_text(d) if d else "", drop=3),
 ]
 
 
@@ -639,17 +640,17 @@ TOP_COLUMNS = [
     Column.id("app", "app_name"),
     Column.id("user", "user_id"),
     Column.id("session id", "id"),
-    Column("events", "events", _n, justify="right"),
+    Column("events", "events", _n, justify="right", drop=4),
     Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
-    *TOKEN_COLUMNS,
-    Column.time("updated", "update_time"),
-]
+    *(replace(c, drop=drop) for c, drop in zip(TOKEN_COLUMNS, (6, 7, 8, 3), strict=True)),
+    Column.time("updated", "update_time", drop=5),
+]  # on a narrow terminal: thought, output, prompt tokens, then updated, events and the total go first
 AGE_COLUMNS = [
     Column.id("last update", "age"),
     Column("sessions", "sessions", _n, justify="right"),
     Column("events", "events", _n, justify="right"),
     Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
-    Column("", "bar", no_wrap=True),
+    Column("", "bar", no_wrap=True, people_only=True),
     Column("older sessions", "older_sessions", _n, justify="right"),
     Column("older bytes", "older_bytes", _bytes, justify="right"),
 ]
@@ -770,18 +771,20 @@ def _stats_for_people(state: AppState, stats: Any, where: str) -> None:
     render = state.render
     t = stats.totals
     tokens = t.tokens
+    people = render.out.is_terminal  # off one, numbers plain: no 1,234 or 327.5 KB in a pipe
+    n = _n if people else str
     render.fields(
         [
             ("database", f"{where} [{stats.layout}]"),
-            ("apps", _n(stats.apps)),
-            ("users", _n(stats.users)),
-            ("sessions", _n(t.sessions)),
-            ("events", _n(t.events)),
-            ("event data", human_bytes(t.bytes)),
+            ("apps", n(stats.apps)),
+            ("users", n(stats.users)),
+            ("sessions", n(t.sessions)),
+            ("events", n(t.events)),
+            ("event data", human_bytes(t.bytes) if people else str(t.bytes)),
             (
                 "tokens",
-                f"{tokens['total']:,} total ({tokens['prompt']:,} prompt, {tokens['candidates']:,} output, "
-                f"{tokens['thoughts']:,} thoughts)",
+                f"{n(tokens['total'])} total ({n(tokens['prompt'])} prompt, {n(tokens['candidates'])} output, "
+                f"{n(tokens['thoughts'])} thoughts)",
             ),
         ]
     )
@@ -791,7 +794,7 @@ def _stats_for_people(state: AppState, stats: Any, where: str) -> None:
         [
             Column("event kind", "kind", no_wrap=True),
             Column("events", "events", _n, justify="right"),
-            Column("", "bar"),
+            Column("", "bar", people_only=True),
         ],
         title="events by kind",
     )
@@ -804,9 +807,8 @@ def _stats_for_people(state: AppState, stats: Any, where: str) -> None:
         last = date.fromisoformat(active[0]["day"])  # the newest day with events
         span = [(last - timedelta(days=i)).isoformat() for i in range(SPARK_DAYS - 1, -1, -1)]
         values = [per_day.get(d, 0) for d in span]
-        render.fields(
-            [(f"events per day, {span[0]} to {span[-1]}", f"{sparkline(values)}  (max {max(values):,} a day)")]
-        )
+        chart = f"{sparkline(values)}  (max {max(values):,} a day)" if people else " ".join(map(str, values))
+        render.fields([(f"events per day, {span[0]} to {span[-1]}", chart)])
     if stats.by is not None:
         render.table(
             _safe(_with_bars(stats.groups)),

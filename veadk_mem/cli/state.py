@@ -22,6 +22,9 @@ class AppState:
     quiet: bool = False
     verbose: bool = False
     fmt: str | None = None  # jsonl, csv or tsv on a table-shaped command
+    wide: bool = False  # tables on a terminal: every column, every character
+    records: bool = False  # tables on a terminal: one block per row
+    time_format: str | None = None  # tables on a terminal: compact, local or iso
     overrides: dict[str, Any] = field(default_factory=dict)
     _loaded: LoadedSettings | None = None
     _renderer: Renderer | None = None
@@ -37,7 +40,15 @@ class AppState:
     @property
     def render(self) -> Renderer:
         if self._renderer is None:
-            self._renderer = Renderer(json_mode=self.json_mode, quiet=self.quiet, verbose=self.verbose, fmt=self.fmt)
+            self._renderer = Renderer(
+                json_mode=self.json_mode,
+                quiet=self.quiet,
+                verbose=self.verbose,
+                fmt=self.fmt,
+                wide=self.wide,
+                records=self.records,
+                time_format=self.time_format,
+            )
         return self._renderer
 
     def use_config(self, path: str) -> None:

@@ -1,5 +1,6 @@
-"""What every vmem command gets without declaring it: the global flags (-c, -q, -v, --json)
-before or after the subcommand, --jsonl/--csv/--tsv on table-shaped commands, real metavars
+"""What every vmem command gets without declaring it: the global flags (-c, -q, -v, --json,
+and the table layout: --wide, --records, --time-format) before or after the subcommand,
+--jsonl/--csv/--tsv on table-shaped commands, real metavars
 in help, and Click's usage errors in vmem's own one-line form.
 
 The flags are shared `Annotated` options that `add_global_options` adds to each command's
@@ -37,6 +38,16 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Tracebacks
 JsonlOption = Annotated[bool, typer.Option("--jsonl", help="One JSON object per line on stdout.")]
 CsvOption = Annotated[bool, typer.Option("--csv", help="CSV on stdout: a header line, a row a record.")]
 TsvOption = Annotated[bool, typer.Option("--tsv", help="TSV on stdout: a header line, a row a record.")]
+WideOption = Annotated[bool, typer.Option("--wide", help="Tables on a terminal: every column, values whole (wrapped).")]
+RecordsOption = Annotated[bool, typer.Option("--records", help="Tables on a terminal: one block per row.")]
+TimeFormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--time-format",
+        metavar="compact|local|iso",
+        help="Times in tables on a terminal: 3d ago, local time or ISO UTC.",
+    ),
+]
 
 # The global flags, also accepted after the subcommand; and the formats of table-shaped commands.
 GLOBAL_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -44,6 +55,9 @@ GLOBAL_OPTIONS: dict[str, tuple[Any, Any]] = {
     "g_json": (GlobalJsonOption, False),
     "g_quiet": (QuietOption, False),
     "g_verbose": (VerboseOption, False),
+    "g_wide": (WideOption, False),
+    "g_records": (RecordsOption, False),
+    "g_time_format": (TimeFormatOption, None),
 }
 FORMAT_OPTIONS: dict[str, tuple[Any, Any]] = {
     "g_jsonl": (JsonlOption, False),
@@ -151,6 +165,9 @@ def apply_flags(
     g_jsonl: bool = False,
     g_csv: bool = False,
     g_tsv: bool = False,
+    g_wide: bool = False,
+    g_records: bool = False,
+    g_time_format: str | None = None,
 ) -> None:
     """Global flags given after the subcommand count as if given before it."""
     from veadk_mem.errors import BadInput
@@ -169,6 +186,14 @@ def apply_flags(
         raise BadInput(f"{' and '.join(chosen)}: choose one output format")
     if formats:
         state.fmt = formats[0]
+    if g_wide and g_records:
+        raise BadInput("--wide and --records: choose one table layout")
+    from veadk_mem.cli.render import TIME_FORMATS
+
+    if g_time_format is not None and g_time_format not in TIME_FORMATS:
+        raise BadInput(f"--time-format: expected one of {', '.join(TIME_FORMATS)}, got {g_time_format!r}")
+    state.wide, state.records = state.wide or g_wide, state.records or g_records
+    state.time_format = g_time_format or state.time_format
     state.renew_renderer()
 
 
