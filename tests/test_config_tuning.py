@@ -74,7 +74,7 @@ def test_config_show_names_each_tuning_value_and_its_source(runner: CliRunner, i
 def test_each_reader_gets_its_value_from_the_one_accessor(isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file the process loaded answers every read site; a changed variable or directory is read again."""
     from veadk_mem.sessions import bigline, deletes, import_child
-    from veadk_mem.sessions.engine import StoreBase
+    from veadk_mem.sessions.engine import Database
 
     assert (deletes._batch_size(), import_child._timeout(), bigline.big_line_bytes(123_456)) == (200, 300.0, 123_456)
     cfg = _write(
@@ -82,7 +82,7 @@ def test_each_reader_gets_its_value_from_the_one_accessor(isolated_env: Path, mo
         "[tuning]\nsqlite_busy_timeout = 0.5\ndelete_batch = 7\nbig_line_bytes = 4096\nreader_timeout = 3\n",
     )
     load_settings(cfg)  # as the CLI does with --config
-    assert StoreBase(str(isolated_env / "x.db")).busy_timeout == 0.5
+    assert Database(str(isolated_env / "x.db")).busy_timeout == 0.5
     assert (deletes._batch_size(), import_child._timeout(), bigline.big_line_bytes(123_456)) == (7, 3.0, 4096)
     assert tuning() is tuning()  # read once
     with pytest.raises(ValidationError):

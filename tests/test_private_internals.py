@@ -83,6 +83,12 @@ FENCES = (
         "ADK's own restricted loader: the reference the actions pickles vmem writes must load under",
     ),
     Fence(
+        "google.adk.sessions.database_session_service._get_or_create_state",
+        "tests/test_sessions_deletes.py",
+        "holds ADK's own create_session between its read of the state rows and its insert, so the "
+        "purge-state race runs deterministically (ADK has no hook there)",
+    ),
+    Fence(
         "*._filter_and_convert_events",
         "bench/policy_reference.py",
         "VeADK's own event filter: the reference the policy benchmark measures beside",

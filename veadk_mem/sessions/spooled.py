@@ -10,6 +10,8 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
+from veadk_mem.sessions.safepickle import loads_plain
+
 if TYPE_CHECKING:
     from veadk_mem.events import Event
 
@@ -54,7 +56,7 @@ class SpooledEvents(Sequence["Event"]):
         validate = Event.model_validate
         for _ in range(self._count):
             (size,) = _HEAD.unpack(os.pread(fd, _HEAD.size, offset))
-            data = pickle.loads(os.pread(fd, size, offset + _HEAD.size))
+            data = loads_plain(os.pread(fd, size, offset + _HEAD.size), "the session spool")
             offset += _HEAD.size + size
             yield validate(data)
 
