@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from veadk_mem.errors import BadInput
+from veadk_mem.ltm import registry
 from veadk_mem.masking import mask_url as mask_url  # re-exported: callers import it from here
 from veadk_mem.masking import redact as redact
 from veadk_mem.masking import remember_secret, remember_url_secrets
@@ -75,7 +76,6 @@ class LongTermMemorySettings(Section):
     @classmethod
     def _registered_backend(cls, value: str) -> str:
         """A backend the registry knows: the built-ins, entry points and `register_backend` names."""
-        from veadk_mem.ltm import registry
 
         if not registry.is_known(value):
             raise PydanticCustomError(

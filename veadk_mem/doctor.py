@@ -7,6 +7,7 @@ import time
 from veadk_mem.check_outcome import Check
 from veadk_mem.config import VmemSettings, mask_url
 from veadk_mem.errors import VmemError
+from veadk_mem.ltm.doctor import check_ltm
 
 __all__ = ["Check", "check_session_db", "run_checks"]
 
@@ -96,6 +97,5 @@ def _first_line(exc: BaseException) -> str:
 
 async def run_checks(settings: VmemSettings) -> list[Check]:
     """Every check the configuration calls for, in a stable order."""
-    from veadk_mem.ltm.doctor import check_ltm
 
     return [await check_session_db(settings), await check_ltm(settings)]

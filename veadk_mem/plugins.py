@@ -12,6 +12,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from veadk_mem.errors import NotSupported
+
 OWN = "veadk_mem."
 DISTRIBUTION = "veadk-mem"
 
@@ -62,7 +64,6 @@ def plugin_declarations(group: str) -> dict[str, str]:
 
 def load(target: str, what: str) -> Any:
     """The object a `module:attr` declaration names, imported now; NotSupported when its module is gone."""
-    from veadk_mem.errors import NotSupported
 
     module_name, _, attr = target.partition(":")
     try:

@@ -19,6 +19,7 @@ from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.state import AppState, get_state, library_warnings
 from veadk_mem.cli.terminal import write_text
+from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError
 from veadk_mem.cli.wiring import add_global_options, usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
@@ -43,7 +44,6 @@ class VmemGroup(TyperGroup):
         return first + [name for name in self.commands if name not in first]
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
-        from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError
 
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
@@ -54,7 +54,6 @@ class VmemGroup(TyperGroup):
             raise typer.Exit(2) from None
 
     def invoke(self, ctx: ClickContext) -> Any:
-        from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError
 
         try:
             return super().invoke(ctx)

@@ -17,6 +17,10 @@ from typing import Annotated, Any
 
 import typer
 
+from veadk_mem import files
+from veadk_mem.errors import BadInput, VmemError
+from veadk_mem.ltm.registry import BUILTIN
+
 HEADER = "generated from the vmem app by `python -m veadk_mem.cli.docs`; do not edit"
 SHELLS = ("bash", "zsh", "fish")
 POLICY_OPTIONS = ("--policy", "-p")  # options whose value is a policy name
@@ -55,7 +59,6 @@ def build_tree(root_cmd: Any, policies: Sequence[str] = ()) -> Node:
 
 
 def _backends() -> tuple[str, ...]:
-    from veadk_mem.ltm.registry import BUILTIN
 
     return tuple(sorted(BUILTIN))
 
@@ -324,9 +327,7 @@ def completion(
     Commands, options and known option values (policy presets and the config's named
     policies, shells). Install: vmem completion bash --install (or redirect the output).
     """
-    from veadk_mem import files
     from veadk_mem.cli.state import get_state
-    from veadk_mem.errors import BadInput, VmemError
 
     state = get_state(ctx)
     if shell not in SHELLS:

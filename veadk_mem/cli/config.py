@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
+from veadk_mem import files
 from veadk_mem.cli.columns import Column
 from veadk_mem.cli.state import DbUrlOption, JsonOption, get_state
 from veadk_mem.cli.wiring import table_shaped
+from veadk_mem.errors import BadInput
 
 app = typer.Typer(help="Show and create vmem configuration.", no_args_is_help=True)
 
@@ -55,9 +57,7 @@ def init(
     Nothing is pinned: a key keeps following its default and its environment variable until
     you uncomment its line.
     """
-    from veadk_mem import files
     from veadk_mem.config import config_candidates, starter_toml
-    from veadk_mem.errors import BadInput
 
     state = get_state(ctx)
     target = path or config_candidates()[-1]

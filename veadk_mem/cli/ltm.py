@@ -15,8 +15,13 @@ from veadk_mem.cli.columns import Column
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
+from veadk_mem.errors import BadInput, NotFound
+from veadk_mem.ltm.bounds import batch_bytes
+from veadk_mem.ltm.forget import forget_user, plan_forget
 from veadk_mem.ltm.scope import elsewhere as _elsewhere
 from veadk_mem.ltm.scope import whole_index
+from veadk_mem.ltm.store_source import count_store_sessions, store_sessions
+from veadk_mem.sessions.timespec import parse_time
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -42,7 +47,6 @@ SavedUntilOpt = Annotated[
 
 def _window(since: str | None, until: str | None) -> tuple[float | None, float | None]:
     """--since/--until as epoch seconds (exit 2 naming the option on a bad value)."""
-    from veadk_mem.sessions.timespec import parse_time
 
     return (parse_time(since, "--since") if since else None, parse_time(until, "--until") if until else None)
 
@@ -150,8 +154,6 @@ def save(
     Idempotent: a memory the user's index already holds is skipped, so replaying the same
     sessions stores nothing new. One failing session is reported and the rest go on.
     """
-    from veadk_mem.errors import BadInput
-    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.replay import aiter_items, count_sessions, expand_sources, file_sessions, replay
 
     state = get_state(ctx, json_flag=json_flag)
@@ -216,8 +218,6 @@ async def _count_matching(
 ) -> int:
     """The sessions `--from-store --app ...` will save (the progress bar's total); an app with no
     session in the database is not found (exit 3), a window that matches none says so."""
-    from veadk_mem.errors import NotFound
-    from veadk_mem.ltm.store_source import count_store_sessions
 
     settings = state.loaded.settings
     matching, of_app = await count_store_sessions(settings, app_name=app_name, user_id=user, since=since, until=until)
@@ -236,7 +236,6 @@ def _store_items(
     state: AppState, ids: list[str], app_name: str | None, user: str | None, since: str | None, until: str | None
 ) -> Any:
     """Sessions straight from the session database (needs veadk_mem.sessions)."""
-    from veadk_mem.errors import BadInput
 
     if ids and (app_name or user or since or until):
         raise BadInput("--from-store takes either APP USER ID or --app A [--user U] [--since T], not both")
@@ -244,7 +243,6 @@ def _store_items(
         raise BadInput("--from-store APP USER ID: give exactly three values")
     if not ids and not app_name:
         raise BadInput("--from-store needs APP USER ID, or --app A [--user U] [--since T]")
-    from veadk_mem.ltm.store_source import store_sessions
 
     return store_sessions(state.loaded.settings, ids=ids, app_name=app_name, user_id=user, since=since, until=until)
 
@@ -384,7 +382,6 @@ def search(
     keep the closest among the memories saved in that range. --json prints a list of ADK
     MemoryEntry objects.
     """
-    from veadk_mem.errors import BadInput
 
     state = get_state(ctx, json_flag=json_flag)
     after, before = _window(since, until)
@@ -435,7 +432,6 @@ def _search_batch(
 ) -> None:
     """`--queries`: every query searched in one process, one JSONL line each as it completes
     (exit 1 when any failed)."""
-    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.queries import SearchTally, open_queries, search_each
 
     limit = batch_bytes()
@@ -511,8 +507,6 @@ def profile(
 
     text = run(go())
     if not text:
-        from veadk_mem.errors import NotFound
-
         raise NotFound(f"no profile of user {user!r} yet: the store derives it from saved sessions")
     if state.render.json_mode:
         state.render.json({"user_id": user, "profile": text})
@@ -624,7 +618,6 @@ def forget(
     Right to be forgotten: the session database and every long-term memory index, in one
     command. --dry-run lists what would go from where.
     """
-    from veadk_mem.ltm.forget import forget_user, plan_forget
 
     state = get_state(ctx, json_flag=json_flag)
     state.use_db_url(db_url)

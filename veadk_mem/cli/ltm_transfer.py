@@ -14,6 +14,9 @@ import typer
 from veadk_mem.cli.columns import Column
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, JsonOption, get_state, run
+from veadk_mem.errors import BadInput
+from veadk_mem.ltm.bounds import batch_bytes
+from veadk_mem.ltm.registry import backend_names, canonical_name, is_known
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -32,13 +35,10 @@ SUMMARY_COLUMNS = [
 def _facade(state: AppState, backend: str | None, option: str = "--backend") -> LongTermMemory:
     """A facade on the configured backend, or on another one by name with the same settings."""
     from veadk_mem.ltm.facade import LongTermMemory
-    from veadk_mem.ltm.registry import backend_names, canonical_name, is_known
 
     settings = state.loaded.settings
     if backend:
         if not is_known(backend):  # the registry's own test, as the config's long_term_memory.backend
-            from veadk_mem.errors import BadInput
-
             raise BadInput(f"{option}: unknown backend {backend!r}: expected one of {', '.join(backend_names())}")
         name = canonical_name(backend, state.render.warn)
         settings = settings.model_copy(deep=True)
@@ -47,7 +47,6 @@ def _facade(state: AppState, backend: str | None, option: str = "--backend") -> 
 
 
 def _scope(user: str | None, all_users: bool, app_name: str | None, index: str | None, ltm: LongTermMemory) -> Any:
-    from veadk_mem.errors import BadInput
     from veadk_mem.ltm.transfer import ExportScope
 
     if app_name and index:
@@ -151,7 +150,6 @@ def import_(
     unless --rehash. Vectors are reused when the file's model and dimension are the
     target's, re-embedded otherwise.
     """
-    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.transfer import import_records, open_export, precheck_indexes
 
     state = get_state(ctx, json_flag=json_flag)
@@ -199,7 +197,6 @@ def copy(
     json_flag: JsonOption = False,
 ) -> None:
     """Copy memories from one backend to another in one process (every user unless --user)."""
-    from veadk_mem.ltm.bounds import batch_bytes
     from veadk_mem.ltm.transfer import ExportScope, copy_memories
 
     state = get_state(ctx, json_flag=json_flag)

@@ -9,6 +9,8 @@ import typer
 from veadk_mem.cli.columns import KEY, Column
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, get_state, run
 from veadk_mem.cli.wiring import table_shaped
+from veadk_mem.errors import BadInput
+from veadk_mem.gc_pause import bulk_objects
 
 if TYPE_CHECKING:
     from veadk_mem.events import Session
@@ -76,9 +78,7 @@ def test_cmd(
     on stderr. --json prints {"policy", "saved", "events"}; "saved" is exactly the list
     of strings VeADK hands to the long-term-memory backend.
     """
-    from veadk_mem.errors import BadInput
     from veadk_mem.events import read_sessions
-    from veadk_mem.gc_pause import bulk_objects
     from veadk_mem.policy import dry_run
 
     state = get_state(ctx, json_flag=json_flag)

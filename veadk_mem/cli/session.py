@@ -8,10 +8,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from veadk_mem.cli.charts import bar, human_bytes, sparkline
 from veadk_mem.cli.columns import KEY, Column
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
+from veadk_mem.cli.terminal import terminal_safe
 from veadk_mem.cli.wiring import table_shaped
+from veadk_mem.errors import BadInput
+from veadk_mem.sessions.delete_flow import delete_flow
+from veadk_mem.sessions.files import atomic_output, check_output, spooled_stdin
+from veadk_mem.sessions.importer import import_file, source_size
+from veadk_mem.sessions.timespec import parse_duration, parse_time
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -65,7 +72,6 @@ def _store(state: AppState, *, create: bool = False) -> SessionStore:
 
 def _filter(app_name: str | None, user: str | None, since: str | None, until: str | None) -> SessionFilter:
     from veadk_mem.sessions.store import SessionFilter
-    from veadk_mem.sessions.timespec import parse_time
 
     return SessionFilter(
         app=app_name,
@@ -77,7 +83,6 @@ def _filter(app_name: str | None, user: str | None, since: str | None, until: st
 
 def _safe(value: Any) -> Any:
     """A table cell with terminal escape sequences neutralised (JSON output needs none of this)."""
-    from veadk_mem.cli.terminal import terminal_safe
 
     return terminal_safe(value)
 
@@ -289,9 +294,7 @@ def delete_cmd(
     json_flag: JsonOption = False,
 ) -> None:
     """Delete sessions with their events, by id or by filter, in batches of short transactions."""
-    from veadk_mem.errors import BadInput
     from veadk_mem.sessions.store import SessionKey
-    from veadk_mem.sessions.timespec import parse_duration
 
     state = _state(ctx, db_url, json_flag)
     keys: list[SessionKey] | None = None
@@ -318,7 +321,6 @@ def delete_cmd(
             confirm_deletion(state, question, yes=yes)
 
     async def go() -> Any:
-        from veadk_mem.sessions.delete_flow import delete_flow
 
         async with _store(state) as store:
             return await delete_flow(
@@ -376,7 +378,6 @@ def export_cmd(
     db_url: DbUrlOption = None,
 ) -> None:
     """Export sessions as JSONL (one ADK session per line, plus app/user state records), streamed."""
-    from veadk_mem.sessions.files import atomic_output, check_output
 
     state = _state(ctx, db_url)
     flt = _filter(app_name, user, since, until)
@@ -421,9 +422,6 @@ def import_cmd(
 ) -> None:
     """Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written."""
     import contextlib
-
-    from veadk_mem.sessions.files import spooled_stdin
-    from veadk_mem.sessions.importer import import_file, source_size
 
     state = _state(ctx, db_url, json_flag)
     name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file
@@ -608,7 +606,6 @@ def _n(value: Any) -> str:
 
 
 def _bytes(value: Any) -> str:
-    from veadk_mem.cli.charts import human_bytes
 
     return human_bytes(value)
 
@@ -667,7 +664,6 @@ def _group_columns(by: str, people: bool) -> list[Column]:
 
 
 def _with_bars(rows: list[dict[str, Any]], key: str = "bytes") -> list[dict[str, Any]]:
-    from veadk_mem.cli.charts import bar
 
     largest = max((r[key] for r in rows), default=0)
     return [{**r, "bar": bar(r[key], largest)} for r in rows]
@@ -703,7 +699,6 @@ def stats_cmd(
     sessions by last update. --json prints all of it as one object; --jsonl/--csv/--tsv print the
     --by groups, else the --top sessions, else the totals as one record.
     """
-    from veadk_mem.errors import BadInput
     from veadk_mem.sessions.stats import GROUPINGS
 
     state = _state(ctx, db_url, json_flag)
@@ -765,7 +760,6 @@ def _stats_records(state: AppState, stats: Any, *, explicit_top: bool) -> None:
 
 
 def _stats_for_people(state: AppState, stats: Any, where: str) -> None:
-    from veadk_mem.cli.charts import human_bytes, sparkline
     from veadk_mem.sessions.stats import session_record
 
     render = state.render
@@ -859,8 +853,6 @@ def watch_cmd(
     so the agent never waits on it. Exits 3 when the session is deleted.
     """
     import contextlib
-
-    from veadk_mem.sessions.timespec import parse_time
 
     state = _state(ctx, db_url, json_flag)
     start = parse_time(since, "--since") if since else None

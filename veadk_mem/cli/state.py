@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.render import Renderer
+from veadk_mem.errors import BadInput
 
 if TYPE_CHECKING:
     from veadk_mem.config import LoadedSettings
@@ -69,8 +70,6 @@ class AppState:
     def use_db_url(self, db_url: str | None) -> None:
         """Make `--db-url` win; an empty value is refused, never a fall-back to the configured database."""
         if db_url is not None and not db_url.strip():
-            from veadk_mem.errors import BadInput
-
             raise BadInput("--db-url: empty; give a database URL or sqlite path, or leave the option out")
         self.override("short_term_memory.db_url", db_url)
 
@@ -92,8 +91,6 @@ def get_state(ctx: typer.Context, *, json_flag: bool = False) -> AppState:
     state: AppState = root.obj
     if json_flag and not state.json_mode:
         if state.fmt is not None:
-            from veadk_mem.errors import BadInput
-
             raise BadInput(f"--json and --{state.fmt}: choose one output format")
         state.json_mode = True
         state.renew_renderer()
@@ -128,8 +125,6 @@ def confirm_deletion(state: AppState, question: str, *, yes: bool) -> None:
     """Ask before deleting. --yes skips the question; with no terminal to ask on it is a
     usage error (exit 2); a 'no' exits 1. Either way nothing has been deleted."""
     import sys
-
-    from veadk_mem.errors import BadInput
 
     if yes:
         return

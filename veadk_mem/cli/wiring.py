@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from veadk_mem.cli.examples import epilog
+from veadk_mem.cli.typer_internals import current_context, set_usage_name
+from veadk_mem.errors import BadInput
+
 if TYPE_CHECKING:
     from veadk_mem.cli.state import AppState
 
@@ -106,7 +110,6 @@ def with_global_options(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def command(*args: Any, **kwargs: Any) -> Any:
         from veadk_mem.cli.state import get_state
-        from veadk_mem.cli.typer_internals import current_context
 
         flags = {name: kwargs.pop(name) for name in names if name in kwargs}
         apply_flags(get_state(current_context()), **flags)
@@ -147,7 +150,6 @@ def wire_commands(group: Any, path: str = "") -> None:
 def _teach(cmd: Any, path: str) -> None:
     """The examples at the end of --help, and the summary Click would cut with '...' at 45
     characters given whole (the command list wraps it instead)."""
-    from veadk_mem.cli.examples import epilog
 
     cmd.epilog = cmd.epilog or epilog(path)
     if not cmd.short_help and cmd.help:
@@ -170,7 +172,6 @@ def apply_flags(
     g_time_format: str | None = None,
 ) -> None:
     """Global flags given after the subcommand count as if given before it."""
-    from veadk_mem.errors import BadInput
 
     if g_config is not None:
         state.use_config(g_config)
@@ -199,7 +200,6 @@ def apply_flags(
 
 def _real_metavar(param: Any) -> None:
     """Usage shows APP, [PATH], FILE... rather than {APP}, [[PATH]]; help drops '<str>'."""
-    from veadk_mem.cli.typer_internals import set_usage_name
 
     bare = (param.metavar or param.name.upper()).strip("[]")
 

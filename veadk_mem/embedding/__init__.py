@@ -12,7 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from veadk_mem.embedding.ark import ARK_MODELS
 from veadk_mem.embedding.names import E5_NAME, E5_VECTOR_NAME
+from veadk_mem.embedding.registry import load_embedder
 
 __all__ = ["E5_NAME", "E5_VECTOR_NAME", "auto_provider", "create_embedder", "provider_for_model"]
 
@@ -28,7 +30,6 @@ HASH_NOTICE = (
 
 def auto_provider(settings: EmbeddingSettings) -> str:
     """What `auto` means with these settings: ark, openai, local or hash."""
-    from veadk_mem.embedding.ark import ARK_MODELS
 
     if settings.api_key.get_secret_value():
         return "ark" if settings.name in ARK_MODELS else "openai"
@@ -72,7 +73,6 @@ def create_embedder(
     hash_dim: int = 384,
 ) -> Embedder:
     """Build the embedder `provider` names (default: the configured one, `auto` resolved)."""
-    from veadk_mem.embedding.registry import load_embedder
 
     chosen = provider or settings.provider
     if chosen == "auto":

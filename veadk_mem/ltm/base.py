@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported
 from veadk_mem.failure import RETRY_DELAYS
+from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
 
 if TYPE_CHECKING:
     from veadk_mem.embedding.base import Embedder
@@ -231,7 +232,6 @@ class LongTermMemoryBackend(ABC):
         """
         if mode == "vector":
             return await self.search(user_id, query, top_k)
-        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
 
         depth = max(FUSION_DEPTH, top_k)
         keyword = await self.keyword_search(user_id, query, top_k if mode == "keyword" else depth)

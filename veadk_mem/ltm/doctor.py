@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from veadk_mem.check_outcome import Check
 from veadk_mem.errors import MissingSdk, VmemError
+from veadk_mem.failure import one_line
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -54,8 +55,6 @@ async def check_ltm(settings: VmemSettings) -> Check:
     except VmemError as exc:
         return Check(name, "skip" if exc.exit_code == 4 else "fail", exc.message)
     except Exception as exc:  # a broken store is a failed check, never a crash
-        from veadk_mem.failure import one_line
-
         return Check(name, "fail", f"{type(exc).__name__}: {one_line(exc)}")
     finally:
         await ltm.close()

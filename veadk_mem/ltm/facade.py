@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from veadk_mem.embedding import E5_NAME, E5_VECTOR_NAME, create_embedder, provider_for_model
 from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
 from veadk_mem.ltm.base import Capability, LongTermMemoryBackend, MemoryRecord, embed_records
 from veadk_mem.ltm.convert import to_memory_entries
+from veadk_mem.ltm.keywords import SEARCH_MODES
 from veadk_mem.ltm.ledger import Ledger, Scope, send_once
 from veadk_mem.ltm.registry import canonical_name, load_backend
 
@@ -194,7 +196,6 @@ class LongTermMemory:
 
     def _make_embedder(self, stored_model: str | None) -> Embedder:
         """The configured embedder; under `auto`, the one that made the index's vectors when known."""
-        from veadk_mem.embedding import E5_NAME, E5_VECTOR_NAME, create_embedder, provider_for_model
         from veadk_mem.embedding.local import local_model_available
 
         if self._embedder is not None:
@@ -434,7 +435,6 @@ class LongTermMemory:
 
     def search_mode(self, mode: str | None) -> str:
         """The mode asked for, else `search_mode`, else the backend's default; exit 4 when it has no such mode."""
-        from veadk_mem.ltm.keywords import SEARCH_MODES
 
         backend: Any = self._instance if self._instance is not None else load_backend(self.backend_name)
         modes: tuple[str, ...] = getattr(backend, "search_modes", ("vector",))
@@ -464,7 +464,6 @@ class LongTermMemory:
     async def prepare_searches(self, requests: list[SearchRequest], *, mode: str | None = None) -> None:
         """Find each request's index and embed the queries of each index together, ahead of
         `search_one`; a request whose index or embedding fails gets its `error`."""
-        from veadk_mem.errors import VmemError
 
         by_index: dict[str, list[SearchRequest]] = {}
         for request in requests:
@@ -487,7 +486,6 @@ class LongTermMemory:
 
     async def search_one(self, request: SearchRequest, *, mode: str | None = None, **options: Any) -> None:
         """Search one prepared request: its `entries`, or its `error`."""
-        from veadk_mem.errors import VmemError
 
         if request.error is not None:
             return

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.errors import NotSupported
+from veadk_mem.sessions.delete_flow import undecoded
+
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
     from veadk_mem.ltm.base import MemoryRecord
@@ -107,7 +110,6 @@ def _session_store(settings: VmemSettings, plan: ForgetPlan) -> Any:
     VeADK's `local` short-term memory lives in the agent's process, and a sqlite file that
     does not exist holds nothing: either way the long-term memories must still go.
     """
-    from veadk_mem.errors import NotSupported
     from veadk_mem.sessions.store import SessionStore
     from veadk_mem.sessions.url import sqlite_file
 
@@ -133,8 +135,6 @@ async def plan_forget(
     store = _session_store(settings, plan)
     if store is not None:
         async with store:
-            from veadk_mem.sessions.delete_flow import undecoded
-
             flt = _filter(user_id, app_name)
             listed = await store.list_sessions(flt, oldest_first=True)
             listed += await undecoded(store, flt, listed)  # a corrupt state is the user's all the same

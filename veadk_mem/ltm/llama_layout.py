@@ -13,6 +13,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.errors import VmemError
+from veadk_mem.ltm.base import MemoryRecord, content_hash
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -97,7 +100,6 @@ class Doc:
 
 def doc_record(doc: Doc, user_id: str, index: str) -> MemoryRecord:
     """A memory record from a document's nodes and vmem's metadata (VeADK's own nodes carry none)."""
-    from veadk_mem.ltm.base import MemoryRecord, content_hash
 
     meta = doc.meta
     text = doc.text()
@@ -117,14 +119,12 @@ def doc_record(doc: Doc, user_id: str, index: str) -> MemoryRecord:
 
 def doc_hashes(docs: dict[str, Doc]) -> set[str]:
     """The content hashes of these documents: vmem's from its metadata, VeADK's from their text."""
-    from veadk_mem.ltm.base import content_hash
 
     return {str(d.meta.get("content_hash") or content_hash(d.text())) for d in docs.values()}
 
 
 def check_embedder(report: BackendHealth, dims: set[int], embedder: Callable[[], Embedder]) -> BackendHealth:
     """The health report with the configured embedder, and a problem for index vectors of another dimension."""
-    from veadk_mem.errors import VmemError
 
     try:
         model = embedder()

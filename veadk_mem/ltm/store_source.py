@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from veadk_mem.sessions.timespec import parse_time
+
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
     from veadk_mem.ltm.replay import Item
@@ -28,7 +30,6 @@ async def store_sessions(
             app, user, session_id = ids
             yield f"{app}/{user}/{session_id}", await store.get_session(app, user, session_id)
             return
-        from veadk_mem.sessions.timespec import parse_time
 
         flt = SessionFilter(
             app=app_name,
@@ -51,7 +52,6 @@ async def count_store_sessions(
     """(sessions matching, sessions of the app at all): the total a progress bar shows, and
     whether the app is in the database (an unknown app is not found, not an empty window)."""
     from veadk_mem.sessions.store import SessionFilter, SessionStore
-    from veadk_mem.sessions.timespec import parse_time
 
     flt = SessionFilter(
         app=app_name,

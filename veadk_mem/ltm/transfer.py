@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from veadk_mem import files, jsonio
+from veadk_mem import __version__, files, jsonio
 from veadk_mem.errors import BadInput, NotSupported, PartialWrite, StoreUnreachable, VmemError
 from veadk_mem.jsonio import loads
 from veadk_mem.ltm.base import Capability, MemoryRecord
@@ -75,7 +75,6 @@ async def _pairs(ltm: LongTermMemory, scope: ExportScope) -> list[tuple[str, str
 
 def header(ltm: LongTermMemory, model: tuple[str, int] | None) -> dict[str, Any]:
     """The first line of an export: what wrote it and with which embedding model."""
-    from veadk_mem import __version__
 
     return {
         "kind": "header",

@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.big_writes import BigWrites, ReadAhead
-from veadk_mem.sessions.bigline import BigSession
+from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, BigSession, big_line_bytes
 from veadk_mem.sessions.dberrors import concurrent_ddl, partial, retry_db, retryable
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import LATEST_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Layout, build_tables
@@ -137,7 +137,6 @@ class Batches:
         one transaction, which holds the whole file's write lock; else 16 MB, where streaming
         only bounds the import's memory.
         """
-        from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, big_line_bytes
 
         return big_line_bytes(SQLITE_BIG_LINE if self.db.dialect == "sqlite" else BIG_LINE)
 

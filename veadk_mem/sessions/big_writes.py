@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veadk_mem.errors import StoreError
 from veadk_mem.gc_pause import collect_young
+from veadk_mem.sessions.bigline import column_chunks, event_chunks
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.preflight import newer as _newer
 from veadk_mem.sessions.rawsession import RawSession
@@ -97,7 +98,6 @@ class BigWrites:
         self, big: BigSession, plans: Plans | None, updated: float
     ) -> Callable[[], tuple[list[str], list[Any]] | None]:
         """A reader of `big`'s next spool chunk as (event ids, rows), or None at its end; run in a thread."""
-        from veadk_mem.sessions.bigline import column_chunks, event_chunks
 
         app, user, sid = big.app_name, big.user_id, big.id
         encoded = plans is not None and big.columns  # by the check pass already
@@ -193,7 +193,6 @@ class BigWrites:
         """
         from sqlalchemy import delete, func, literal_column, select
 
-        from veadk_mem.sessions.bigline import column_chunks, event_chunks
         from veadk_mem.sessions.state_scopes import split_state
 
         t = self.db.tables

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput
+from veadk_mem.sessions.checks import check_record
+from veadk_mem.sessions.files import remove_stale, spool_dir, unnamed_spool
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.limits import Limits
@@ -325,7 +327,6 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
     with `columns` too, as the columns of their rows (`column_chunks`: the event data
     encoded already), for a write pass through `driver.InsertPlan`.
     """
-    from veadk_mem.sessions.files import remove_stale, spool_dir, unnamed_spool
     from veadk_mem.sessions.rows import TEXTS
 
     dumps = TEXTS[columns][0] if columns else None
@@ -438,7 +439,6 @@ def _chunks(
     line: BigLine, limits: Limits | None, seen: set[str], head: dict[str, Any], raw: Iterator[list[Any]]
 ) -> Iterator[tuple[BigSession, list[RawEvent]]]:
     """The session checked: its events in stored form a chunk at a time, `raw` the decoded chunks."""
-    from veadk_mem.sessions.checks import check_record
     from veadk_mem.sessions.rawsession import RawSession, event_id
 
     where = line.where

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from veadk_mem.sessions.timecols import naive_utc_many, sqlite_text_many
+
 _DRIVERS = {("aiosqlite", "qmark"), ("asyncpg", "numeric_dollar")}
 
 # The SQLAlchemy internals this module reads (and the only module that reads any): the
@@ -147,7 +149,6 @@ class InsertPlan:
 
     def rows(self, columns: Mapping[str, Sequence[Any]]) -> list[tuple[Any, ...]]:
         """Driver-ready rows from `columns` (name -> that column's values: JSON as text, times as epoch seconds)."""
-        from veadk_mem.sessions.timecols import naive_utc_many, sqlite_text_many
 
         lists: list[Sequence[Any]] = []
         for name, processor, is_time in zip(self.names, self.processors, self.times, strict=True):

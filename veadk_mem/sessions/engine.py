@@ -17,6 +17,7 @@ from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.jsonio import adk_text
 from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.driver import DriverPlan, skip_idle_rollback
+from veadk_mem.sessions.files import create_private
 from veadk_mem.sessions.layout import (
     Layout,
     Tables,
@@ -156,7 +157,6 @@ class Database:
                         f"{self.display_url}: no such sqlite file",  # as the user named it
                         hint="check short_term_memory.local_database_path or --db-url; VeADK creates it on first use",
                     )
-                from veadk_mem.sessions.files import create_private
 
                 create_private(Path(path))  # mode 0600, like the long-term store: sessions hold chat text
             kwargs["connect_args"] = {"timeout": self.busy_timeout}

@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.adkjson import printed_event
-from veadk_mem.errors import VmemError
+from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.jsonio import compact_json_out as dumps
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.read_queries import FIRST_PAGE, MEMORY_FACTOR, Frame, session_head, session_tail, times_line
@@ -69,8 +70,6 @@ class Export:
         200 events, so the next batch's read goes on meanwhile."""
         import asyncio
 
-        from veadk_mem.gc_pause import bulk_objects, collect_young
-
         tables, warnings = self.db.tables, self.notes.warnings
         events: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         broken: set[tuple[str, str, str]] = set()
@@ -107,7 +106,6 @@ class Export:
         reads one: `Reads.session_text`) into a private temporary file, then handed out from it in
         pieces: memory holds a page whatever the session's size, and a session found damaged
         part-way, or deleted since it was listed, is left out whole (named in a warning)."""
-        from veadk_mem.errors import NotFound, StoreError
 
         key = listed.key
         name = f"{key.app_name}/{key.user_id}/{key.id}"

@@ -31,8 +31,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from veadk_mem.errors import BadInput, StoreError
+from veadk_mem.errors import BadInput, StoreError, VmemError
+from veadk_mem.sessions.bigline import BigLine
 from veadk_mem.sessions.safepickle import loads_plain
+from veadk_mem.sessions.validate import iter_checked
 
 PROCESS_FROM = 16 * 1024 * 1024  # below this the check pass is shorter than the child's start-up
 READER_TIMEOUT = 300.0  # seconds the writer waits for the child's next bytes ($VMEM_READER_TIMEOUT)
@@ -195,14 +197,10 @@ def _child() -> int:
     import gc
     import signal
 
-    from veadk_mem.errors import VmemError
-
     # Ctrl-C reaches the whole process group: the parent stops the import, says what it
     # committed, and kills this child; the child dying first would only blur that message
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from veadk_mem.sessions.bigline import BigLine
     from veadk_mem.sessions.rows import build_columns
-    from veadk_mem.sessions.validate import iter_checked
 
     gc.disable()  # as the parent's import: nothing here makes reference cycles
     job = loads_plain(sys.stdin.buffer.read(), "the import's writer")

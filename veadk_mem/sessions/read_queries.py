@@ -17,6 +17,7 @@ from veadk_mem.jsonio import escape_terminal
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.records import BATCH, PAGED_EVENTS, SessionFilter, SessionKey, SessionSummary, batch_bytes
+from veadk_mem.sessions.spooled import SpooledEvents
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -262,7 +263,6 @@ class Reads:
         """The session with its events in a private temporary file (`spooled.SpooledEvents`, read back an
         event at a time), read a page at a time as one version of it (`read_pages`)."""
         from veadk_mem import events as ev
-        from veadk_mem.sessions.spooled import SpooledEvents
 
         events = SpooledEvents()
         summary = await self.read_pages(app, user, session_id, lambda _: events.reset(), events.add, convert=_as_is)

@@ -41,7 +41,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from veadk_mem import files
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
+from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.sessions import reshape
+from veadk_mem.sessions.bigline import BigLine, check_big
 from veadk_mem.sessions.layout import (
     EVENTS_INDEX,
     LATEST_SCHEMA_VERSION,
@@ -51,6 +53,8 @@ from veadk_mem.sessions.layout import (
     to_epoch,
 )
 from veadk_mem.sessions.records import Progress, batch_bytes, noop
+from veadk_mem.sessions.safepickle import CONVERSION, RAW_ACTIONS_KEY, converting
+from veadk_mem.sessions.validate import iter_checked
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -285,7 +289,6 @@ class Upgrade:
 
     async def run(self, backup: Path) -> None:
         """Lock (sqlite), back up, copy, check and swap; on any failure the database is as it was."""
-        from veadk_mem.sessions.safepickle import converting
 
         with converting(self.keep_raw) as conversion:
             await self._run(backup)
@@ -372,7 +375,6 @@ class Upgrade:
 
     def _check_decoded(self) -> None:
         """StoreError naming the events whose actions could not be decoded, unless they are kept raw."""
-        from veadk_mem.sessions.safepickle import CONVERSION
 
         conversion = CONVERSION.get()
         if conversion is None or conversion.keep_raw or not conversion.undecoded:
@@ -432,7 +434,6 @@ class Upgrade:
     def _event_rows(self, rows: Sequence[Any]) -> list[dict[str, Any]]:
         """v0 event rows as v1 rows: ADK event data through vmem's codec, the time column as stored."""
         from veadk_mem import events as ev
-        from veadk_mem.gc_pause import bulk_objects
         from veadk_mem.sessions.codec import event_from_row, event_row
         from veadk_mem.sessions.rawsession import raw_event
 
@@ -564,7 +565,6 @@ def _event_name(key: tuple[str, str, str, str]) -> str:
 
 
 def _raw_key() -> str:
-    from veadk_mem.sessions.safepickle import RAW_ACTIONS_KEY
 
     return RAW_ACTIONS_KEY
 
@@ -703,8 +703,6 @@ async def _snapshot(conn: AsyncConnection, names: dict[str, str] | None = None) 
 def _count_backup(path: Path) -> tuple[int, int]:
     """Sessions and events in a backup file, read back record by record (every one validated); a
     long line (a big session) checked as import checks one, a block at a time, never decoded whole."""
-    from veadk_mem.sessions.bigline import BigLine, check_big
-    from veadk_mem.sessions.validate import iter_checked
 
     if os.path.getsize(path) == 0:
         return 0, 0

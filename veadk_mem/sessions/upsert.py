@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.sessions.codec import event_row
+from veadk_mem.sessions.driver import InsertPlan
 from veadk_mem.sessions.layout import Layout, stored_time, to_epoch
 from veadk_mem.sessions.preflight import newer
 from veadk_mem.sessions.records import BATCH, ImportReport
@@ -216,7 +217,6 @@ class Upsert:
 
     def insert_plans(self) -> Plans | None:
         """Driver plans for the sessions and events tables (ADK 2.x or SqliteSessionService tables), else None."""
-        from veadk_mem.sessions.driver import InsertPlan
 
         if "insert_plans" not in self.db.stmts:
             t = self.db.tables

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput
+from veadk_mem.sessions import bigline
+from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.checks import check_record, check_times_record
 
 if TYPE_CHECKING:
@@ -36,7 +38,6 @@ def iter_checked(
     a record is a RawSession or a state record dict.
     """
     from veadk_mem.events import TIMES_KIND, iter_documents
-    from veadk_mem.sessions import bigline
 
     limit = bigline.big_line_bytes() if big_bytes is None else big_bytes
     documents = bigline.iter_lines(source, name, limit) if big else None
@@ -62,7 +63,6 @@ def iter_checked(
 def _given_times(record: Any, times: tuple[tuple[str, str, str], float] | None) -> None:
     """The create time of the session_times line before a session, on that session (a line of
     another session's key, or of none, gives nothing; a located long line gets it in its check pass)."""
-    from veadk_mem.sessions.bigline import BigSession
     from veadk_mem.sessions.rawsession import RawSession
 
     if times is None or not isinstance(record, (RawSession, BigSession)):

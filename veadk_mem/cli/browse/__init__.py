@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from veadk_mem.cli.state import DbUrlOption
+from veadk_mem.errors import BadInput, missing_extra
 
 
 def browse(
@@ -32,7 +33,6 @@ def browse(
     import sys
 
     from veadk_mem.cli.state import get_state, run
-    from veadk_mem.errors import BadInput, missing_extra
 
     if importlib.util.find_spec("textual") is None:
         raise missing_extra("textual", "tui")

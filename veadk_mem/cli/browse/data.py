@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.cli.render import terminal_safe
+from veadk_mem.sessions.delete_flow import delete_flow
+from veadk_mem.sessions.files import atomic_output, check_output
 from veadk_mem.sessions.read_queries import SessionChanged
 
 if TYPE_CHECKING:
@@ -233,7 +235,6 @@ def export_plan_text(chosen: list[SessionSummary], output: Path) -> str:
 
 async def delete_sessions(store: SessionStore, chosen: list[SessionSummary], *, dry_run: bool) -> DeleteReport:
     """`vmem session delete APP USER ID...`: its flow, planned (dry_run) or done."""
-    from veadk_mem.sessions.delete_flow import delete_flow
 
     return await delete_flow(store, keys=[s.key for s in chosen], dry_run=dry_run)
 
@@ -242,7 +243,6 @@ async def export_sessions(store: SessionStore, chosen: list[SessionSummary], out
     """`vmem session export -o FILE` of the chosen sessions: their lines and their state records, through
     the one file writer; returns the sessions written."""
     from veadk_mem.sessions.export_keys import export_keys_jsonl
-    from veadk_mem.sessions.files import atomic_output, check_output
 
     check_output(output)
     with atomic_output(output) as handle:

@@ -31,6 +31,9 @@ from textual.widgets import DataTable, Footer, Input, Select, Static, Tree
 
 from veadk_mem.cli.browse import data
 from veadk_mem.cli.render import counted, terminal_safe
+from veadk_mem.errors import BadInput, VmemError
+from veadk_mem.sessions.records import SessionFilter
+from veadk_mem.sessions.timespec import parse_time
 from veadk_mem.timefmt import format_time
 
 if TYPE_CHECKING:
@@ -51,7 +54,6 @@ def _short_time(epoch: float | None) -> str:
 def _message(exc: BaseException) -> str:
     """One line for the status bar, secrets redacted."""
     from veadk_mem.config import redact
-    from veadk_mem.errors import VmemError
 
     text = exc.message if isinstance(exc, VmemError) else f"{type(exc).__name__}: {exc}"
     return terminal_safe(redact(" ".join(str(text).split())))
@@ -255,7 +257,6 @@ class SessionsScreen(Pane):
     # --- reads ---
 
     def _filter(self) -> SessionFilter:
-        from veadk_mem.sessions.records import SessionFilter
 
         b = self.browser
         return SessionFilter(app=b.app_name, user=b.user_id, since=self.since)
@@ -294,7 +295,6 @@ class SessionsScreen(Pane):
     @work(exclusive=True, group="scope", exit_on_error=False)
     async def load_scope(self) -> None:
         """Apps and their users with session counts (`session stats --by user`), in the background."""
-        from veadk_mem.sessions.records import SessionFilter
 
         b = self.browser
         flt = SessionFilter(app=b.fixed_app, user=b.fixed_user)
@@ -383,8 +383,6 @@ class SessionsScreen(Pane):
 
     @on(Input.Submitted, "#since")
     def _since(self, event: Input.Submitted) -> None:
-        from veadk_mem.errors import BadInput
-        from veadk_mem.sessions.timespec import parse_time
 
         try:
             self.since = parse_time(event.value.strip(), "since") if event.value.strip() else None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.keywords import FUSION_DEPTH, fts_query, fuse, index_terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -152,7 +153,6 @@ def _terms_behind(conn: sqlite3.Connection) -> bool:
 
 def _terms(text: str) -> str:
     from veadk_mem.ltm.convert import searchable_text
-    from veadk_mem.ltm.keywords import index_terms
 
     return index_terms(searchable_text(text))
 
@@ -516,7 +516,6 @@ class LocalBackend(LongTermMemoryBackend):
 
     def keyword_hits(self, user_id: str, query: str, limit: int) -> list[tuple[int, float]]:
         """(rowid, BM25 score) of the user's memories best matching the query's terms, best first."""
-        from veadk_mem.ltm.keywords import fts_query
 
         match = fts_query(query)
         if not match or limit <= 0:
@@ -545,8 +544,6 @@ class LocalBackend(LongTermMemoryBackend):
     ) -> list[MemoryRecord]:
         """Both rankings fused by reciprocal rank; each result also carries its cosine and BM25 scores."""
         import numpy as np
-
-        from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse
 
         m = self.matrix(user_id)
         if len(m.rowids) == 0 or top_k <= 0:

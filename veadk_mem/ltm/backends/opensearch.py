@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, MissingSdk, StoreError, StoreRejected
+from veadk_mem.failure import one_line
 from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.llama_layout import (
     Doc,
@@ -547,7 +548,6 @@ def _mapping_dim(info: dict[str, Any]) -> int | None:
 
 def _reason(value: Any) -> str:
     """The reason of an opensearch-py error (or error object), one line, short."""
-    from veadk_mem.failure import one_line
 
     info = getattr(value, "info", None)
     if isinstance(value, dict):

@@ -26,9 +26,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem import failure as fail
+from veadk_mem.embedding.base import normalize
 from veadk_mem.errors import BadInput, NotSupported, StoreError
+from veadk_mem.failure import one_line
 from veadk_mem.ltm.backends.redis_wire import send_hsets
 from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
+from veadk_mem.ltm.keywords import redisearch_query
 from veadk_mem.ltm.llama_layout import (
     Doc,
     check_embedder,
@@ -443,7 +446,6 @@ class RedisBackend(LongTermMemoryBackend):
 
     async def keyword_search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """The user's top_k memories by BM25 over `text` (the field VeADK's index declares TEXT)."""
-        from veadk_mem.ltm.keywords import redisearch_query
 
         expression = redisearch_query(query)
         if not expression or top_k <= 0:
@@ -514,8 +516,6 @@ class RedisBackend(LongTermMemoryBackend):
 
     async def _scan_search(self, user_id: str, vector: npt.NDArray[np.float32], top_k: int) -> list[MemoryRecord]:
         import numpy as np
-
-        from veadk_mem.embedding.base import normalize
 
         keys = await self._user_keys(user_id)
         rows: list[tuple[str, str, str, Any]] = []
@@ -638,7 +638,6 @@ class RedisBackend(LongTermMemoryBackend):
 def _first_line(exc: BaseException) -> str:
     """An error as one short line, with any URL's password masked."""
     from veadk_mem.config import mask_url
-    from veadk_mem.failure import one_line
 
     return one_line(mask_url(str(exc))) or type(exc).__name__
 
