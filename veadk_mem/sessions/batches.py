@@ -149,9 +149,11 @@ class Batches:
 
         That is the driver path (`driver.InsertPlan`: aiosqlite, asyncpg) into ADK 2.x's tables
         or SqliteSessionService's, or into an empty database (or a sqlite file not created
-        yet), which gets ADK 2.x's.
+        yet), which gets ADK 2.x's; never with `[tuning] fast_paths` off.
         """
-        return self.db.dialect in ("sqlite", "postgresql") and self.db.layout in (
+        from veadk_mem.config import tuning
+
+        return tuning().fast_paths and self.db.dialect in ("sqlite", "postgresql") and self.db.layout in (
             Layout.EMPTY,
             Layout.V1,
             Layout.SQLITE,

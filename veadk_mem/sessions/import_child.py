@@ -43,10 +43,15 @@ _CHILD = "import sys; sys.path.append(sys.argv[1]); from veadk_mem.sessions.impo
 
 
 def worthwhile(source: str | Path) -> bool:
-    """True when reading `source` in a child process should pay off: a large JSONL file, a spare core.
+    """True when reading `source` in a child process should pay off: a large JSONL file, a spare core,
+    and `[tuning] fast_paths` on.
 
     A JSON list (or one object) is decoded whole: a child would hold a second copy of it.
     """
+    from veadk_mem.config import tuning  # the parent's settings; the child never loads them
+
+    if not tuning().fast_paths:
+        return False
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.config import tuning
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.driver import InsertPlan
 from veadk_mem.sessions.layout import Layout, stored_time, to_epoch
@@ -216,12 +217,13 @@ class Upsert:
             await conn.execute(stmt, event_rows[i : i + BATCH * 2])
 
     def insert_plans(self) -> Plans | None:
-        """Driver plans for the sessions and events tables (ADK 2.x or SqliteSessionService tables), else None."""
+        """Driver plans for the sessions and events tables (ADK 2.x or SqliteSessionService tables), else
+        None: also with `[tuning] fast_paths` off, when every row goes through SQLAlchemy's insert."""
 
         if "insert_plans" not in self.db.stmts:
             t = self.db.tables
             plans = None
-            if t.layout in (Layout.V1, Layout.SQLITE):
+            if t.layout in (Layout.V1, Layout.SQLITE) and tuning().fast_paths:
                 sessions, events = (InsertPlan.make(table, self.db.engine.dialect) for table in (t.sessions, t.events))
                 plans = None if sessions is None or events is None else (sessions, events)
             self.db.stmts["insert_plans"] = plans
