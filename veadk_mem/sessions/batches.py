@@ -153,10 +153,15 @@ class Batches:
         """
         from veadk_mem.config import tuning
 
-        return tuning().fast_paths and self.db.dialect in ("sqlite", "postgresql") and self.db.layout in (
-            Layout.EMPTY,
-            Layout.V1,
-            Layout.SQLITE,
+        return (
+            tuning().fast_paths
+            and self.db.dialect in ("sqlite", "postgresql")
+            and self.db.layout
+            in (
+                Layout.EMPTY,
+                Layout.V1,
+                Layout.SQLITE,
+            )
         )
 
     async def import_columns(

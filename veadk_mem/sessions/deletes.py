@@ -456,20 +456,14 @@ class Deletes:
         """Sessions by key as stored, their state not decoded (empty in the summaries), oldest update
         first: what a delete needs. A row whose state the reads cannot decode (corrupt JSON) is
         skipped by them, and was left by delete and forget, which then said nothing was there."""
-        from sqlalchemy import and_, func, or_, select
+        from sqlalchemy import and_, func, select
 
         t = self.db.tables
         s, e = t.sessions.c, t.events.c
         where: list[Any] = []
-        if app is not None:
-            where.append(s.app_name == app)
-        if user is not None:
-            where.append(s.user_id == user)
-        if keys is not None:
-            if not keys:
-                return []
-            pairs = _by_pair([SessionSummary(k.app_name, k.user_id, k.id, {}, 0, 0.0, 0.0) for k in keys])
-            where.append(or_(*(and_(s.app_name == a, s.user_id == u, s.id.in_(ids)) for (a, u), ids in pairs.items())))
+        if keys is not None and not keys:
+            return []
+        where.extend(self._exact(s.app_name, s.user_id, s.id, app, user, keys))
         counts = (
             select(e.app_name, e.user_id, e.session_id, func.count().label("n"))
             .group_by(e.app_name, e.user_id, e.session_id)
@@ -495,21 +489,38 @@ class Deletes:
 
     def _orphan_rows(self, app: str | None, user: str | None, keys: Sequence[SessionKey] | None) -> Any:
         """The condition on `events` of the rows without a session row, among those of app / user / keys."""
-        from sqlalchemy import and_, exists, or_, select
+        from sqlalchemy import and_, exists, select
 
         t = self.db.tables
         s, e = t.sessions.c, t.events.c
         where = [~exists(select(s.id).where(s.app_name == e.app_name, s.user_id == e.user_id, s.id == e.session_id))]
+        where.extend(self._exact(e.app_name, e.user_id, e.session_id, app, user, keys))
+        return and_(*where)
+
+    def _exact(
+        self, app_col: Any, user_col: Any, id_col: Any, app: str | None, user: str | None, keys: Any
+    ) -> list[Any]:
+        """Conditions for app / user / keys compared exactly (`Database.key_eq`: on MySQL/MariaDB byte
+        for byte, never by a case-insensitive collation that takes "order-1" for "Order-1")."""
+        from sqlalchemy import and_, or_
+
+        eq = self.db.key_eq
+        where: list[Any] = []
         if app is not None:
-            where.append(e.app_name == app)
+            where.append(eq(app_col, app))
         if user is not None:
-            where.append(e.user_id == user)
+            where.append(eq(user_col, user))
         if keys is not None:
             pairs = _by_pair([SessionSummary(k.app_name, k.user_id, k.id, {}, 0, 0.0, 0.0) for k in keys])
             where.append(
-                or_(*(and_(e.app_name == a, e.user_id == u, e.session_id.in_(ids)) for (a, u), ids in pairs.items()))
+                or_(
+                    *(
+                        and_(eq(app_col, a), eq(user_col, u), id_col.in_(ids), or_(*(eq(id_col, i) for i in ids)))
+                        for (a, u), ids in pairs.items()
+                    )
+                )
             )
-        return and_(*where)
+        return where
 
     async def orphan_events(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
