@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,14 @@ def _run(
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makeconftest("from skip_policy import pytest_configure")
     pytester.makepyfile(test_suite=SUITE)
-    return pytester.runpytest()
+    # The inner run is in this process: pytest-textual-snapshot's session hooks would put their
+    # own directory in TEXTUAL_SNAPSHOT_TEMPDIR and delete it, and the outer run's report then
+    # reads a directory that is gone (the whole suite failed at its end, in one process).
+    snapshots = os.environ.get("TEXTUAL_SNAPSHOT_TEMPDIR")
+    result = pytester.runpytest("-p", "no:textual-snapshot")
+    assert os.environ.get("TEXTUAL_SNAPSHOT_TEMPDIR") == snapshots
+    assert snapshots is None or Path(snapshots).is_dir()
+    return result
 
 
 def test_an_unlisted_skip_fails_the_run_under_ci(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
