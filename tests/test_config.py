@@ -100,6 +100,10 @@ def test_embedding_key_falls_back_to_agent_key() -> None:
             '[long_term_memory]\nbackend = "foo"\n',
             r"long_term_memory.backend: expected 'local', .*got 'foo'",
         ),
+        (
+            '[model.embedding]\nprovider = "bert"\n',
+            r"vmem.toml: model.embedding.provider: expected 'auto', 'ark', .*got 'bert'",
+        ),
         ('[long_term_memory]\ntop_k = "many"\n', r"vmem.toml: long_term_memory.top_k: expected a valid integer"),
         ("[long_term_memory]\nbakend = 1\n", r"unknown key 'long_term_memory.bakend' \(did you mean 'backend'\?\)"),
         ("[databse]\n", r"unknown key 'databse' \(did you mean 'database'\?\)"),
@@ -110,6 +114,23 @@ def test_bad_config_is_one_line_naming_file_and_key(isolated_env: Path, toml: st
     _write(isolated_env / "vmem.toml", toml)
     with pytest.raises(BadInput, match=message):
         load_settings(environ={})
+
+
+def test_a_registered_embedder_can_be_named_in_the_config(isolated_env: Path) -> None:
+    """A plugin embedder is configured by its name, as a plugin backend is (no closed list)."""
+    from veadk_mem.embedding import create_embedder, registry
+    from veadk_mem.embedding.hash import HashEmbedder
+
+    _write(isolated_env / "vmem.toml", '[model.embedding]\nprovider = "tiny"\n')
+    with pytest.raises(BadInput, match="got 'tiny'"):
+        load_settings(environ={})
+    registry.register_embedder("tiny", HashEmbedder)
+    try:
+        loaded = load_settings(environ={})
+        assert loaded.settings.model.embedding.provider == "tiny"
+        assert isinstance(create_embedder(loaded.settings.model.embedding), HashEmbedder)
+    finally:
+        registry._registered.pop("tiny", None)
 
 
 def test_bad_env_value_names_variable_and_hides_secrets() -> None:

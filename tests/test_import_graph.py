@@ -209,6 +209,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             # the backend registry is a table of entry-point names the config validates against;
             # it imports no backend (each is loaded by name when a command asks for it)
             "veadk_mem.ltm.registry",
+            # the embedder registry likewise, for the provider name
+            "veadk_mem.embedding.registry",
             "veadk_mem",
         ),
     ),

@@ -29,6 +29,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from veadk_mem.embedding import registry as embedders
 from veadk_mem.errors import BadInput
 from veadk_mem.ltm import registry
 from veadk_mem.masking import mask_url as mask_url  # re-exported: callers import it from here
@@ -85,10 +86,10 @@ class LongTermMemorySettings(Section):
 
 
 class EmbeddingSettings(Section):
-    provider: Literal["auto", "openai", "ark", "local", "hash"] = Field(
+    provider: str = Field(
         "auto",
         description="auto: with a key, ark for Ark's vision models and openai for the rest (as VeADK); "
-        "without one, the local model if installed, else hash",
+        "without one, the local model if installed, else hash; or an embedder a package registers",
     )
     name: str = Field(
         "doubao-embedding-vision-250615", description="Embedding model name, VeADK's default (MODEL_EMBEDDING_NAME)"
@@ -105,6 +106,16 @@ class EmbeddingSettings(Section):
     local_model: str = Field(
         "", description="Folder of a sentence-transformers or model2vec model; empty means the packaged MiniLM"
     )
+
+    @field_validator("provider")
+    @classmethod
+    def _registered_provider(cls, value: str) -> str:
+        """An embedder the registry knows: vmem's own, entry points and `register_embedder` names."""
+        if not embedders.is_known(value):
+            raise PydanticCustomError(
+                "literal_error", "Input should be {expected}", {"expected": embedders.expected_names()}
+            )
+        return value
 
 
 class ModelSettings(Section):

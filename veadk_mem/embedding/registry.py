@@ -48,6 +48,17 @@ def embedder_names() -> list[str]:
     return sorted({*BUILTIN, *_plugins, *_registered})
 
 
+def is_known(name: str) -> bool:
+    """Whether `name` is an embedder this registry knows (or `auto`), for the config's validation."""
+    return name == "auto" or name in _registered or _declared(name) is not None
+
+
+def expected_names() -> str:
+    """`'auto', 'ark', ... or 'openai'`: the names a configuration may give, for messages."""
+    names = [repr(n) for n in ["auto", *embedder_names()]]
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
 def load_embedder(name: str) -> type[Embedder]:
     """The embedder class registered under `name`, imported now."""
     if name in _registered:
