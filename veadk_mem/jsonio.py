@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -106,6 +106,50 @@ def dumps(
     return escape_terminal(text)
 
 
+class Streamed(list[Any]):
+    """A list that json's encoder reads as it goes: `dumps_pieces` writes its items as an iterator
+    gives them, so a long list (a dry run's events) is never held. It tells whether it is empty by
+    taking its first item ahead, which json asks before writing `[]`."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        super().__init__()
+        self._items = iter(items)
+        self._ahead: list[Any] = []
+
+    def __bool__(self) -> bool:
+        if not self._ahead:
+            for item in self._items:
+                self._ahead.append(item)
+                break
+        return bool(self._ahead)
+
+    def __len__(self) -> int:
+        return 1 if self.__bool__() else 0  # "some": json only asks whether it is empty
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from self._ahead
+        self._ahead = []
+        yield from self._items
+
+
+def dumps_pieces(data: Any, *, indent: int = 2, size: int = 1 << 16) -> Iterator[str]:
+    """`dumps(data, indent=indent)` in pieces of about `size` characters, from one encoder (json's
+    indented encoder makes reference cycles each call: one call per item piles them up while the
+    collector is paused). `Streamed` lists inside are read as they are written; NaN and infinities
+    must already be None here (`finite`), as the document is not built ahead to be copied."""
+    encoder = json.JSONEncoder(ensure_ascii=False, indent=indent, default=_default, allow_nan=False)
+    buffer: list[str] = []
+    length = 0
+    for chunk in encoder.iterencode(data):
+        buffer.append(chunk)
+        length += len(chunk)
+        if length >= size:
+            yield escape_terminal("".join(buffer))
+            buffer, length = [], 0
+    if buffer:
+        yield escape_terminal("".join(buffer))
+
+
 def _fast_options() -> dict[str, Any]:
     try:
         to_json(0.0, inf_nan_mode="null")
@@ -180,6 +224,11 @@ def escape_terminal(text: str) -> str:
     if _TERMINAL.search(text):
         text = _TERMINAL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
     return text
+
+
+def finite(value: Any) -> Any:
+    """A copy with NaN and infinities replaced by None (what `dumps` writes of them)."""
+    return _finite(value)
 
 
 def _finite(value: Any) -> Any:

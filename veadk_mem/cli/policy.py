@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -96,7 +97,7 @@ def test_cmd(
         sessions = [_stored_session(state, *args)] if from_store else read_sessions(args[0])
         result = dry_run(sessions, resolved, warn=state.render.warn)
         if state.json_mode:
-            state.render.json(result.to_dict())
+            state.render.pieces(chain(result.json_pieces(), "\n"))
         else:
             _table(state, result)
 
@@ -130,7 +131,7 @@ def _table(state: AppState, result: DryRun) -> None:
             "reason": d.reason,
             "memory": memory_gist(d.memory),
         }
-        for index, d in enumerate(result.decisions, 1)
+        for index, d in enumerate(result.decisions(), 1)
     ]
     columns = [
         Column("#", "n", justify="right", kind=KEY),

@@ -156,16 +156,17 @@ class Renderer:
 
     async def stream(self, pieces: AsyncIterable[str], target: IO[str] | None = None) -> None:
         """Copy streamed text pieces (JSON, JSONL) to stdout or `target` in batches."""
-        out = target or sys.stdout
-        buffer: list[str] = []
-        size = 0
+        out = _Batches(target or sys.stdout)
         async for piece in pieces:
-            buffer.append(piece)
-            size += len(piece)
-            if size > 1 << 16:
-                write_text(out, "".join(buffer))
-                buffer, size = [], 0
-        write_text(out, "".join(buffer))
+            out.add(piece)
+        out.flush()
+
+    def pieces(self, pieces: Iterable[str], target: IO[str] | None = None) -> None:
+        """`stream` for pieces made in this thread (a document written as it is computed)."""
+        out = _Batches(target or sys.stdout)
+        for piece in pieces:
+            out.add(piece)
+        out.flush()
 
     def table(
         self,
@@ -561,3 +562,22 @@ def tsv_escape(text: str) -> str:
 
 def _no_progress(n: int = 1) -> None:
     """The advance() of a hidden progress bar."""
+
+
+class _Batches:
+    """Text pieces gathered into writes of about 64 KiB through the pipe-safe writer."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.buffer: list[str] = []
+        self.size = 0
+
+    def add(self, piece: str) -> None:
+        self.buffer.append(piece)
+        self.size += len(piece)
+        if self.size > 1 << 16:
+            self.flush()
+
+    def flush(self) -> None:
+        write_text(self.out, "".join(self.buffer))
+        self.buffer, self.size = [], 0
