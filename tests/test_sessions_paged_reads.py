@@ -116,6 +116,31 @@ def test_get_json_during_an_append_prints_one_version(db: str, tmp_path: Path, m
     assert len(json.loads(during)["events"]) == (2_501 if db.startswith("sqlite") else 2_500)
 
 
+def test_get_jsonl_during_an_append_prints_one_version(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`get --jsonl` reads as `get --json` does: lines of one version of the session, each event's
+    line the JSON that `get --json` holds for it."""
+    _fill(db, tmp_path / "in.jsonl", {"long": 2_500})
+
+    async def get(jsonl: bool) -> str:
+        async with SessionStore(db) as store:
+            read = store.session_jsonl if jsonl else store.session_json
+            return "".join([p async for p in read(APP, "u-big", "long")])
+
+    before = asyncio.run(get(True))
+    seen = _writer_between_pages(monkeypatch, db)
+    during = asyncio.run(get(True))
+    assert seen["appended"] == 1
+    monkeypatch.undo()
+    after = asyncio.run(get(True))
+    assert during == (after if db.startswith("sqlite") else before)
+    lines = during.splitlines()
+    assert len(lines) == (2_501 if db.startswith("sqlite") else 2_500) and during.endswith("}\n")
+    # with no writer, the lines are the events `get --json` prints, one for one
+    assert [json.loads(x) for x in after.splitlines()] == json.loads(asyncio.run(get(False)))["events"]
+
+
 def test_sqlite_gives_up_on_a_session_that_changes_at_every_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

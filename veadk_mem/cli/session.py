@@ -23,7 +23,7 @@ from veadk_mem.sessions.timespec import parse_duration, parse_time
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from veadk_mem.sessions.notes import Listing, Stream
+    from veadk_mem.sessions.notes import Listing
     from veadk_mem.sessions.store import SessionFilter, SessionStore, SessionSummary
 
 app = typer.Typer(help="Inspect, clean, back up and migrate ADK session databases.", no_args_is_help=True)
@@ -189,15 +189,12 @@ def get_cmd(
 async def _get_json(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
     async with _store(state) as store:
         # Streamed, one event per line: a 100k-event session never sits in memory.
+        # Read by pages, each event a line of text as it is encoded: memory holds a page.
         if state.fmt == "jsonl":
-            from veadk_mem.adkjson import printed_event
-
-            stream: Stream[Any] = store.iter_event_data(app_name, user, session_id, last=last)
-            async for data in stream:
-                state.render.jsonl([printed_event(data)])  # a line at a time: a 100k-event session never sits in memory
+            stream = store.session_jsonl(app_name, user, session_id, last=last)
         else:
             stream = store.session_json(app_name, user, session_id, last=last)
-            await state.render.stream(stream)
+        await state.render.stream(stream)
         _warn_all(state, stream.warnings)
 
 

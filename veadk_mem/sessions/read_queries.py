@@ -13,6 +13,7 @@ from veadk_mem.errors import NotFound, StoreError, VmemError
 from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.jsonio import compact_json as dumps
 from veadk_mem.jsonio import compact_json_out as dumps_escaped
+from veadk_mem.jsonio import dumps as jsonl_text
 from veadk_mem.jsonio import escape_terminal
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.layout import Layout
@@ -50,6 +51,12 @@ class Frame:
 def _span(summary: SessionSummary, last: int | None) -> int:
     """How many events a read of `summary`'s session gives (the last `last`, or all)."""
     return summary.event_count if last is None else min(last, summary.event_count)
+
+
+def _printed_line(data: dict[str, Any]) -> str:
+    """An event's line in `get --jsonl`: its printed JSON with json's separators (`, `), as every
+    `--jsonl` record vmem prints is written."""
+    return jsonl_text(printed_event(data)) + "\n"
 
 
 def _as_is(data: dict[str, Any]) -> dict[str, Any]:
@@ -308,6 +315,16 @@ class Reads:
         async for piece in self.session_text(app, user, session_id, JSON_FRAME, last=last, page=page):
             yield piece
 
+    async def session_jsonl(
+        self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
+    ) -> AsyncIterator[str]:
+        """`get --jsonl`: each event's printed JSON on a line of its own, read as `session_json` reads
+        (one snapshot; on sqlite, one version of a session an agent writes to meanwhile)."""
+        async for piece in self.session_text(
+            app, user, session_id, JSONL_FRAME, last=last, page=page, encode=_printed_line
+        ):
+            yield piece
+
     async def session_text(
         self,
         app: str,
@@ -318,8 +335,10 @@ class Reads:
         last: int | None = None,
         page: int = 1000,
         spool: bool = False,
+        encode: Callable[[dict[str, Any]], str] | None = None,
     ) -> AsyncIterator[str]:
-        """One session as text framed by `frame`, its events encoded as `get --json` prints them.
+        """One session as text framed by `frame`, its events encoded as `get --json` prints them
+        (or by `encode`, from their stored data).
 
         Handed out as it is read when the read is one snapshot (PostgreSQL, MySQL, or a session
         of one page); else, or with `spool`, written to an unnamed temporary file first (nothing
@@ -328,7 +347,7 @@ class Reads:
         """
         import tempfile
 
-        pages = self.session_pages(app, user, session_id, last=last, page=page)
+        pages = self.session_pages(app, user, session_id, last=last, page=page, convert=encode)
         summary = await anext(pages)
         assert isinstance(summary, SessionSummary)
         if not spool and (self.db.dialect != "sqlite" or _span(summary, last) <= min(page, FIRST_PAGE)):
@@ -357,7 +376,9 @@ class Reads:
 
             state = [frame.first]
             opened = (summary, pages)
-            summary = await self.read_pages(app, user, session_id, begin, add, last=last, page=page, opened=opened)
+            summary = await self.read_pages(
+                app, user, session_id, begin, add, last=last, page=page, convert=encode, opened=opened
+            )
             out.write(frame.tail(summary))
             out.seek(0)
             while piece := out.read(1 << 20):
@@ -718,4 +739,5 @@ def times_line(summary: SessionSummary) -> str:
     return dumps_escaped({**fields, "createTime": summary.create_time}) + "\n"
 
 
+JSONL_FRAME = Frame(lambda s: "", "", "", lambda s: "")  # `get --jsonl`: each event's text ends its line
 JSON_FRAME = Frame(session_head, "\n", ",\n", lambda s: "\n" + session_tail(s) + "\n")  # `get --json`

@@ -242,6 +242,13 @@ class SessionStore:
         notes = Notes()
         return Stream(self._reads(notes).session_json(app, user, session_id, last=last, page=page), notes)
 
+    def session_jsonl(
+        self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
+    ) -> Stream[str]:
+        """The session's events, each ADK event JSON on a line, as one version of the session."""
+        notes = Notes()
+        return Stream(self._reads(notes).session_jsonl(app, user, session_id, last=last, page=page), notes)
+
     def session_pages(
         self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
     ) -> Stream[SessionSummary | list[Any]]:
