@@ -73,7 +73,9 @@ async def test_a_capability_not_declared_is_not_supported_even_when_a_method_exi
 
 
 class _Recording(HashEmbedder):
-    """Notes the threads it embedded on."""
+    """Notes the threads it embedded on (as a model would: not `inline`)."""
+
+    inline = False
 
     def __init__(self) -> None:
         super().__init__(dim=64)
@@ -108,6 +110,22 @@ def test_the_facade_embeds_once_off_the_event_loop(tmp_path: Path) -> None:
     saved, hits = asyncio.run(go())
     assert saved == 2 and embedder.threads
     assert hits[0]["content"]["parts"][0]["text"] == "I like green tea"
+
+
+def test_an_inline_embedder_embeds_a_single_query_on_the_loop(tmp_path: Path) -> None:
+    """The hash embedder's query costs less than a thread's hop: no worker thread for it."""
+    embedder = _Recording()
+    embedder.inline = True
+    ltm = LongTermMemory(backend_config={"local_path": str(tmp_path / "m.db")}, embedder=embedder, index="app")
+
+    async def go() -> set[int]:
+        async with ltm:
+            await ltm.add_session_to_memory(_session("I like green tea"))
+            embedder.threads.clear()
+            await ltm.search_memory(app_name="app", user_id="u", query="green tea", mode="vector")
+            return {threading.get_ident()}
+
+    assert embedder.threads == asyncio.run(go())
 
 
 def test_a_dry_run_saves_into_memory_and_leaves_the_store_alone(tmp_path: Path) -> None:

@@ -42,6 +42,9 @@ class Embedder(ABC):
     dim: int = 0
     batch_size: int = 64
     max_chars: int = 2000
+    # Cheap and without I/O (a microsecond-scale pure function): a single query is embedded on
+    # the event loop, where a worker thread's hop would cost more than the embedding.
+    inline: bool = False
 
     @classmethod
     def from_settings(cls, settings: EmbeddingSettings, **options: Any) -> Embedder:

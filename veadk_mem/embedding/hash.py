@@ -37,6 +37,8 @@ def tokens(text: str) -> list[str]:
 class HashEmbedder(Embedder):
     """Feature hashing of words and adjacent word pairs into `dim` signed buckets."""
 
+    inline = True
+
     @classmethod
     def from_settings(cls, settings: EmbeddingSettings, **options: Any) -> Embedder:
         """`hash_dim` dimensions (an index's stored hash model names its own)."""

@@ -268,8 +268,13 @@ class LongTermMemoryBackend(ABC):
         embed_records(self.embedder, memories, self.embedding_text)
 
     async def query_vector(self, query: str) -> Any:
-        """The query's vector: embedded ahead by the facade (a batch search), else now in a worker thread."""
-        if not self.queries.has(query):
+        """The query's vector: embedded ahead by the facade (a batch search), else now in a worker
+        thread (on the loop for an `inline` embedder, whose hop would cost more than its work)."""
+        if self.queries.has(query):
+            pass
+        elif self.embedder.inline:
+            self.queries.prepare(self.embedder, [query])
+        else:
             await asyncio.to_thread(self.queries.prepare, self.embedder, [query])
         return self.queries.vector(self.embedder, query)
 
