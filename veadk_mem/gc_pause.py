@@ -1,10 +1,15 @@
-"""Pausing the cyclic garbage collector around bulk object building (no heavy imports)."""
+"""Pausing the cyclic garbage collector around bulk object building (no heavy imports).
+
+A second path: `[tuning] fast_paths` off leaves the collector running.
+"""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from veadk_mem.config import tuning
 
 
 @contextmanager
@@ -20,6 +25,9 @@ def bulk_objects() -> Iterator[None]:
     everything; what cyclic garbage the layers below make, `collect_young` collects.
     """
     enabled = gc.isenabled()
+    if not tuning().fast_paths:  # the plain path: the collector runs as everywhere else
+        yield
+        return
     gc.disable()
     try:
         yield

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.config import tuning
 from veadk_mem.errors import BadInput
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def check_record(where: str, data: Any, limits: Limits | None) -> tuple[str, Raw
         if limits is not None:
             limits.check(where, data, None)
         return where, record
-    session = raw_session(data)  # the common case, without pydantic objects
+    session = raw_session(data) if tuning().fast_paths else None  # the common case, without pydantic objects
     if session is None:  # the models coerce it, or name what is wrong
         model = parse_session(data, where)
         for field_name, value in (("appName", model.app_name), ("userId", model.user_id), ("id", model.id)):

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from veadk_mem.config import tuning
+
 _NUMPY_FROM = 256  # below this many values the per-value path is cheaper than importing numpy
 
 
@@ -45,7 +47,7 @@ def _micros(epochs: Sequence[float]) -> Any:
 
 def naive_utc_many(epochs: Sequence[float]) -> list[datetime]:
     """`naive_utc` of each of `epochs` (finite, years 1-9999: what `limits` lets through)."""
-    if len(epochs) < _NUMPY_FROM:
+    if len(epochs) < _NUMPY_FROM or not tuning().fast_paths:
         return [naive_utc(e) for e in epochs]
     values: list[datetime] = _micros(epochs).tolist()
     return values
