@@ -7,10 +7,11 @@ Issue 39 item 3: a path whose end-to-end gain is under 1.3x is deleted, the rest
 2. `driver.InsertPlan` (via `upsert.insert_plans`, `batches`): rows inserted on the raw driver
    (aiosqlite executemany, asyncpg COPY) instead of SQLAlchemy's insert.
 3. `rawsession.raw_session` (`checks.check_record`): a record validated without pydantic.
-4. `timecols.naive_utc_many`/`sqlite_text_many`: a batch of times through numpy.
+4. `timecols.naive_utc_many`/`sqlite_text_many`: a batch of times through numpy (deleted).
 5. `gc_pause.bulk_objects`/`collect_young`: the cyclic collector paused while building objects.
 6. `driver.DriverPlan` (`statements.fetch_all`): small selects in one driver call.
-7. `driver.skip_idle_rollback` (`engine`): sqlite's pool rolls back only a connection in a transaction.
+7. `driver.skip_idle_rollback` (`engine`): sqlite's pool rolls back only a connection in a
+   transaction (deleted).
 8. MySQL packed rows (`statements.select_packed`/`unpack_rows`): an event's key columns as one text.
 9. MySQL length-framed GROUP_CONCAT (`statements.select_joined`/`split_joined`): a session a row.
 10. `codec.camel_event`: gone with item 0 (output exact to ADK goes through pydantic), nothing to measure.
@@ -100,7 +101,6 @@ ONE_OFF = {
         "from veadk_mem.sessions.batches import Batches; Batches.takes_columns = lambda self: False"
     ),
     "raw_session": "from veadk_mem.sessions import rawsession as m; m.raw_session = lambda data: None",
-    "timecols numpy": "from veadk_mem.sessions import timecols as m; m._NUMPY_FROM = 1 << 62",
     "gc pause": (
         "import gc, types; from veadk_mem import gc_pause as m; "
         "m.gc = types.SimpleNamespace(isenabled=gc.isenabled, disable=lambda: None, "
@@ -109,23 +109,20 @@ ONE_OFF = {
     "DriverPlan": (
         "from veadk_mem.sessions.driver import DriverPlan; DriverPlan.make = classmethod(lambda cls, s, d: None)"
     ),
-    "skip_idle_rollback": (
-        "from veadk_mem.sessions import engine as m; m.skip_idle_rollback = lambda c, r, s: c.rollback()"
-    ),
     "packed rows": "from veadk_mem.sessions.statements import Statements as m; m._packs = lambda self: False",
     "GROUP_CONCAT": "from veadk_mem.sessions import statements as m; m.JOINED_EVENTS = 0",
 }
 # which paths each command takes (where it takes them); the MySQL ones only on --db mysql
 USES = {
-    "import": ["reader child", "InsertPlan", "raw_session", "timecols numpy", "gc pause"],
-    "export": ["DriverPlan", "gc pause", "skip_idle_rollback", "packed rows", "GROUP_CONCAT"],
+    "import": ["reader child", "InsertPlan", "raw_session", "gc pause"],
+    "export": ["DriverPlan", "gc pause", "packed rows", "GROUP_CONCAT"],
     "get --json": ["DriverPlan", "packed rows"],
-    "list": ["DriverPlan", "gc pause", "skip_idle_rollback"],
+    "list": ["DriverPlan", "gc pause"],
     "stats": ["DriverPlan"],
     "delete": ["DriverPlan", "gc pause"],
 }
 MYSQL_ONLY = {"packed rows", "GROUP_CONCAT"}
-SQLITE_ONLY = {"skip_idle_rollback"}
+SQLITE_ONLY: set[str] = set()
 
 
 def vmem(args: list[str], fast: bool, off: str | None = None, stdin: Path | None = None) -> float:

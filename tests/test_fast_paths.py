@@ -1,7 +1,7 @@
 """`[tuning] fast_paths`: off, every second path takes the plain one, with the same output and rows.
 
 Off, an import never starts its reader child, validates through pydantic (not `rawsession`),
-converts times one at a time (not numpy) and inserts through SQLAlchemy (not the driver plans);
+and inserts through SQLAlchemy (not the driver plans);
 reads run through SQLAlchemy (not `driver.DriverPlan`), MySQL reads events a row an event (not
 packed, not GROUP_CONCAT), and the collector is never paused. Each command's output, and the
 database an import writes, is compared both ways (sqlite always; the servers where a path is
@@ -21,7 +21,7 @@ from sessions_helpers import APP, build, build_v0, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.sessions import import_child, timecols
+from veadk_mem.sessions import import_child
 from veadk_mem.sessions.importer import import_file
 from veadk_mem.sessions.store import SessionStore
 from veadk_mem.sessions.upsert import Upsert
@@ -110,7 +110,7 @@ def _read_commands_agree(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_read_commands_print_the_same_both_ways_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # DriverPlan (aiosqlite's one-call reads), skip_idle_rollback and the gc pause, off and on
+    # DriverPlan (aiosqlite's one-call reads) and the gc pause, off and on
     _read_commands_agree(sqlite_url(tmp_path / "r.db"), monkeypatch)
 
 
@@ -120,16 +120,6 @@ def test_read_commands_print_the_same_both_ways_postgres(pg_url: str, monkeypatc
 
 def test_read_commands_print_the_same_both_ways_mysql(mysql_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _read_commands_agree(mysql_url, monkeypatch)  # packed rows and GROUP_CONCAT batches
-
-
-def test_times_numpy_and_per_value_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    epochs = [1_790_000_000.0 + i * 0.3333337 for i in range(1000)] + [0.0000005, 1.9999995, -1.5]
-    monkeypatch.setenv("VMEM_FAST_PATHS", "1")
-    fast = (timecols.naive_utc_many(epochs), timecols.sqlite_text_many(epochs))
-    monkeypatch.setenv("VMEM_FAST_PATHS", "0")
-    plain = (timecols.naive_utc_many(epochs), timecols.sqlite_text_many(epochs))
-    assert fast == plain
-    assert plain[0] == [timecols.naive_utc(e) for e in epochs]
 
 
 def test_an_import_refuses_nan_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
