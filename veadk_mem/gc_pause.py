@@ -9,8 +9,6 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from veadk_mem.config import tuning
-
 
 @contextmanager
 def bulk_objects() -> Iterator[None]:
@@ -24,6 +22,8 @@ def bulk_objects() -> Iterator[None]:
     collections were a third of the import's time. Reference counting still frees
     everything; what cyclic garbage the layers below make, `collect_young` collects.
     """
+    from veadk_mem.config import tuning  # see tests/test_import_graph.DEFERRED
+
     enabled = gc.isenabled()
     if not tuning().fast_paths:  # the plain path: the collector runs as everywhere else
         yield

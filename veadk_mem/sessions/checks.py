@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.config import tuning
 from veadk_mem.errors import BadInput
 
 if TYPE_CHECKING:
@@ -63,6 +62,7 @@ def check_record(where: str, data: Any, limits: Limits | None) -> tuple[str, Raw
 
     With `limits`, also every value the target database would refuse at write time.
     """
+    from veadk_mem.config import tuning  # see tests/test_import_graph.DEFERRED
     from veadk_mem.events import STATE_RECORD_KINDS, parse_session
     from veadk_mem.sessions.rawsession import from_model, raw_session
 
