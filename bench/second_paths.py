@@ -1,37 +1,41 @@
-"""Each hand-written speed path of the session store against the simplest well-kept alternative.
+"""Every second (speed-only) path of the session store, measured end to end: the whole `vmem` command.
 
-Issue 24 item 8: four pieces of `veadk_mem/sessions/` exist only for speed and must stay in
-step with the normal path. This measures each one beside what it replaces, in one run on
-the same data, so the ratio is what decides whether the lines are worth keeping:
+Issue 39 item 3: a path whose end-to-end gain is under 1.3x is deleted, the rest stay behind
+`[tuning] fast_paths` (env VMEM_FAST_PATHS). The eleven second paths (grep: `tuning().fast_paths`):
 
-- `rawsession.raw_session` (validate a decoded session and give its stored event dicts
-  without pydantic objects) against pydantic: `Session.model_validate_json(line)`, then
-  each event's `model_dump(mode="json", exclude_none=True)` (`rawsession.from_model`).
-- `codec.camel_event` (stored snake_case event data to ADK's camelCase JSON data, for
-  export and `get --json`) against `Event.model_validate(data).to_dict()`.
-- `timecols.naive_utc_many` / `sqlite_text_many` (a batch of epoch seconds to ADK's time
-  column values through numpy) against the per-value `datetime.fromtimestamp` path.
-- `import_child.ReaderProcess` (the write pass of a large import read in a child process):
-  the whole `session import` of a file into sqlite with the child and without it
-  (`worthwhile` answering False), plus the read pass alone three ways: in this process,
-  through the child, and through a one-worker `ProcessPoolExecutor` given chunks of lines.
+1. `import_child.ReaderProcess`: an import's write pass read in a child process.
+2. `driver.InsertPlan` (via `upsert.insert_plans`, `batches`): rows inserted on the raw driver
+   (aiosqlite executemany, asyncpg COPY) instead of SQLAlchemy's insert.
+3. `rawsession.raw_session` (`checks.check_record`): a record validated without pydantic.
+4. `timecols.naive_utc_many`/`sqlite_text_many`: a batch of times through numpy (deleted).
+5. `gc_pause.bulk_objects`/`collect_young`: the cyclic collector paused while building objects.
+6. `driver.DriverPlan` (`statements.fetch_all`): small selects in one driver call.
+7. `driver.skip_idle_rollback` (`engine`): sqlite's pool rolls back only a connection in a
+   transaction (deleted).
+8. MySQL packed rows (`statements.select_packed`/`unpack_rows`): an event's key columns as one text.
+9. MySQL length-framed GROUP_CONCAT (`statements.select_joined`/`split_joined`): a session a row.
+10. `codec.camel_event`: gone with item 0 (output exact to ADK goes through pydantic), nothing to measure.
+11. `statements.raw_json`/`raw_time`/`session_time`: JSON and time columns selected as text and
+    decoded by vmem (kept unswitched: they are part of the query, not a second implementation).
 
-Run: `.venv/bin/python bench/second_paths.py [--sessions 3000]`. Prints markdown tables;
-CPU time is this process's (the child's for the reader rows is not included, it is the
-point of the child) and the load average is printed first, as the machine may be shared.
+Each row is one `vmem` command run as a subprocess (CPU seconds of the child: user + system,
+from `resource.getrusage(RUSAGE_CHILDREN)`, median of 3) with every fast path on, all off,
+and on but for one path (`_one_off`, a wrapper that turns only that path off), so the ratio
+says what each path earns in the command that uses it. Built once with vmem's own import.
+
+Run: `.venv/bin/python bench/second_paths.py [--events 20000] [--db sqlite|mysql]`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
+import resource
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,237 +93,146 @@ def write_file(path: Path, sessions: int, events_per_session: int) -> int:
     return sessions * events_per_session
 
 
-def timed(fn: Callable[[], Any], runs: int = 3) -> tuple[float, float]:
-    """(best wall seconds, CPU seconds of that run) of `fn` over `runs` runs."""
-    best = (float("inf"), 0.0)
-    for _ in range(runs):
-        c0, t0 = time.process_time(), time.perf_counter()
-        fn()
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        best = min(best, (wall, cpu))
-    return best
+# path -> the patch `_one_off` applies (python source, run before the CLI)
+ONE_OFF = {
+    "reader child": "from veadk_mem.sessions import import_child as m; m.worthwhile = lambda source: False",
+    "InsertPlan": (  # the reader child builds driver-plan rows: without the plans it is off too
+        "from veadk_mem.sessions.upsert import Upsert; Upsert.insert_plans = lambda self: None; "
+        "from veadk_mem.sessions.batches import Batches; Batches.takes_columns = lambda self: False"
+    ),
+    "raw_session": "from veadk_mem.sessions import rawsession as m; m.raw_session = lambda data: None",
+    "gc pause": (
+        "import gc, types; from veadk_mem import gc_pause as m; "
+        "m.gc = types.SimpleNamespace(isenabled=gc.isenabled, disable=lambda: None, "
+        "enable=gc.enable, collect=gc.collect)"
+    ),
+    "DriverPlan": (
+        "from veadk_mem.sessions.driver import DriverPlan; DriverPlan.make = classmethod(lambda cls, s, d: None)"
+    ),
+    "packed rows": "from veadk_mem.sessions.statements import Statements as m; m._packs = lambda self: False",
+    "GROUP_CONCAT": "from veadk_mem.sessions import statements as m; m.JOINED_EVENTS = 0",
+}
+# which paths each command takes (where it takes them); the MySQL ones only on --db mysql
+USES = {
+    "import": ["reader child", "InsertPlan", "raw_session", "gc pause"],
+    "export": ["DriverPlan", "gc pause", "packed rows", "GROUP_CONCAT"],
+    "get --json": ["DriverPlan", "packed rows"],
+    "list": ["DriverPlan", "gc pause"],
+    "stats": ["DriverPlan"],
+    "delete": ["DriverPlan", "gc pause"],
+}
+MYSQL_ONLY = {"packed rows", "GROUP_CONCAT"}
+SQLITE_ONLY: set[str] = set()
 
 
-def row(name: str, n: int, ours: tuple[float, float], theirs: tuple[float, float], unit: str = "events") -> None:
-    print(
-        f"| {name} | {n / ours[0]:,.0f} {unit}/s | {n / theirs[0]:,.0f} {unit}/s | "
-        f"{theirs[0] / ours[0]:.1f}x | {theirs[1] / max(ours[1], 1e-9):.1f}x |"
-    )
+def vmem(args: list[str], fast: bool, off: str | None = None, stdin: Path | None = None) -> float:
+    """CPU seconds (user + system) of one `vmem` subprocess; fails loudly on a non-zero exit."""
+    env = {**os.environ, "VMEM_FAST_PATHS": "1" if fast else "0"}
+    patch = ONE_OFF[off] if off else "pass"
+    code = f"import sys; {patch}; from veadk_mem.cli.app import main; sys.argv = ['vmem', *sys.argv[1:]]; main()"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(stdin or os.devnull, "rb") as inp:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args], env=env, stdin=inp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(
+            f"vmem {' '.join(args)} (fast={fast}, off={off}): exit {done.returncode}: {done.stderr[-500:]!r}"
+        )
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def validation(lines: list[str], n_events: int) -> None:
-    from veadk_mem import events as ev
-    from veadk_mem.jsonio import loads
-    from veadk_mem.sessions.rawsession import from_model, raw_session
-
-    def ours() -> None:
-        for line in lines:
-            assert raw_session(loads(line, "bench")) is not None
-
-    def pydantic_path() -> None:
-        for line in lines:
-            from_model(ev.Session.model_validate_json(line))
-
-    # the two must agree before their speeds mean anything
-    for line in lines[:50]:
-        fast, slow = raw_session(loads(line, "bench")), from_model(ev.Session.model_validate_json(line))
-        assert fast is not None and [e.data for e in fast.events] == [e.data for e in slow.events]
-    row(
-        "`raw_session` vs `Session.model_validate_json` + `model_dump` per event",
-        n_events,
-        timed(ours),
-        timed(pydantic_path),
-    )
-
-
-def camel(stored: list[dict[str, Any]]) -> None:
-    from veadk_mem import events as ev
-    from veadk_mem.adkjson import printed_event
-
-    def ours() -> None:
-        for data in stored:
-            printed_event(data)
-
-    def pydantic_path() -> None:
-        for data in stored:
-            ev.Event.model_validate(data).to_dict()
-
-    for data in stored[:200]:
-        assert printed_event(data) == ev.Event.model_validate(data).to_dict()
-    row("`camel_event` vs `Event.model_validate(...).to_dict()`", len(stored), timed(ours), timed(pydantic_path))
-
-
-def times(n: int) -> None:
-    from veadk_mem.sessions import timecols
-
-    epochs = [1_790_000_000.0 + i * 0.731 for i in range(n)]
-
-    def plain() -> list[datetime]:
-        return [datetime.fromtimestamp(e, tz=UTC).replace(tzinfo=None) for e in epochs]
-
-    def plain_text() -> list[str]:
-        return [datetime.fromtimestamp(e, tz=UTC).replace(tzinfo=None).isoformat(" ", "microseconds") for e in epochs]
-
-    assert timecols.naive_utc_many(epochs) == plain()
-    assert timecols.sqlite_text_many(epochs) == plain_text()
-    row(
-        "`naive_utc_many` vs `datetime.fromtimestamp` per value",
-        n,
-        timed(lambda: timecols.naive_utc_many(epochs)),
-        timed(plain),
-        "values",
-    )
-    row(
-        "`sqlite_text_many` vs `fromtimestamp(...).isoformat()` per value",
-        n,
-        timed(lambda: timecols.sqlite_text_many(epochs)),
-        timed(plain_text),
-        "values",
-    )
-
-
-def _columns_of_chunk(lines: list[str]) -> Any:
-    """Worker of the ProcessPoolExecutor variant: check and build one chunk's columns."""
-    from veadk_mem.jsonio import loads
-    from veadk_mem.sessions.checks import check_record
-    from veadk_mem.sessions.rows import build_columns
-
-    return build_columns([check_record("chunk", loads(line, "bench"), None)[1] for line in lines], "v1")
-
-
-def _chunks(path: Path, size: int) -> Iterator[list[str]]:
-    chunk: list[str] = []
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            chunk.append(line)
-            if len(chunk) >= size:
-                yield chunk
-                chunk = []
-    if chunk:
-        yield chunk
-
-
-def _consume(columns: Any) -> int:
-    """What the writer does with a batch before the driver: its time columns."""
-    from veadk_mem.sessions import timecols
-
-    timecols.sqlite_text_many(columns.events["timestamp"])
-    return len(columns.events["id"])
-
-
-def read_pass(path: Path, n_events: int) -> None:
-    from veadk_mem.sessions.import_child import ReaderProcess
-    from veadk_mem.sessions.rows import build_columns
-    from veadk_mem.sessions.validate import iter_checked
-
-    def here() -> None:
-        batch: list[Any] = []
-        total = 0
-        for _, record in iter_checked(path, None):
-            batch.append(record)
-            if len(batch) >= 200:
-                total += _consume(build_columns(batch, "v1"))
-                batch = []
-        if batch:
-            total += _consume(build_columns(batch, "v1"))
-        assert total == n_events
-
-    def child() -> None:
-        reader = ReaderProcess(path, None)
-        try:
-            assert sum(_consume(b) for b in reader.batches()) == n_events
-        finally:
-            reader.close()
-
-    def pool() -> None:
-        with ProcessPoolExecutor(max_workers=1) as executor:
-            pending: list[Future[Any]] = []
-            total = 0
-            for chunk in _chunks(path, 200):
-                pending.append(executor.submit(_columns_of_chunk, chunk))
-                if len(pending) > 2:  # two chunks built ahead of the consumer, as the child's queue
-                    total += _consume(pending.pop(0).result())
-            total += sum(_consume(f.result()) for f in pending)
-            assert total == n_events
-
-    mine = timed(here, 1)
-    print(f"| read pass in this process | {n_events / mine[0]:,.0f} events/s | | | CPU {mine[1]:.2f} s |")
-    for name, fn in (
-        ("read pass through `ReaderProcess`", child),
-        ("read pass through a 1-worker ProcessPoolExecutor", pool),
-    ):
-        wall, cpu = timed(fn, 1)
-        ratio = f"{mine[0] / wall:.2f}x of this process"
-        print(f"| {name} | {n_events / wall:,.0f} events/s | | {ratio} | CPU here {cpu:.2f} s |")
-
-
-def _fresh_postgres(name: str) -> str:
-    """A new empty PostgreSQL database on the local server (dropped first if it exists)."""
-    import subprocess
-
-    for sql in (f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"):
-        subprocess.run(["psql", "-qh", "127.0.0.1", "-U", "postgres", "-d", "test", "-c", sql], check=True)
-    return f"postgresql://postgres@127.0.0.1:5432/{name}"
-
-
-def whole_import(path: Path, n_events: int, workdir: Path, target: str) -> None:
-    from veadk_mem.sessions import import_child
-    from veadk_mem.sessions.importer import import_file
-    from veadk_mem.sessions.store import SessionStore
-
-    def run(with_child: bool, name: str) -> tuple[float, float]:
-        db = workdir / f"{name}.db"
-        url = f"sqlite:///{db}" if target == "sqlite" else _fresh_postgres(f"vmem_bench_paths_{name}")
-        original = import_child.worthwhile
-        # the child whatever the file's size and the cores (as on a machine with one to spare), or never
-        import_child.worthwhile = lambda source: with_child  # type: ignore[assignment]
-        try:
-            c0, t0 = time.process_time(), time.perf_counter()
-            report = asyncio.run(import_file(SessionStore(url, create=True), path))
-            result = time.perf_counter() - t0, time.process_time() - c0
-        finally:
-            import_child.worthwhile = original  # type: ignore[assignment]
-            db.unlink(missing_ok=True)
-        assert report.events == n_events
-        return result
-
-    child_on = run(True, "child")
-    child_off = run(False, "plain")
-    print(
-        f"| whole `session import` into {target}, child vs none | {n_events / child_on[0]:,.0f} events/s | "
-        f"{n_events / child_off[0]:,.0f} events/s | {child_off[0] / child_on[0]:.2f}x | "
-        f"CPU here {child_on[1]:.1f} s vs {child_off[1]:.1f} s |"
-    )
+def median_cpu(make: Any, runs: int = 3) -> float:
+    """Median CPU seconds of `runs` runs of `make()` (which returns one run's CPU seconds)."""
+    return statistics.median(make() for _ in range(runs))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--sessions", type=int, default=3000, help="sessions of 40 events in the import file")
-    parser.add_argument("--targets", default="sqlite,postgresql", help="databases the whole import runs into")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20_000, help="events in the database (1,000,000 in the issue)")
+    parser.add_argument("--per-session", type=int, default=200, help="events a session")
+    parser.add_argument("--db", choices=("sqlite", "mysql", "postgresql"), default="sqlite")
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from veadk_mem.jsonio import loads
-    from veadk_mem.sessions.rawsession import raw_session
-
-    workdir = Path(tempfile.mkdtemp(prefix="vmem-bench-paths-"))
+    print(f"load: {os.getloadavg()[0]:.2f}, events: {args.events:,}, db: {args.db}")
+    work = Path(tempfile.mkdtemp(prefix="vmem-second-"))
     try:
-        path = workdir / "import.jsonl"
-        n_events = write_file(path, args.sessions, 40)
-        lines = path.read_text(encoding="utf-8").splitlines()
+        jsonl = work / "in.jsonl"
+        n = write_file(jsonl, max(1, args.events // args.per_session), args.per_session)
+        sessions = n // args.per_session
+
+        def fresh_url(name: str) -> str:
+            if args.db == "sqlite":
+                target = work / f"{name}.db"
+                target.unlink(missing_ok=True)
+                return str(target)
+            import sqlalchemy
+
+            server = {
+                "mysql": "mysql+aiomysql://root@127.0.0.1:3306",
+                "postgresql": "postgresql+asyncpg://127.0.0.1:5432",
+            }
+            sync = {
+                "mysql": "mysql+pymysql://root@127.0.0.1:3306/test",
+                "postgresql": "postgresql://127.0.0.1:5432/test",
+            }
+            db = f"fastpaths_bench_{name}"
+            engine = sqlalchemy.create_engine(sync[args.db], isolation_level="AUTOCOMMIT")
+            with engine.connect() as conn:
+                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {db}")
+                conn.exec_driver_sql(f"CREATE DATABASE {db}")
+            engine.dispose()
+            return f"{server[args.db]}/{db}"
+
+        base = fresh_url("base")
+        vmem(["session", "import", str(jsonl), "--db-url", base, "-q"], fast=True)
+        rows: list[tuple[str, str, float, float]] = []
+
+        def measure(command: str, argv: Any, setup: Any = None) -> None:
+            def one(fast: bool, off: str | None = None) -> float:
+                if setup is not None:
+                    setup()
+                return vmem(argv(), fast, off)
+
+            paths = [p for p in USES[command] if not (p in MYSQL_ONLY and args.db != "mysql")]
+            paths = [p for p in paths if not (p in SQLITE_ONLY and args.db != "sqlite")]
+            on = median_cpu(lambda: one(True), args.runs)
+            off = median_cpu(lambda: one(False), args.runs)
+            rows.append((command, "all", on, off))
+            for path in paths:
+                rows.append((command, path, on, median_cpu(lambda p=path: one(True, p), args.runs)))
+
+        target = {"url": ""}
+
+        def new_target() -> None:
+            target["url"] = fresh_url("target")
+
+        def copy_base() -> None:
+            if args.db == "sqlite":
+                shutil.copyfile(base, work / "copy.db")
+            else:  # re-import into a fresh database (its CPU is the parent's import child, not counted)
+                target["url"] = fresh_url("copy")
+                vmem(["session", "import", str(jsonl), "--db-url", target["url"], "-q"], fast=True)
+
+        measure("import", lambda: ["session", "import", str(jsonl), "--db-url", target["url"], "-q"], new_target)
+        measure("export", lambda: ["session", "export", "--db-url", base, "-o", str(work / "out.jsonl"), "-q"])
+        measure("get --json", lambda: ["session", "get", "bench", "u000", "s000000", "--db-url", base, "--json"])
+        measure("list", lambda: ["session", "list", "-n", "0", "--db-url", base, "--json"])
+        measure("stats", lambda: ["session", "stats", "--db-url", base, "--json"])
+        copy_url = (lambda: str(work / "copy.db")) if args.db == "sqlite" else (lambda: target["url"])
+        measure("delete", lambda: ["session", "delete", "-a", "bench", "-y", "--db-url", copy_url(), "-q"], copy_base)
+
         print(
-            f"load average {os.getloadavg()[0]:.1f}; {len(lines):,} sessions, {n_events:,} events, "
-            f"{path.stat().st_size / 1e6:.0f} MB\n"
+            f"\n{n:,} events in {sessions:,} sessions, {args.db}; "
+            f"CPU seconds of the vmem process, median of {args.runs}\n"
         )
-        print("| path | hand-written | well-kept alternative | wall ratio | CPU ratio |")
-        print("|---|---|---|---|---|")
-        validation(lines[:1000], min(len(lines), 1000) * 40)
-        stored = [e.data for line in lines[:500] for e in raw_session(loads(line, "bench")).events]  # type: ignore[union-attr]
-        camel(stored)
-        times(200_000)
-        read_pass(path, n_events)
-        for target in args.targets.split(","):
-            whole_import(path, n_events, workdir, target)
+        print("| command | path turned off | fast on (s) | off (s) | gain (off/on) |")
+        print("| --- | --- | ---: | ---: | ---: |")
+        for command, path, on, off in rows:
+            print(f"| {command} | {path} | {on:.2f} | {off:.2f} | {off / on:.2f}x |")
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -306,6 +306,13 @@ DEFERRED: dict[tuple[str, str], str] = {
     ("veadk_mem.sessions.importer", "veadk_mem.sessions.import_child"): (
         "the reader child is started only for a large file: its process, thread and framing code load then"
     ),
+    ("veadk_mem.sessions.checks", "veadk_mem.config"): (
+        "cli/session.py imports the import machinery at startup; config pulls in pydantic, which startup must not"
+    ),
+    ("veadk_mem.gc_pause", "veadk_mem.config"): (
+        "the CLI imports gc_pause at startup (cli/policy.py); config pulls in pydantic, which startup must not "
+        "(test_cli.test_startup_imports_nothing_heavy): the [tuning] fast_paths switch is read when a pause begins"
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""The batch time conversion of imports gives exactly what ADK's per-value conversion gives."""
+"""The time conversion of imports gives exactly what ADK's own conversion gives."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veadk_mem.sessions.timecols import _NUMPY_FROM, naive_utc_many, sqlite_text_many
+from veadk_mem.sessions.timecols import naive_utc_many, sqlite_text_many
+
+BATCH = 256  # a batch as an import converts it
 
 # The range `limits` lets through to datetime columns: years 1-9999.
 _LOW = datetime(1, 1, 2, tzinfo=UTC).timestamp()
@@ -28,14 +30,14 @@ def _adk(epoch: float) -> datetime:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_epochs, min_size=_NUMPY_FROM, max_size=_NUMPY_FROM + 40))
+@given(st.lists(_epochs, min_size=BATCH, max_size=BATCH + 40))
 def test_a_batch_converts_as_each_value_does(epochs: list[float]) -> None:
     expected = [_adk(e) for e in epochs]
     assert naive_utc_many(epochs) == expected
     assert sqlite_text_many(epochs) == [d.isoformat(" ", "microseconds") for d in expected]
 
 
-@given(st.lists(_epochs, max_size=_NUMPY_FROM - 1))
+@given(st.lists(_epochs, max_size=BATCH - 1))
 def test_a_small_batch_takes_the_per_value_path_with_the_same_values(epochs: list[float]) -> None:
     assert naive_utc_many(epochs) == [_adk(e) for e in epochs]
     assert sqlite_text_many(epochs) == [_adk(e).isoformat(" ", "microseconds") for e in epochs]
@@ -47,5 +49,5 @@ def test_the_text_is_what_sqlalchemy_writes_for_a_sqlite_datetime() -> None:
     from sqlalchemy.dialects import sqlite
 
     process = DateTime().dialect_impl(sqlite.dialect()).bind_processor(sqlite.dialect())
-    epochs = [0.0, 1_790_000_000.0, _LOW, _HIGH, -1.5e-6, 12.000001] * (_NUMPY_FROM // 6 + 1)
+    epochs = [0.0, 1_790_000_000.0, _LOW, _HIGH, -1.5e-6, 12.000001] * (BATCH // 6 + 1)
     assert sqlite_text_many(epochs) == [process(_adk(e)) for e in epochs]

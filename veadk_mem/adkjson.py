@@ -220,6 +220,33 @@ def stored_event(data: dict[str, Any]) -> dict[str, Any]:
     return convert(_TREES.get(False) or _event_node(False), data, False)
 
 
+def _ordered(node: _Node, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (one stored model's dict) with its keys in the ADK model's field order, at every depth."""
+    out: dict[str, Any] = {}
+    for key, sub, container, alias in node.fields.values():
+        if alias or key not in data:
+            continue
+        value = data[key]
+        if sub is not None:
+            if container == "list" and type(value) is list:
+                value = [_ordered(sub, v) if type(v) is dict else v for v in value]
+            elif container == "dict" and type(value) is dict:
+                value = {k: _ordered(sub, v) if type(v) is dict else v for k, v in value.items()}
+            elif container == "" and type(value) is dict:
+                value = _ordered(sub, value)
+        out[key] = value
+    for key, value in data.items():  # keys ADK does not declare keep their place after
+        if key not in out:
+            out[key] = value
+    return out
+
+
+def adk_ordered(data: dict[str, Any]) -> dict[str, Any]:
+    """Stored event data with its keys in the order ADK's `model_dump` gives them (vmem's own
+    models declare fewer fields, in another order), so the plain import path writes the same text."""
+    return _ordered(_event_node(False), data)
+
+
 def stored_field(model: str, key: str) -> tuple[str, Callable[[Any], Any] | None]:
     """For a key of an ADK model's dict (by model name) that vmem's own models do not declare: its
     name as ADK stores it, and how to store its value (None: as it is), so that the import's walk

@@ -1,4 +1,7 @@
-"""Pausing the cyclic garbage collector around bulk object building (no heavy imports)."""
+"""Pausing the cyclic garbage collector around bulk object building (no heavy imports).
+
+A second path: `[tuning] fast_paths` off leaves the collector running.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,12 @@ def bulk_objects() -> Iterator[None]:
     collections were a third of the import's time. Reference counting still frees
     everything; what cyclic garbage the layers below make, `collect_young` collects.
     """
+    from veadk_mem.config import tuning  # see tests/test_import_graph.DEFERRED
+
     enabled = gc.isenabled()
+    if not tuning().fast_paths:  # the plain path: the collector runs as everywhere else
+        yield
+        return
     gc.disable()
     try:
         yield

@@ -62,6 +62,7 @@ def check_record(where: str, data: Any, limits: Limits | None) -> tuple[str, Raw
 
     With `limits`, also every value the target database would refuse at write time.
     """
+    from veadk_mem.config import tuning  # see tests/test_import_graph.DEFERRED
     from veadk_mem.events import STATE_RECORD_KINDS, parse_session
     from veadk_mem.sessions.rawsession import from_model, raw_session
 
@@ -70,7 +71,7 @@ def check_record(where: str, data: Any, limits: Limits | None) -> tuple[str, Raw
         if limits is not None:
             limits.check(where, data, None)
         return where, record
-    session = raw_session(data)  # the common case, without pydantic objects
+    session = raw_session(data) if tuning().fast_paths else None  # the common case, without pydantic objects
     if session is None:  # the models coerce it, or name what is wrong
         model = parse_session(data, where)
         for field_name, value in (("appName", model.app_name), ("userId", model.user_id), ("id", model.id)):

@@ -86,16 +86,6 @@ class DriverPlan:
         return [make(r) for r in rows]
 
 
-def skip_idle_rollback(dbapi_conn: Any, record: Any, state: Any) -> None:
-    """Pool `reset` hook for sqlite: roll back only a connection that holds a transaction.
-
-    vmem's sqlite readers run in autocommit, so most connections come back with nothing to
-    undo, and a blind rollback would cost one more worker-thread hop per read.
-    """
-    if state.asyncio_safe and dbapi_conn.driver_connection.in_transaction:
-        dbapi_conn.rollback()
-
-
 @dataclass(frozen=True)
 class InsertPlan:
     """A multi-row INSERT run straight on the driver's executemany (or asyncpg's COPY).

@@ -16,7 +16,7 @@ from veadk_mem.config import mask_url, tuning
 from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.jsonio import adk_text
 from veadk_mem.sessions.dberrors import describe_db_error
-from veadk_mem.sessions.driver import DriverPlan, skip_idle_rollback
+from veadk_mem.sessions.driver import DriverPlan
 from veadk_mem.sessions.files import create_private
 from veadk_mem.sessions.layout import (
     Layout,
@@ -160,7 +160,6 @@ class Database:
 
                 create_private(Path(path))  # mode 0600, like the long-term store: sessions hold chat text
             kwargs["connect_args"] = {"timeout": self.busy_timeout}
-            kwargs["pool_reset_on_return"] = None  # see driver.skip_idle_rollback
         elif self.dialect == "postgresql" and self.schema:
             kwargs["connect_args"] = {"server_settings": {"search_path": self.schema}}
         # JSON columns (PostgreSQL's JSONB) get the one writer of the text columns: NaN as null, not a refused bare NaN
@@ -327,7 +326,6 @@ def _listen(sync_engine: Any, dialect: str) -> None:
             if conn.get_execution_options().get("vmem_write"):
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
 
-        event.listen(sync_engine, "reset", skip_idle_rollback)
     elif dialect == "mysql":
         # A write transaction locks the rows it matches, not every row a scan passes:
         # under REPEATABLE READ, InnoDB kept a lock on each row a locking read scanned, and

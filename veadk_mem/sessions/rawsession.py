@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from veadk_mem.adkjson import fresh_copy, stored_event, stored_field
+from veadk_mem.adkjson import adk_ordered, fresh_copy, stored_event, stored_field
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -223,7 +223,7 @@ def _session_shape() -> _Strict:
 
 def dump_event(event: ev.Event) -> dict[str, Any]:
     """The event data ADK stores for `event` (what `raw_session` gives for canonical input)."""
-    return stored_event(event.model_dump(mode="json", by_alias=False, exclude_none=True))
+    return adk_ordered(stored_event(event.model_dump(mode="json", by_alias=False, exclude_none=True)))
 
 
 @dataclass(slots=True)

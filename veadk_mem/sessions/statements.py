@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.config import tuning
 from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.sessions.driver import DriverPlan
 from veadk_mem.sessions.layout import (
@@ -239,7 +240,7 @@ class Statements:
 
     async def fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
         """Every row of the cached statement `key`, in one driver call where the types allow (driver.py)."""
-        if key is not None:
+        if key is not None and tuning().fast_paths:
             if key not in self.db.plans:
                 self.db.plans[key] = DriverPlan.make(stmt, self.db.engine.dialect)
             plan = self.db.plans[key]
@@ -334,7 +335,8 @@ class Statements:
         return stmt
 
     def _packs(self) -> bool:
-        return self.db.dialect == "mysql" and self.db.tables.layout is Layout.V1
+        """MySQL's v1 layout, `[tuning] fast_paths` on: events read packed / joined (second paths)."""
+        return self.db.dialect == "mysql" and self.db.tables.layout is Layout.V1 and tuning().fast_paths
 
     def packed(self, stmt: Any) -> Any:
         """An `events_stmt` read in order (export, get's pages) as MySQL's v1 layout best sends
