@@ -327,7 +327,10 @@ def _staged_note(staging: list[str]) -> str:
     """What an error message says of a session left part-written in short transactions (none: "")."""
     if not staging:
         return ""
-    return f" ({staging[0]}: its events so far have no session row, so no reader sees them; a re-run replaces them)"
+    return (
+        f" ({staging[0]}: its events so far are staged under a key no reader matches, so no reader sees them; "
+        "a re-run replaces them)"
+    )
 
 
 def _add(report: ImportReport, batch: ImportReport) -> None:
