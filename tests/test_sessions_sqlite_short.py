@@ -207,7 +207,7 @@ def test_an_import_stopped_inside_a_big_session_leaves_nothing_visible_and_a_rer
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM events WHERE session_id = 'big'").fetchone()[0] == 0
         orphans = conn.execute("SELECT count(*) FROM events WHERE user_id = ?", (BIG[0],)).fetchone()[0]
-        assert 0 < orphans < 5000, (watcher.rows, conn.execute("SELECT session_id, count(*) FROM events GROUP BY 1").fetchall())  # staged
+        assert 0 < orphans < 5000, watcher.rows  # staged under a key no reader matches
         assert conn.execute("SELECT count(*) FROM sessions WHERE id = 'big'").fetchone()[0] == 0
 
     async def adk_sees() -> tuple[int | None, list[str]]:
