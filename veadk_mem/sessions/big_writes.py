@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veadk_mem.errors import StoreError
@@ -65,6 +65,24 @@ class ReadAhead(Generic[T]):
             await ahead
 
 
+async def uncancelled(work: Awaitable[T]) -> T:
+    """`work` run to its end even when Ctrl-C cancels the caller meanwhile, then the cancellation.
+
+    Cancelled at the await of its COMMIT, a transaction still commits (in aiosqlite's thread, in
+    the server), but the code after it never ran: the batch was in the database and not in the
+    count the message gave ("nothing was written" with 200 sessions committed, issue #41 item 3).
+    The wait is one short transaction; a second Ctrl-C (Python's KeyboardInterrupt) still stops
+    at once.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task  # its failure, if any, is not what stopped the import
+        raise
+
+
 class _Taken(Exception):
     """The key of a session being written in short transactions was taken by another writer meanwhile."""
 
@@ -93,7 +111,7 @@ class BigWrites:
     async def write(self, big: BigSession, *, force: bool, staging: list[str], done: Done | None) -> ImportReport:
         """Write `big`: on sqlite in short transactions (`_write_big_staged`), else in one (`_write_big`)."""
         if self.db.dialect == "sqlite":
-            return await self._write_big_staged(big, force=force, staging=staging)
+            return await self._write_big_staged(big, force=force, staging=staging, done=done)
         return await self._write_big(big, force=force, done=done)
 
     def _chunk_rows(
@@ -138,7 +156,7 @@ class BigWrites:
         plans = self.upsert.insert_plans()
         async with self.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
-            async with conn.begin():
+            async with conn.begin() as transaction:
                 stored = await self.upsert.stored_times(conn, [key])
                 if not force and key in stored and _newer(stored[key], updated):
                     pending.skipped.append("/".join(key))
@@ -157,8 +175,13 @@ class BigWrites:
                         pending.events += len(ids)
                         collect_young()
                 pending.sessions = 1
-            if done is not None:
-                done(pending)
+
+                async def commit() -> None:
+                    await transaction.commit()
+                    if done is not None:
+                        done(pending)
+
+                await uncancelled(commit())  # a Ctrl-C at the COMMIT: committed, and counted
         return pending
 
     @contextlib.asynccontextmanager
@@ -172,7 +195,9 @@ class BigWrites:
         self.held = time.monotonic() - started
         await sqlite_gap(self.db.dialect, self.held)
 
-    async def _write_big_staged(self, big: BigSession, *, force: bool, staging: list[str]) -> ImportReport:
+    async def _write_big_staged(
+        self, big: BigSession, *, force: bool, staging: list[str], done: Done | None = None
+    ) -> ImportReport:
         """sqlite: the session of a long line in short transactions under a staging key, moved to its
         own key with its session row in one short transaction at the end.
 
@@ -306,31 +331,37 @@ class BigWrites:
                     ahead.cancel()
                     with contextlib.suppress(BaseException):
                         await ahead
+
             # 4. one transaction: the stored version out, the staged events in under the key, the row
-            async with self._short_write() as conn:
-                if await row_time(conn) != seen:
-                    raise _Taken
-                have = (
-                    await conn.execute(select(func.count()).select_from(t.events).where(*events_of(staged_key[2])))
-                ).scalar_one()
-                if have != written:
-                    raise StoreError(
-                        f"session {name}: {have:,} events under its staging key where {written:,} were written "
-                        "(another writer changed them meanwhile); its session row was not written",
-                        hint="run the import again",
-                    )
-                if seen is not None:
-                    await conn.execute(
-                        update(t.events).where(*events_of(key[2])).values(session_id=replaced_id(key[2]))
-                    )
-                    await conn.execute(delete(t.sessions).where(*session_is))
-                    pending.replaced = 1
-                await conn.execute(update(t.events).where(*events_of(staged_key[2])).values(session_id=key[2]))
-                await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
-                await self._insert_session_row(conn, key, own, created, updated, plans)
-            self.swaps.append((written, self.held))
-            pending.sessions = 1
-            staging.clear()
+            async def swap() -> None:
+                async with self._short_write() as conn:
+                    if await row_time(conn) != seen:
+                        raise _Taken
+                    have = (
+                        await conn.execute(select(func.count()).select_from(t.events).where(*events_of(staged_key[2])))
+                    ).scalar_one()
+                    if have != written:
+                        raise StoreError(
+                            f"session {name}: {have:,} events under its staging key where {written:,} were written "
+                            "(another writer changed them meanwhile); its session row was not written",
+                            hint="run the import again",
+                        )
+                    if seen is not None:
+                        await conn.execute(
+                            update(t.events).where(*events_of(key[2])).values(session_id=replaced_id(key[2]))
+                        )
+                        await conn.execute(delete(t.sessions).where(*session_is))
+                        pending.replaced = 1
+                    await conn.execute(update(t.events).where(*events_of(staged_key[2])).values(session_id=key[2]))
+                    await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
+                    await self._insert_session_row(conn, key, own, created, updated, plans)
+                self.swaps.append((written, self.held))
+                pending.sessions = 1
+                staging.clear()
+                if done is not None:
+                    done(pending)
+
+            await uncancelled(swap())  # a Ctrl-C at its COMMIT: committed, and counted
             if seen is not None:
                 await clear(replaced_id(key[2]))  # after a kill -9 here: doctor counts them, a re-run deletes them
             return pending
