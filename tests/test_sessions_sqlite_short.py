@@ -9,6 +9,7 @@ the real google-adk (`DatabaseSessionService`, which turns sqlite's foreign keys
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import sqlite3
@@ -419,8 +420,11 @@ def _staged(db: Path) -> int:
         return 0
 
 
-def _kill_import_mid_stage(db: Path, source: Path) -> tuple[list[str], dict[str, str]]:
-    """Start `vmem session import` in a subprocess, kill -9 it once some of the big session is staged."""
+def _kill_import_mid_stage(
+    db: Path, source: Path, extra: dict[str, str] | None = None, before: Callable[[int], None] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """Start `vmem session import` in a subprocess, kill -9 it once some of the big session is staged
+    (`before(pid)` first)."""
     import os
     import signal
     import subprocess
@@ -428,7 +432,7 @@ def _kill_import_mid_stage(db: Path, source: Path) -> tuple[list[str], dict[str,
     import time
 
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "VMEM_BIG_LINE": "4096"}
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "VMEM_BIG_LINE": "4096", **(extra or {})}
     cmd = [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", sqlite_url(db)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
     try:
@@ -437,6 +441,8 @@ def _kill_import_mid_stage(db: Path, source: Path) -> tuple[list[str], dict[str,
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.01)
+        if before is not None:
+            before(proc.pid)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
     finally:
@@ -506,3 +512,30 @@ def test_an_import_killed_inside_a_big_session_leaves_nothing_any_adk_reader_see
         held = conn.execute("SELECT count(*), count(DISTINCT id) FROM events WHERE session_id = 'big'").fetchone()
         assert held == (60_000, 60_000)
         assert conn.execute("SELECT count(*) FROM sessions WHERE id = 'big'").fetchone() == (1,)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc to see the spool open")
+def test_a_killed_import_leaves_no_spool_of_its_long_line(tmp_path: Path) -> None:
+    """The long line's events are spooled to a file with no name in the cache directory (issue #41
+    item 12: a killed import left one as large as its long session for a day): while the import
+    writes, its process holds a spool open there and the directory lists nothing; after kill -9
+    the directory is still empty."""
+    import os
+
+    cache = tmp_path / "cache"
+    spools: list[str] = []
+
+    def look(pid: int) -> None:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith(str(cache)):
+                    spools.append(target)
+        assert not [p for p in (cache / "vmem").iterdir()], list((cache / "vmem").iterdir())
+
+    _kill_import_mid_stage(
+        tmp_path / "s.db", _file(tmp_path / "in.jsonl", 60_000), {"XDG_CACHE_HOME": str(cache)}, look
+    )
+    assert spools and all(s.endswith("(deleted)") for s in spools), spools  # open, and unnamed
+    assert list((cache / "vmem").iterdir()) == []
