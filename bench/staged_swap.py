@@ -38,7 +38,7 @@ from google.genai import types
 async def main(url, stop, n):
     service = DatabaseSessionService(url)
     mine = await service.create_session(app_name="bench", user_id="agent", session_id="live")
-    out = {"before": [], "during": [], "errors": [], "partial": 0, "whole": 0}
+    out = {"before": [], "during": [], "errors": [], "partial": 0, "whole": 0, "reads": []}
     phase = "before"
     i = 0
     while not os.path.exists(stop):
@@ -52,8 +52,14 @@ async def main(url, stop, n):
         except Exception as exc:
             out["errors"].append(type(exc).__name__ + ": " + str(exc)[:80])
         out[phase].append(time.monotonic() - started)
-        got = await service.get_session(app_name="bench", user_id="u", session_id="big")
-        if got is not None:
+        started = time.monotonic()
+        try:
+            got = None if out["whole"] else await service.get_session(app_name="bench", user_id="u", session_id="big")
+        except Exception as exc:
+            out["errors"].append("get_session " + type(exc).__name__ + ": " + str(exc)[:80])
+            got = None
+        out["reads"].append(time.monotonic() - started)
+        if got is not None:  # read whole once, then no more (300,000 events a read)
             if len(got.events) == n:
                 out["whole"] += 1
             else:
@@ -117,7 +123,7 @@ def one(n: int, work: Path) -> dict[str, object]:
     big_writes.BigWrites.__init__ = original  # type: ignore[method-assign]
     time.sleep(1)
     Path(stop).touch()
-    out = json.loads(agent.communicate(timeout=120)[0])
+    out = json.loads(agent.communicate(timeout=900)[0])
     assert report.events == n, report
     swaps = [held for w in writers for _, held in w.swaps]
     return {
@@ -127,6 +133,7 @@ def one(n: int, work: Path) -> dict[str, object]:
         "before": out["before"],
         "during": out["during"],
         "errors": out["errors"],
+        "reads": out["reads"],
         "partial": out["partial"],
         "whole": out["whole"],
     }
@@ -146,7 +153,10 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("VMEM_BIG_LINE", "4096")
     with tempfile.TemporaryDirectory(prefix="vmem-swap-") as tmp:
-        print("events   import s  swap holds lock  agent append p50/max (ms)  alone p50/max  max/alone-max  errors  partial reads")
+        print(
+            "events   import s  swap holds lock  agent append p50/max (ms)  alone p50/max  max/alone-max"
+            "  errors  partial reads"
+        )
         for n in args.events:
             r = one(n, Path(tmp))
             before, during = r["before"], r["during"]
@@ -155,8 +165,9 @@ def main() -> None:
             d50, dmax = statistics.median(during) * 1000, max(during) * 1000
             print(
                 f"{n:>7,}  {r['import_s']:>8.1f}  {r['swap_ms']:>12.0f} ms  {d50:>10.1f} / {dmax:>6.0f}"
-                f"            {b50:>5.1f} / {bmax:>4.0f}  {dmax / bmax:>10.1f}x  {len(r['errors'])!s:>6}  {r['partial']:>5}"
-                f"  (whole reads {r['whole']})"
+                f"            {b50:>5.1f} / {bmax:>4.0f}  {dmax / bmax:>10.1f}x  {len(r['errors'])!s:>6}"
+                f"  {r['partial']:>5}  (whole reads {r['whole']}; {r['errors'][:1]})",
+                flush=True,
             )
 
 

@@ -195,6 +195,63 @@ class BigWrites:
         self.held = time.monotonic() - started
         await sqlite_gap(self.db.dialect, self.held)
 
+    async def _clear(self, app: str, user: str, sid: str, step: int) -> None:
+        """Delete the events under (app, user, sid), `step` rows a short transaction."""
+        from sqlalchemy import delete, literal_column, select
+
+        e = self.db.tables.events
+        while True:
+            async with self._short_write() as conn:
+                where = (e.c.app_name == app, e.c.user_id == user, e.c.session_id == sid)
+                some = select(literal_column("rowid")).where(*where).limit(step).scalar_subquery()
+                gone = (await conn.execute(delete(e).where(literal_column("rowid").in_(some)))).rowcount
+            if gone < step:
+                return
+
+    async def _swap(
+        self,
+        key: tuple[str, str, str],
+        seen: Any,
+        written: int,
+        pending: ImportReport,
+        parts: tuple[Any, Any, Any, float, float],
+        plans: Plans | None,
+    ) -> None:
+        """The staged writer's last transaction: when the key's row is as `seen` (its update time, or
+        None) and the staging key holds the `written` events, the stored version out (its events to
+        `replaced_id`), the staged events in under the key, the states merged and the row written."""
+        from sqlalchemy import delete, func, select, update
+
+        t = self.db.tables
+        s, e = t.sessions.c, t.events.c
+        app_part, user_part, own, created, updated = parts
+        session_is = (s.app_name == key[0], s.user_id == key[1], s.id == key[2])
+
+        def events_of(sid: str) -> tuple[Any, ...]:
+            return (e.app_name == key[0], e.user_id == key[1], e.session_id == sid)
+
+        async with self._short_write() as conn:
+            if (await conn.execute(select(s.update_time).where(*session_is))).first() != seen:
+                raise _Taken
+            staged = staging_id(key[2])
+            have = (
+                await conn.execute(select(func.count()).select_from(t.events).where(*events_of(staged)))
+            ).scalar_one()
+            if have != written:
+                raise StoreError(
+                    f"session {'/'.join(key)}: {have:,} events under its staging key where {written:,} were written "
+                    "(another writer changed them meanwhile); its session row was not written",
+                    hint="run the import again",
+                )
+            if seen is not None:
+                await conn.execute(update(t.events).where(*events_of(key[2])).values(session_id=replaced_id(key[2])))
+                await conn.execute(delete(t.sessions).where(*session_is))
+                pending.replaced = 1
+            await conn.execute(update(t.events).where(*events_of(staged)).values(session_id=key[2]))
+            await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
+            await self._insert_session_row(conn, key, own, created, updated, plans)
+        pending.sessions = 1
+
     async def _write_big_staged(
         self, big: BigSession, *, force: bool, staging: list[str], done: Done | None = None
     ) -> ImportReport:
@@ -220,12 +277,12 @@ class BigWrites:
         next import of the session deletes them first. Meanwhile `staging` holds what the
         import's error message says of it.
         """
-        from sqlalchemy import delete, func, literal_column, select, update
+        from sqlalchemy import select
 
         from veadk_mem.sessions.state_scopes import split_state
 
         t = self.db.tables
-        s, e = t.sessions.c, t.events.c
+        s = t.sessions.c
         pending = ImportReport()
         key = (big.app_name, big.user_id, big.id)
         now = time.time()
@@ -235,9 +292,6 @@ class BigWrites:
         staged_key = (key[0], key[1], staging_id(key[2]))
         session_is = (s.app_name == key[0], s.user_id == key[1], s.id == key[2])
 
-        def events_of(sid: str) -> tuple[Any, ...]:
-            return (e.app_name == key[0], e.user_id == key[1], e.session_id == sid)
-
         step = self.batch_rows()
         written = 0
 
@@ -246,13 +300,7 @@ class BigWrites:
             return (await conn.execute(select(s.update_time).where(*session_is))).first()
 
         async def clear(sid: str) -> None:
-            """Delete the events under (app, user, sid), `step` rows a transaction."""
-            while True:
-                async with self._short_write() as conn:
-                    some = select(literal_column("rowid")).where(*events_of(sid)).limit(step).scalar_subquery()
-                    gone = (await conn.execute(delete(t.events).where(literal_column("rowid").in_(some)))).rowcount
-                if gone < step:
-                    return
+            await self._clear(key[0], key[1], sid, step)
 
         # 1. the stored version, checked as in `_write_big`; it stays as it is until the last step
         async with self._short_write() as conn:
@@ -270,7 +318,7 @@ class BigWrites:
         async def rest() -> ImportReport:
             nonlocal written
             # 2. an interrupted import's rows of this key: staged, replaced, and (written by vmem
-            #    before 0.x staged under its own key) events under the key without a session row
+            #    before #41 staged under its own key) events under the key without a session row
             await clear(staging_id(key[2]))
             await clear(replaced_id(key[2]))
             if seen is None:
@@ -333,35 +381,12 @@ class BigWrites:
                         await ahead
 
             # 4. one transaction: the stored version out, the staged events in under the key, the row
-            async def swap() -> None:
-                async with self._short_write() as conn:
-                    if await row_time(conn) != seen:
-                        raise _Taken
-                    have = (
-                        await conn.execute(select(func.count()).select_from(t.events).where(*events_of(staged_key[2])))
-                    ).scalar_one()
-                    if have != written:
-                        raise StoreError(
-                            f"session {name}: {have:,} events under its staging key where {written:,} were written "
-                            "(another writer changed them meanwhile); its session row was not written",
-                            hint="run the import again",
-                        )
-                    if seen is not None:
-                        await conn.execute(
-                            update(t.events).where(*events_of(key[2])).values(session_id=replaced_id(key[2]))
-                        )
-                        await conn.execute(delete(t.sessions).where(*session_is))
-                        pending.replaced = 1
-                    await conn.execute(update(t.events).where(*events_of(staged_key[2])).values(session_id=key[2]))
-                    await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
-                    await self._insert_session_row(conn, key, own, created, updated, plans)
-                self.swaps.append((written, self.held))
-                pending.sessions = 1
-                staging.clear()
-                if done is not None:
-                    done(pending)
-
-            await uncancelled(swap())  # a Ctrl-C at its COMMIT: committed, and counted
+            swap = self._swap(key, seen, written, pending, (app_part, user_part, own, created, updated), plans)
+            await uncancelled(swap)  # a Ctrl-C at its COMMIT: committed, and counted
+            self.swaps.append((written, self.held))
+            staging.clear()
+            if done is not None:
+                done(pending)
             if seen is not None:
                 await clear(replaced_id(key[2]))  # after a kill -9 here: doctor counts them, a re-run deletes them
             return pending
