@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.gc_pause import bulk_objects, collect_young
-from veadk_mem.sessions.big_writes import BigWrites, ReadAhead
+from veadk_mem.sessions.big_writes import BigWrites, ReadAhead, uncancelled
 from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, BigSession, big_line_bytes
 from veadk_mem.sessions.dberrors import concurrent_ddl, partial, retry_db, retryable
 from veadk_mem.sessions.engine import sqlite_gap
@@ -292,10 +292,10 @@ class _Run:
     async def _write_one(self, batch: Batch, done: Done) -> ImportReport:
         """Write one batch, or the one long session it holds; `done` is told its counts as soon as
         its transaction has committed."""
-        if batch.big is not None:
+        if batch.big is not None:  # its own final transaction is shielded (`BigWrites`)
             assert self.big is not None and self.staging is not None
             return await self.big.write(batch.big, force=self.force, staging=self.staging, done=done)
-        return await self.upsert.write_batch(batch, force=self.force, done=done)
+        return await uncancelled(self.upsert.write_batch(batch, force=self.force, done=done))
 
 
 def _dropped_warnings(db: Database, dropped: dict[str, set[tuple[str, ...]]]) -> list[str]:
@@ -327,7 +327,10 @@ def _staged_note(staging: list[str]) -> str:
     """What an error message says of a session left part-written in short transactions (none: "")."""
     if not staging:
         return ""
-    return f" ({staging[0]}: its events so far have no session row, so no reader sees them; a re-run replaces them)"
+    return (
+        f" ({staging[0]}: its events so far are staged under a key no reader matches, so no reader sees them; "
+        "a re-run replaces them)"
+    )
 
 
 def _add(report: ImportReport, batch: ImportReport) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veadk_mem.errors import StoreError
@@ -16,7 +16,7 @@ from veadk_mem.sessions.bigline import column_chunks, event_chunks
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.preflight import newer as _newer
 from veadk_mem.sessions.rawsession import RawSession
-from veadk_mem.sessions.records import BATCH, ImportReport
+from veadk_mem.sessions.records import ImportReport
 from veadk_mem.sessions.rows import build_columns
 from veadk_mem.sessions.upsert import Done, Plans, Upsert, column_style
 
@@ -65,6 +65,24 @@ class ReadAhead(Generic[T]):
             await ahead
 
 
+async def uncancelled(work: Awaitable[T]) -> T:
+    """`work` run to its end even when Ctrl-C cancels the caller meanwhile, then the cancellation.
+
+    Cancelled at the await of its COMMIT, a transaction still commits (in aiosqlite's thread, in
+    the server), but the code after it never ran: the batch was in the database and not in the
+    count the message gave ("nothing was written" with 200 sessions committed, issue #41 item 3).
+    The wait is one short transaction; a second Ctrl-C (Python's KeyboardInterrupt) still stops
+    at once.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task  # its failure, if any, is not what stopped the import
+        raise
+
+
 class _Taken(Exception):
     """The key of a session being written in short transactions was taken by another writer meanwhile."""
 
@@ -84,6 +102,8 @@ class BigWrites:
         self._event_rows = upsert.event_rows
         self._insert_event_rows = upsert.insert_event_rows
         self._insert_plans = upsert.insert_plans
+        self.held = 0.0  # seconds the last short transaction held sqlite's write lock, its COMMIT included
+        self.swaps: list[tuple[int, float]] = []  # (events moved, seconds held) of each final transaction
 
     def column_style(self) -> str:
         return column_style(self.db)
@@ -91,7 +111,7 @@ class BigWrites:
     async def write(self, big: BigSession, *, force: bool, staging: list[str], done: Done | None) -> ImportReport:
         """Write `big`: on sqlite in short transactions (`_write_big_staged`), else in one (`_write_big`)."""
         if self.db.dialect == "sqlite":
-            return await self._write_big_staged(big, force=force, staging=staging)
+            return await self._write_big_staged(big, force=force, staging=staging, done=done)
         return await self._write_big(big, force=force, done=done)
 
     def _chunk_rows(
@@ -136,7 +156,7 @@ class BigWrites:
         plans = self.upsert.insert_plans()
         async with self.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
-            async with conn.begin():
+            async with conn.begin() as transaction:
                 stored = await self.upsert.stored_times(conn, [key])
                 if not force and key in stored and _newer(stored[key], updated):
                     pending.skipped.append("/".join(key))
@@ -155,8 +175,13 @@ class BigWrites:
                         pending.events += len(ids)
                         collect_young()
                 pending.sessions = 1
-            if done is not None:
-                done(pending)
+
+                async def commit() -> None:
+                    await transaction.commit()
+                    if done is not None:
+                        done(pending)
+
+                await uncancelled(commit())  # a Ctrl-C at the COMMIT: committed, and counted
         return pending
 
     @contextlib.asynccontextmanager
@@ -167,78 +192,139 @@ class BigWrites:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 yield conn
-        await sqlite_gap(self.db.dialect, time.monotonic() - started)
+        self.held = time.monotonic() - started
+        await sqlite_gap(self.db.dialect, self.held)
 
-    async def _write_big_staged(self, big: BigSession, *, force: bool, staging: list[str]) -> ImportReport:
-        """sqlite: the session of a long line in short transactions, its row in `sessions` last.
+    async def _clear(self, app: str, user: str, sid: str, step: int) -> None:
+        """Delete the events under (app, user, sid), `step` rows a short transaction."""
+        from sqlalchemy import delete, literal_column, select
+
+        e = self.db.tables.events
+        while True:
+            async with self._short_write() as conn:
+                where = (e.c.app_name == app, e.c.user_id == user, e.c.session_id == sid)
+                some = select(literal_column("rowid")).where(*where).limit(step).scalar_subquery()
+                gone = (await conn.execute(delete(e).where(literal_column("rowid").in_(some)))).rowcount
+            if gone < step:
+                return
+
+    async def _swap(
+        self,
+        key: tuple[str, str, str],
+        seen: Any,
+        written: int,
+        pending: ImportReport,
+        parts: tuple[Any, Any, Any, float, float],
+        plans: Plans | None,
+    ) -> None:
+        """The staged writer's last transaction: when the key's row is as `seen` (its update time, or
+        None) and the staging key holds the `written` events, the stored version out (its events to
+        `replaced_id`), the staged events in under the key, the states merged and the row written."""
+        from sqlalchemy import delete, func, select, update
+
+        t = self.db.tables
+        s, e = t.sessions.c, t.events.c
+        app_part, user_part, own, created, updated = parts
+        session_is = (s.app_name == key[0], s.user_id == key[1], s.id == key[2])
+
+        def events_of(sid: str) -> tuple[Any, ...]:
+            return (e.app_name == key[0], e.user_id == key[1], e.session_id == sid)
+
+        async with self._short_write() as conn:
+            if (await conn.execute(select(s.update_time).where(*session_is))).first() != seen:
+                raise _Taken
+            staged = staging_id(key[2])
+            have = (
+                await conn.execute(select(func.count()).select_from(t.events).where(*events_of(staged)))
+            ).scalar_one()
+            if have != written:
+                raise StoreError(
+                    f"session {'/'.join(key)}: {have:,} events under its staging key where {written:,} were written "
+                    "(another writer changed them meanwhile); its session row was not written",
+                    hint="run the import again",
+                )
+            if seen is not None:
+                await conn.execute(update(t.events).where(*events_of(key[2])).values(session_id=replaced_id(key[2])))
+                await conn.execute(delete(t.sessions).where(*session_is))
+                pending.replaced = 1
+            await conn.execute(update(t.events).where(*events_of(staged)).values(session_id=key[2]))
+            await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
+            await self._insert_session_row(conn, key, own, created, updated, plans)
+        pending.sessions = 1
+
+    async def _write_big_staged(
+        self, big: BigSession, *, force: bool, staging: list[str], done: Done | None = None
+    ) -> ImportReport:
+        """sqlite: the session of a long line in short transactions under a staging key, moved to its
+        own key with its session row in one short transaction at the end.
 
         sqlite has one writer for the whole file: `_write_big`'s one transaction kept every
         agent of the file waiting for the whole session (6.4 s for 200,000 events, past ADK's
         5 s busy timeout). Here each transaction writes `batch_rows()` events and commits,
-        with `sqlite_gap`'s pause after it. No reader sees part of the session all the same:
-        ADK (get_session, list_sessions, append_event) and vmem find a session by its row in
-        `sessions`, and events without that row are read by no one. That row, with the app and
-        user state, is written last, in one short transaction, and only when the key's events
-        are exactly the ones written here. sqlite's foreign keys stay off on vmem's connections
-        (`engine.Database.open`), so the events may wait for their row; ADK's connections turn
-        them on, which checks only the rows ADK itself writes or deletes.
+        with `sqlite_gap`'s pause after it. The events go under the session id `staging_id(id)`
+        (same app and user), which no ADK reader matches: ADK reads events by (app, user,
+        session id), and an agent that creates the session meanwhile (`get_session() or
+        create_session()`) would otherwise pick them up. The last transaction, when the key's
+        session row is still as the first one saw it (none, or the stored version unchanged),
+        moves the stored version's events (if any) to `replaced_id(id)`, its row out, the staged
+        events to the session's key (one UPDATE each) and writes the row with the app and user
+        state; the replaced events are deleted afterwards in short transactions. Readers see
+        the stored version whole, then the new one whole. sqlite's foreign keys stay off on
+        vmem's connections (`engine.Database.open`), so the staged events need no row.
 
-        A session stored already (written over) loses its row in the first transaction: from
-        then on readers find no such session (an agent appending to it gets ADK's
-        SessionNotFoundError) until the new version's row is written; its old events are
-        deleted in short transactions before the new ones are written. A failure or Ctrl-C
-        part-way leaves events without a session row, seen by no reader; the next import of
-        the session deletes them first. Meanwhile `staging` holds what the import's error
-        message says of it.
+        A failure, Ctrl-C or kill -9 part-way leaves rows under the staging keys only, read by
+        no agent; `doctor` counts them, `session delete` / `forget` remove them by key, and the
+        next import of the session deletes them first. Meanwhile `staging` holds what the
+        import's error message says of it.
         """
-        from sqlalchemy import delete, func, literal_column, select
+        from sqlalchemy import select
 
         from veadk_mem.sessions.state_scopes import split_state
 
         t = self.db.tables
-        s, e = t.sessions.c, t.events.c
+        s = t.sessions.c
         pending = ImportReport()
         key = (big.app_name, big.user_id, big.id)
         now = time.time()
         updated, created = big.update_time(now), big.create_time(now)
         app_part, user_part, own = split_state(big.state)
         plans = self._insert_plans()
+        staged_key = (key[0], key[1], staging_id(key[2]))
         session_is = (s.app_name == key[0], s.user_id == key[1], s.id == key[2])
-        events_of = (e.app_name == key[0], e.user_id == key[1], e.session_id == key[2])
+
         step = self.batch_rows()
-        written: list[str] = []  # the ids of the events written, to take them back if the key is taken meanwhile
+        written = 0
 
-        async def still_free(conn: AsyncConnection) -> None:
-            """_Taken when the session's row appeared since (an agent or another import created it)."""
-            if (await conn.execute(select(literal_column("1")).where(*session_is))).first() is not None:
-                raise _Taken
+        async def row_time(conn: AsyncConnection) -> Any:
+            """The key's session row's update time as stored, None without a row."""
+            return (await conn.execute(select(s.update_time).where(*session_is))).first()
 
-        # 1. the stored version, re-checked as in `_write_big`: its row goes first
+        async def clear(sid: str) -> None:
+            await self._clear(key[0], key[1], sid, step)
+
+        # 1. the stored version, checked as in `_write_big`; it stays as it is until the last step
         async with self._short_write() as conn:
             stored = await self._stored_times(conn, [key])
-            if not force and key in stored and _newer(stored[key], updated):
-                pending.skipped.append("/".join(key))
-                return pending
-            if key in stored:
-                await conn.execute(delete(t.sessions).where(*session_is))
-                pending.replaced = 1
+            skip = not force and key in stored and _newer(stored[key], updated)
+            seen = await row_time(conn)
+        if skip:  # the stored version stays; what an interrupted import of this key staged goes
+            pending.skipped.append("/".join(key))
+            await clear(staging_id(key[2]))
+            await clear(replaced_id(key[2]))
+            return pending
         name = "/".join(key)
-        staging.append(
-            f"session {name} was not written (its stored version was removed first)"
-            if pending.replaced
-            else f"session {name} was not written"
-        )
+        staging.append(f"session {name} was not written")
 
         async def rest() -> ImportReport:
-            # 2. the key's events without a session row: the stored version's, or an interrupted import's
-            while True:
-                async with self._short_write() as conn:
-                    await still_free(conn)
-                    some = select(literal_column("rowid")).where(*events_of).limit(step).scalar_subquery()
-                    gone = (await conn.execute(delete(t.events).where(literal_column("rowid").in_(some)))).rowcount
-                if gone < step:
-                    break
-            # 3. the events, `step` at a time, each group read and built in a thread while the last is written
+            nonlocal written
+            # 2. an interrupted import's rows of this key: staged, replaced, and (written by vmem
+            #    before #41 staged under its own key) events under the key without a session row
+            await clear(staging_id(key[2]))
+            await clear(replaced_id(key[2]))
+            if seen is None:
+                await clear(key[2])
+            # 3. the events, `step` at a time, under the staging key, each group read and built in a
+            #    thread while the last is written
             encoded = plans is not None and big.columns  # by the check pass already
             chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
 
@@ -265,11 +351,14 @@ class BigWrites:
             def built(events: Any) -> tuple[list[str], list[Any]]:
                 if encoded:
                     assert plans is not None
+                    events["session_id"] = [staged_key[2]] * len(events["id"])  # encoded under the real id
                     return events["id"], plans[1].rows(events)
                 ids = [event.id for event in events]
                 if plans is None:
-                    return ids, self._event_rows(key[0], key[1], key[2], events)
-                columns = build_columns([RawSession(key[2], key[0], key[1], {}, updated, events)], self.column_style())
+                    return ids, self._event_rows(*staged_key, events)
+                columns = build_columns(
+                    [RawSession(staged_key[2], key[0], key[1], {}, updated, events)], self.column_style()
+                )
                 return ids, plans[1].rows(columns.events)
 
             ahead = asyncio.ensure_future(asyncio.to_thread(group))
@@ -278,12 +367,11 @@ class BigWrites:
                     ahead = asyncio.ensure_future(asyncio.to_thread(group))
                     ids, event_rows = got
                     async with self._short_write() as conn:
-                        await still_free(conn)
                         if plans is None:
                             await self._insert_event_rows(conn, event_rows)
                         elif not await plans[1].insert(conn, event_rows):
                             raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
-                    written.extend(ids)
+                    written += len(ids)
                     pending.events += len(ids)
                     collect_young()
             finally:
@@ -291,32 +379,50 @@ class BigWrites:
                     ahead.cancel()
                     with contextlib.suppress(BaseException):
                         await ahead
-            # 4. the session row and the state, once the key holds exactly the events written here
-            async with self._short_write() as conn:
-                await still_free(conn)
-                have = (await conn.execute(select(func.count()).select_from(t.events).where(*events_of))).scalar_one()
-                if have != len(written):
-                    raise StoreError(
-                        f"session {'/'.join(key)}: {have:,} events under its key where {len(written):,} were written "
-                        "(another writer changed them meanwhile); its session row was not written",
-                        hint="run the import again",
-                    )
-                await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
-                await self._insert_session_row(conn, key, own, created, updated, plans)
-            pending.sessions = 1
+
+            # 4. one transaction: the stored version out, the staged events in under the key, the row
+            swap = self._swap(key, seen, written, pending, (app_part, user_part, own, created, updated), plans)
+            await uncancelled(swap)  # a Ctrl-C at its COMMIT: committed, and counted
+            self.swaps.append((written, self.held))
+            staging.clear()
+            if done is not None:
+                done(pending)
+            if seen is not None:
+                await clear(replaced_id(key[2]))  # after a kill -9 here: doctor counts them, a re-run deletes them
             return pending
 
         try:
             return await rest()
         except _Taken:
             staging.clear()
-            for i in range(0, len(written), BATCH):  # the other writer's session, as it wrote it
-                async with self._short_write() as conn:
-                    await conn.execute(delete(t.events).where(*events_of, e.id.in_(written[i : i + BATCH])))
+            await clear(staging_id(key[2]))
             raise StoreError(
-                f"session {name} was created by another writer while it was being imported; left as that writer has it",
+                f"session {name} was created or changed by another writer while it was being imported; "
+                "left as that writer has it",
                 hint="import the file again (with --force to write the file's version over it)",
             ) from None
         finally:
             if pending.sessions:
                 staging.clear()
+
+
+STAGING = "\x1dvmem-staging\x1d"  # a group separator: no id an agent or ADK (uuid4) chooses starts with it
+REPLACED = "\x1dvmem-replaced\x1d"
+
+
+def staging_id(session_id: str) -> str:
+    """The session id a long session's events are staged under on sqlite until its row is written (no ADK read)."""
+    return STAGING + session_id
+
+
+def replaced_id(session_id: str) -> str:
+    """The session id a written-over version's events are moved to, in the swap, before they are deleted."""
+    return REPLACED + session_id
+
+
+def staged_of(session_id: str) -> str | None:
+    """The session id whose staging (or replaced) rows `session_id` holds, None for an ordinary id."""
+    for prefix in (STAGING, REPLACED):
+        if session_id.startswith(prefix):
+            return session_id[len(prefix) :]
+    return None

@@ -40,8 +40,11 @@ async def delete_flow(
     if (keys is None) == (flt is None):
         raise ValueError("delete_flow: give keys or a filter")
     if keys is not None:
-        orphans = await store.orphan_events(keys=keys)  # a key with such rows has no session row
-        named = [k for k in keys if k not in orphans]
+        orphans = await store.orphan_events(keys=keys)
+        # a key with such rows may have a session row too (staged rows of an import writing over it)
+        with_row = await store.stored_sessions(keys=list(orphans)) if orphans else []
+        rowed = {(s.app_name, s.user_id, s.id) for s in with_row}
+        named = [k for k in keys if k not in orphans or (k.app_name, k.user_id, k.id) in rowed]
         try:
             chosen = await store.find_sessions(named) if named else []
         except NotFound:  # missing, or stored with a state the reads cannot decode: deleted all the same

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from veadk_mem.config import tuning
 from veadk_mem.errors import Interrupted, VmemError
+from veadk_mem.sessions.big_writes import replaced_id, staged_of, staging_id
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
@@ -494,6 +495,11 @@ class Deletes:
         t = self.db.tables
         s, e = t.sessions.c, t.events.c
         where = [~exists(select(s.id).where(s.app_name == e.app_name, s.user_id == e.user_id, s.id == e.session_id))]
+        if keys is not None:  # and the rows a long session's import staged for each key (`big_writes.staging_id`)
+            keys = [
+                *keys,
+                *(SessionKey(k.app_name, k.user_id, name(k.id)) for k in keys for name in (staging_id, replaced_id)),
+            ]
         where.extend(self._exact(e.app_name, e.user_id, e.session_id, app, user, keys))
         return and_(*where)
 
@@ -525,10 +531,10 @@ class Deletes:
     async def orphan_events(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
     ) -> dict[SessionKey, int]:
-        """Event rows whose session row does not exist, counted by key: what a killed import's staging
-        (sqlite: a long session's events are written before its row) leaves. ADK and vmem read
-        none of them, until a session is created under the same key: then ADK's get_session
-        hands them to it."""
+        """Event rows whose session row does not exist, counted by the key of their session: what a
+        killed import leaves (sqlite: a long session's events staged under `big_writes.staging_id`,
+        counted under the session's own key; by an older vmem, under the key itself, which ADK's
+        get_session hands to a session later created under it)."""
         from sqlalchemy import func, select
 
         if keys is not None and not keys:
@@ -541,7 +547,11 @@ class Deletes:
         )
         try:
             async with self.db.reader.connect() as conn:
-                return {SessionKey(a, u, sid): int(n) for a, u, sid, n in await conn.execute(stmt)}
+                found: dict[SessionKey, int] = {}
+                for a, u, sid, n in await conn.execute(stmt):
+                    key = SessionKey(a, u, staged_of(sid) or sid)  # staged rows are their session's
+                    found[key] = found.get(key, 0) + int(n)
+                return found
         except Exception as exc:
             raise self.db.fail(exc) from None
 
