@@ -848,8 +848,9 @@ def watch_cmd(
 ) -> None:
     """Follow a session live: print its events as the agent appends them, until Ctrl-C.
 
-    Draws the timeline `session get` draws; --json prints one ADK event JSON per line
-    (camelCase, flushed per line). Each poll is one short read after the last event seen,
+    Draws the timeline `session get` draws, on a terminal one line per event under one
+    header, in widths that stay put (# is the event's place in the session); --json prints
+    one ADK event JSON per line (camelCase, flushed per line). Each poll is one short read after the last event seen,
     so the agent never waits on it. Exits 3 when the session is deleted.
     """
     import contextlib
