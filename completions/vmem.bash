@@ -5,6 +5,7 @@ _vmem() {
   local cur="${COMP_WORDS[COMP_CWORD]}" path="" w q i
   local prev="${COMP_WORDS[COMP_CWORD-1]}"
   local -a opts=() cmds=() words=()
+  local named=
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
@@ -19,13 +20,13 @@ _vmem() {
     " browse") opts=(--db-url --app -a --user -u --read-only --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session") opts=(); cmds=(list get delete export import upgrade stats watch) ;;
     " session list") opts=(--app -a --user -u --since --until --limit -n --offset --compactions --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
-    " session get") opts=(--events --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " session get") opts=(--events --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=(); named=1 ;;
     " session delete") opts=(--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session export") opts=(--app -a --user -u --since --until --output -o --db-url --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session import") opts=(--force --db-url --dry-run --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session upgrade") opts=(--backup --dry-run --drop-old --keep-undecodable --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session stats") opts=(--app -a --user -u --since --until --by --top --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
-    " session watch") opts=(--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " session watch") opts=(--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=(); named=1 ;;
     " ltm") opts=(); cmds=(save search list profile delete export import copy) ;;
     " ltm save") opts=(--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm search") opts=(--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
@@ -44,20 +45,72 @@ _vmem() {
     " config path") opts=(--json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
   esac
   case "$path $prev" in
-    " ltm save --policy") cmds=(default all custom); opts=() ;;
-    " ltm save -p") cmds=(default all custom); opts=() ;;
-    " ltm export --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm export -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm import --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm import -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm copy --from-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
-    " ltm copy --to-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=() ;;
-    " policy test --policy") cmds=(default all custom); opts=() ;;
-    " policy test -p") cmds=(default all custom); opts=() ;;
+    " doctor --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " forget --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " completion --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " browse --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " browse --app") cmds=(); opts=(); named=1 ;;
+    " browse -a") cmds=(); opts=(); named=1 ;;
+    " browse --user") cmds=(); opts=(); named=1 ;;
+    " browse -u") cmds=(); opts=(); named=1 ;;
+    " session list --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session list --app") cmds=(); opts=(); named=1 ;;
+    " session list -a") cmds=(); opts=(); named=1 ;;
+    " session list --user") cmds=(); opts=(); named=1 ;;
+    " session list -u") cmds=(); opts=(); named=1 ;;
+    " session get --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session delete --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session delete --app") cmds=(); opts=(); named=1 ;;
+    " session delete -a") cmds=(); opts=(); named=1 ;;
+    " session delete --user") cmds=(); opts=(); named=1 ;;
+    " session delete -u") cmds=(); opts=(); named=1 ;;
+    " session export --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session export --app") cmds=(); opts=(); named=1 ;;
+    " session export -a") cmds=(); opts=(); named=1 ;;
+    " session export --user") cmds=(); opts=(); named=1 ;;
+    " session export -u") cmds=(); opts=(); named=1 ;;
+    " session import --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session upgrade --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session stats --by") cmds=(app user day week age); opts=(); named= ;;
+    " session stats --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session stats --app") cmds=(); opts=(); named=1 ;;
+    " session stats -a") cmds=(); opts=(); named=1 ;;
+    " session stats --user") cmds=(); opts=(); named=1 ;;
+    " session stats -u") cmds=(); opts=(); named=1 ;;
+    " session watch --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm save --policy") cmds=(default all custom); opts=(); named= ;;
+    " ltm save -p") cmds=(default all custom); opts=(); named= ;;
+    " ltm save --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm search --mode") cmds=(vector keyword hybrid); opts=(); named= ;;
+    " ltm search -m") cmds=(vector keyword hybrid); opts=(); named= ;;
+    " ltm search --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm list --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm profile --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm delete --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm export --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
+    " ltm export -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
+    " ltm export --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm import --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
+    " ltm import -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
+    " ltm import --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm copy --from-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
+    " ltm copy --to-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
+    " ltm copy --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " policy test --policy") cmds=(default all custom); opts=(); named= ;;
+    " policy test -p") cmds=(default all custom); opts=(); named= ;;
+    " policy test --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " policy show --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " config show --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " config init --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " config path --time-format") cmds=(compact local iso); opts=(); named= ;;
   esac
+  if [[ -n "$named" && "$cur" != -* ]]; then
+    mapfile -t cmds < <(_VMEM_COMPLETE=complete_bash COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD="$COMP_CWORD" "${COMP_WORDS[0]}" 2>/dev/null)
+  fi
   if [[ "$cur" == -* ]]; then words=("${opts[@]}"); else words=("${cmds[@]}"); fi
   COMPREPLY=()
   for w in "${words[@]}"; do
+    [[ -n "$w" ]] || continue
     printf -v q "%q" "$w"
     if [[ "$w" == "$cur"* || "$q" == "$cur"* ]]; then COMPREPLY+=("$q"); fi
   done

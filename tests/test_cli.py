@@ -215,3 +215,27 @@ def _leaves(table: dict[str, object]) -> list[object]:
     for value in table.values():
         found.extend(_leaves(value) if isinstance(value, dict) else [value])
     return found
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["session", "list", "--db-url", "-n", "3"], "-n"),  # `--db-url $DB -n 3` with DB empty
+        (["session", "list", "--db-url", "--json"], "--json"),
+        (["ltm", "search", "q", "--user", "--app", "x"], "--app"),
+    ],
+)
+def test_an_option_value_that_is_an_option_is_exit_2_needs_a_value(
+    runner: CliRunner, args: list[str], named: str
+) -> None:
+    """Issue 45 item 10: the next option is not taken as the value ("no such sqlite file
+    --json", "unexpected extra argument (3)"); the message names the option that lacks one."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"{args[args.index(named) - 1]} needs a value (got the option {named}" in result.stderr
+
+
+def test_a_value_like_an_option_but_not_one_is_taken(runner: CliRunner, tmp_path: Path) -> None:
+    """Only the command's own option names are refused as values: `--since -5d`-like text is a value."""
+    result = runner.invoke(app, ["session", "list", "--db-url", str(tmp_path / "-odd.db")])
+    assert "needs a value" not in result.stderr

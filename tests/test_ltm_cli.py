@@ -74,12 +74,20 @@ def test_search_table_and_json(runner: CliRunner) -> None:
         "text",
         "session",
         "saved",
+        "id",
     ]  # off a terminal
     assert "I am allergic to peanuts" in out and "favourite snack" not in out
     code, out, _ = invoke(runner, "ltm", "search", "peanuts allergic", "-u", "user-42", "-a", "ltm_demo", "--tsv")
     lines = [line.split("\t") for line in out.splitlines()]
-    assert lines[0] == ["score", "score_kind", "role", "author", "text", "session", "saved"]
+    assert lines[0] == ["score", "score_kind", "role", "author", "text", "session", "saved", "id"]
     assert lines[1][4:6] == ["I am allergic to peanuts", "s1"] and lines[1][6].endswith("Z")
+    # the memory id (#45 item 7): a found memory is deleted by it, no --json | jq
+    found = lines[1][7]
+    code, _, err = invoke(runner, "ltm", "delete", "-u", "user-42", "-a", "ltm_demo", "--id", found, "--yes")
+    assert code == 0, err
+    _, out, _ = invoke(runner, "ltm", "list", "-u", "user-42", "-a", "ltm_demo", "--tsv")
+    assert found not in out and "I am allergic to peanuts" not in out and "I like trains" in out
+    seed(SEED)
     code, out, _ = invoke(runner, "--json", "ltm", "search", "peanuts", "-u", "user-42", "-a", "ltm_demo", "-k", "2")
     entries = json.loads(out)
     assert len(entries) == 2

@@ -52,6 +52,18 @@ FENCES = (
         "what Typer's help draws an argument's usage from (set_usage_name); no public way to name it",
     ),
     Fence(
+        "*._custom_shell_complete",
+        "veadk_mem/cli/typer_internals.py",
+        "the shell_complete callback Click's completion asks for a parameter's values (set_completer): the names "
+        "completed from the session database (cli/names.py); Typer's own autocompletion= takes it at declaration",
+    ),
+    Fence(
+        "typer._completion_classes",
+        "veadk_mem/cli/typer_internals.py",
+        "registers Typer's bash/zsh/fish completion classes (enable_completion): the app is built with "
+        "add_completion=False, and the scripts in completions/ ask `_VMEM_COMPLETE=complete_bash` for names",
+    ),
+    Fence(
         "*._cached_bind_processor",
         "veadk_mem/sessions/driver.py",
         "the driver plans reuse SQLAlchemy's per-dialect bind processors; driver.WRITTEN_FOR pins the releases",
@@ -166,6 +178,13 @@ def test_typer_internals_are_those_the_cli_was_written_for() -> None:
     assert callable(typer_internals.current_context)
     # set_usage_name writes this per argument to draw usage lines; typer's help must still read it
     assert "_usage_display_name" in inspect.getsource(TyperArgument)
+    # set_completer writes this per parameter; typer's shell_complete must still call it
+    import typer.core
+
+    assert "_custom_shell_complete" in inspect.getsource(typer.core)
+    from typer._completion_classes import completion_init
+
+    assert callable(completion_init)
 
 
 def _private(name: str) -> bool:

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -343,3 +344,61 @@ def test_an_unreadable_event_is_named_and_skipped(tmp_path: Path) -> None:
         assert sum("not readable" in line for line in watch.stderr) == 1
     finally:
         watch.kill()
+
+
+async def _append_deltas(url: str, user: str, sid: str, start: int, n: int) -> None:
+    """Append n events through ADK, each with a state delta whose JSON is wider than 80 columns' text."""
+    from google.adk.events import EventActions
+
+    service = adk_service(url)
+    try:
+        session = await service.get_session(app_name=APP, user_id=user, session_id=sid)
+        assert session is not None
+        for i in range(start, start + n):
+            delta = {"live_counter": i, "a_rather_long_state_key_name": "v" * 40}
+            text = "short" if i % 2 else "a much longer line of text " * 3
+            event = Event(
+                author="agent" if i % 2 else "user",
+                invocation_id=f"inv{i}",
+                timestamp=time.time(),
+                actions=EventActions(state_delta=delta),
+                content=types.Content(role="model" if i % 2 else "user", parts=[types.Part(text=text)]),
+            )
+            await service.append_event(session, event)
+    finally:
+        await service.close()
+
+
+def test_on_a_terminal_the_header_comes_once_widths_stay_and_numbers_are_places(tmp_path: Path) -> None:
+    """Issue 45 item 3: one header, columns at the same place in every batch, `#` = the event's
+    place in the session (not lines shown), state deltas whole (never cut at 80 columns)."""
+    url = sqlite_url(tmp_path / "adk.db")
+    asyncio.run(_append(url, "dora", "s1", 6, create=True))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TTY_COMPATIBLE": "1", "COLUMNS": "80", "NO_COLOR": "1"}
+    cmd = [sys.executable, "-m", "veadk_mem", "session", "watch", APP, "dora", "s1", "--events", "2"]
+    cmd += ["--db-url", url, "--interval", "0.05", "--max-interval", "0.1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=Watch._pump, args=(proc.stdout, out), daemon=True).start()
+    try:
+        lines = [out.get(timeout=WAIT) for _ in range(3)]  # the header and the last two events already there
+        asyncio.run(_append_deltas(url, "dora", "s1", 6, 2))
+        lines += [out.get(timeout=WAIT) for _ in range(4)]  # two events, each with its state delta line
+        time.sleep(0.5)
+        asyncio.run(_append_deltas(url, "dora", "s1", 8, 1))
+        lines += [out.get(timeout=WAIT) for _ in range(2)]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=WAIT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line.rstrip("\n")) for line in lines]  # bold is no colour
+    assert sum(line.split()[:2] == ["#", "time"] for line in lines) == 1, lines  # the header once
+    events = [line for line in lines if not line.lstrip().startswith("state")]
+    assert [int(line.split()[0]) for line in events[1:]] == [5, 6, 7, 8, 9]  # places in the session
+    text_at = {line.index(line.split()[4], 40) for line in events[1:] if len(line.split()) > 4}
+    assert len(text_at) == 1, lines  # the text column starts at one place in every batch
+    assert all(len(line) <= 80 for line in events), lines
+    deltas = [line.split("Δ ", 1)[1] for line in lines if "Δ " in line]
+    assert [json.loads(d)["live_counter"] for d in deltas] == [6, 7, 8]  # whole JSON, parsed back

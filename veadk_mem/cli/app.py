@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,9 +18,10 @@ from veadk_mem.cli import ltm as ltm_cmd
 from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import session as session_cmd
+from veadk_mem.cli.names import attach as attach_names
 from veadk_mem.cli.state import AppState, get_state, library_warnings
 from veadk_mem.cli.terminal import write_text
-from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError
+from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError, enable_completion
 from veadk_mem.cli.wiring import add_global_options, usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
@@ -37,6 +39,7 @@ class VmemGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         wire_commands(self)
+        attach_names(self)  # apps, users and session ids complete from the session database
 
     def list_commands(self, ctx: Any) -> list[str]:
         """session, ltm and policy first (what people come for), then the rest as registered."""
@@ -179,6 +182,8 @@ add_global_options(app)
 def main() -> None:
     """Console-script entry point."""
     _spare_the_collector()
+    if os.environ.get("_VMEM_COMPLETE"):  # the scripts in completions/ ask for names this way
+        enable_completion()
     app(prog_name="vmem")
 
 

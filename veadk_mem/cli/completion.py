@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from veadk_mem import files
+from veadk_mem.cli.typer_internals import has_completer
 from veadk_mem.errors import BadInput, VmemError
 from veadk_mem.ltm.registry import BUILTIN
 
@@ -39,6 +40,8 @@ class Node:
     command: Any = None
     option_values: dict[str, list[str]] = field(default_factory=dict)  # option -> the values it takes
     arg_values: list[str] = field(default_factory=list)  # values of a positional argument
+    named_args: bool = False  # positional names (apps, users, session ids) asked of vmem at TAB
+    named_options: list[str] = field(default_factory=list)  # options whose names are asked of vmem
 
     @property
     def key(self) -> str:
@@ -69,14 +72,21 @@ def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
         if param.param_type_name == "option":
             if param.name in ("install_completion", "show_completion"):
                 continue
+            choices = _choices(param)
             for opt in [*param.opts, *param.secondary_opts]:
                 node.options.append((opt, _first_line(param.help)))
                 if opt in POLICY_OPTIONS:
                     node.option_values[opt] = policies
                 elif opt in BACKEND_OPTIONS:
                     node.option_values[opt] = list(_backends())
+                elif choices:
+                    node.option_values[opt] = choices
+                elif has_completer(param):
+                    node.named_options.append(opt)
         elif param.param_type_name == "argument":
-            if path == ("completion",):
+            if has_completer(param):
+                node.named_args = True
+            elif path == ("completion",):
                 node.arg_values = list(SHELLS)
             elif path == ("policy", "show"):
                 node.arg_values = policies
@@ -85,6 +95,24 @@ def _node(cmd: Any, path: tuple[str, ...], policies: list[str]) -> Node:
     for name, sub in getattr(cmd, "commands", {}).items():
         node.children.append(_node(sub, (*path, name), policies))
     return node
+
+
+_METAVAR_CHOICES = re.compile(r"[a-z0-9_-]+(\|[a-z0-9_-]+)+")  # a metavar listing the values: app|user|day
+
+
+def _choices(param: Any) -> list[str]:
+    """The values an option takes, where it says: a Choice type, or a metavar like `app|user|day`."""
+    desc = getattr(param, "type_descriptor", None)
+    choices = getattr(desc, "choices", None) if getattr(desc, "is_choice", False) else None
+    if choices:
+        return [str(getattr(c, "value", c)) for c in choices]
+    metavar = getattr(param, "metavar", None) or ""
+    return metavar.split("|") if _METAVAR_CHOICES.fullmatch(metavar) else []
+
+
+# What a script runs at TAB for a name from the session database: Click's completion protocol
+# (`vmem.cli.names`), its answer one name a line, inserted quoted and never evaluated.
+ASK_BASH = '_VMEM_COMPLETE=complete_bash COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD="$COMP_CWORD" "${COMP_WORDS[0]}"'
 
 
 def walk(node: Node) -> list[Node]:
@@ -120,6 +148,7 @@ def bash_completion(tree: Node) -> str:
         '  local cur="${COMP_WORDS[COMP_CWORD]}" path="" w q i',
         '  local prev="${COMP_WORDS[COMP_CWORD-1]}"',
         "  local -a opts=() cmds=() words=()",
+        "  local named=",
         "  for ((i = 1; i < COMP_CWORD; i++)); do",
         '    w="${COMP_WORDS[i]}"',
         '    case "$path $w" in',
@@ -133,19 +162,28 @@ def bash_completion(tree: Node) -> str:
         opts = _words([opt for opt, _ in node.options])
         cmds = _words([*(c.path[-1] for c in node.children), *node.arg_values])
         key = f'" {node.key}"' if node.path else '""'
-        lines.append(f"    {key}) opts=({opts}); cmds=({cmds}) ;;")
+        named = "; named=1" if node.named_args else ""
+        lines.append(f"    {key}) opts=({opts}); cmds=({cmds}){named} ;;")
+        where = (" " + node.key) if node.path else ""
         for opt, vals in node.option_values.items():
-            where = (" " + node.key) if node.path else ""
-            values.append(f"""    "{where} {opt}") cmds=({_words(vals)}); opts=() ;;""")
+            values.append(f"""    "{where} {opt}") cmds=({_words(vals)}); opts=(); named= ;;""")
+        for opt in node.named_options:
+            values.append(f"""    "{where} {opt}") cmds=(); opts=(); named=1 ;;""")
     lines += ["  esac"]
     if values:
         lines += ['  case "$path $prev" in', *values, "  esac"]
+    lines += [
+        '  if [[ -n "$named" && "$cur" != -* ]]; then',
+        f"    mapfile -t cmds < <({ASK_BASH} 2>/dev/null)",
+        "  fi",
+    ]
     # No `compgen -W`: it expands its word list, so a `$(...)` in a config's policy name would
     # run at every TAB. Words are matched as plain text and handed to readline quoted.
     lines += [
         '  if [[ "$cur" == -* ]]; then words=("${opts[@]}"); else words=("${cmds[@]}"); fi',
         "  COMPREPLY=()",
         '  for w in "${words[@]}"; do',
+        '    [[ -n "$w" ]] || continue',
         '    printf -v q "%q" "$w"',
         '    if [[ "$w" == "$cur"* || "$q" == "$cur"* ]]; then COMPREPLY+=("$q"); fi',
         "  done",
@@ -173,8 +211,14 @@ def zsh_completion(tree: Node) -> str:
         f"# zsh completion for vmem; {HEADER}.",
         "# Install: copy to a directory on $fpath as _vmem (e.g. ~/.zfunc/_vmem), then",
         "# `fpath=(~/.zfunc $fpath); autoload -Uz compinit && compinit` in ~/.zshrc.",
+        "_vmem_names() {",
+        "  local -a names",
+        '  names=("${(@f)$(_VMEM_COMPLETE=complete_bash COMP_WORDS="${words[1,CURRENT]}" '
+        'COMP_CWORD=$((CURRENT-1)) $words[1] 2>/dev/null)}")',
+        '  compadd -- "${names[@]}"',
+        "}",
         "_vmem() {",
-        '  local path_="" w prev=${words[CURRENT-1]}',
+        '  local path_="" w prev=${words[CURRENT-1]} named=',
         "  local -a cmds opts",
         "  for w in ${words[2,CURRENT-1]}; do",
         '    case "$path_ $w" in',
@@ -190,15 +234,21 @@ def zsh_completion(tree: Node) -> str:
             [*(f"'{_zq(c.path[-1])}:{_zq(c.help)}'" for c in node.children), *(f"'{_zq(v)}'" for v in node.arg_values)]
         )
         opts = " ".join(f"'{_zq(opt)}:{_zq(desc)}'" for opt, desc in node.options)
-        files = "1" if _is_leaf(node) and node.takes_files else "0"
-        lines.append(f"    ({key}) cmds=({cmds}); opts=({opts}); local files={files} ;;")
+        files = "1" if _is_leaf(node) and node.takes_files and not node.named_args else "0"
+        named = "; named=1" if node.named_args else ""
+        lines.append(f"    ({key}) cmds=({cmds}); opts=({opts}); local files={files}{named} ;;")
+        where = (" " + node.key) if node.path else ""
         for opt, vals in node.option_values.items():
-            where = (" " + node.key) if node.path else ""
             values.append(f"""    ("{where} {opt}") compadd -- {_words(vals)}; return ;;""")
+        for opt in node.named_options:
+            values.append(f"""    ("{where} {opt}") _vmem_names; return ;;""")
     lines += ["  esac"]
     if values:
         lines += ['  case "$path_ $prev" in', *values, "  esac"]
     lines += [
+        '  if [[ -n $named && "$PREFIX" != -* ]]; then',
+        "    _vmem_names; return",
+        "  fi",
         '  if [[ "$PREFIX" == -* ]]; then',
         "    _describe -t options 'option' opts",
         "  elif (( ${#cmds} )); then",
@@ -249,6 +299,11 @@ def fish_completion(tree: Node) -> str:
         "    set -l p (__vmem_path)",
         '    test "$p" = "$argv[1]"',
         "end",
+        "function __vmem_names",
+        "    set -l words (commandline -opc) (commandline -ct)",
+        "    set -l cword (math (count $words) - 1)",
+        '    env _VMEM_COMPLETE=complete_bash COMP_WORDS="$words" COMP_CWORD=$cword $words[1] 2>/dev/null',
+        "end",
         "complete -c vmem -f",
     ]
     for node in nodes:
@@ -260,10 +315,14 @@ def fish_completion(tree: Node) -> str:
             vals = node.option_values.get(opt)
             if vals:
                 flag += f" -x -a {_fish_values(vals)}"
+            elif opt in node.named_options:
+                flag += " -x -a '(__vmem_names)'"
             lines.append(f"complete -c vmem {cond} {flag} -d '{_fq(desc)}'")
         if node.arg_values:
             lines.append(f"complete -c vmem {cond} -a {_fish_values(node.arg_values)}")
-        if _is_leaf(node) and node.takes_files:
+        if node.named_args:
+            lines.append(f"complete -c vmem {cond} -a '(__vmem_names)'")
+        if _is_leaf(node) and node.takes_files and not node.named_args:
             lines.append(f"complete -c vmem {cond} -F")
     return "\n".join(lines) + "\n"
 

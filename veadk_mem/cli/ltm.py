@@ -92,6 +92,7 @@ SEARCH_COLUMNS = [
     Column.text("text", "text", max_width=80),
     Column.id("session", "session"),
     Column.time("saved", "saved", drop=1),
+    Column.id("id", "id"),  # what `ltm delete --id` takes (#45 item 7); last, so cut -f1-7 is as before
 ]  # drop: what a terminal too narrow hides first (role, then author, then saved)
 LIST_COLUMNS = [
     Column.id("id", "id"),

@@ -845,8 +845,9 @@ def watch_cmd(
 ) -> None:
     """Follow a session live: print its events as the agent appends them, until Ctrl-C.
 
-    Draws the timeline `session get` draws; --json prints one ADK event JSON per line
-    (camelCase, flushed per line). Each poll is one short read after the last event seen,
+    Draws the timeline `session get` draws, on a terminal one line per event under one
+    header, in widths that stay put (# is the event's place in the session); --json prints
+    one ADK event JSON per line (camelCase, flushed per line). Each poll is one short read after the last event seen,
     so the agent never waits on it. Exits 3 when the session is deleted.
     """
     import contextlib
@@ -885,6 +886,7 @@ async def _watch(
         )
         _stop_on_signals(watcher)
         timeline = Timeline(1)
+        lines = _live_lines(state)
         header = True
         async for batch in watcher.follow():
             rows: list[dict[str, Any]] = []
@@ -893,16 +895,16 @@ async def _watch(
                     if state.json_mode:
                         render.jsonl([dumps(printed_event(item.data))])  # flushed per line: `jq` sees each as it comes
                     else:
-                        rows.append(_safe(timeline.row_of(item.data)))
+                        row = _safe(timeline.row_of(item.data))
+                        row["n"] = item.position  # the event's place in the session, as `session get` numbers it
+                        rows.append(row)
                     continue
-                _print_rows(state, rows, header)  # events before a notice are printed before it
-                header = header and not rows
+                header = _print_rows(state, lines, rows, header)  # events before a notice are printed before it
                 rows = []
                 render.message(item.text)
                 if item.kind == "session":
                     timeline = Timeline(1)
-            _print_rows(state, rows, header)
-            header = header and not rows
+            header = _print_rows(state, lines, rows, header)
             _warn_all(state, watcher.take_warnings())
 
 
@@ -925,7 +927,23 @@ def _stop_on_signals(watcher: Any) -> None:
             loop.add_signal_handler(sig, stop, sig)
 
 
-def _print_rows(state: AppState, rows: list[dict[str, Any]], header: bool) -> None:
-    """A poll's timeline rows: a table on a terminal; off one, the header only before the first row."""
-    if rows:
-        state.render.table(rows, EVENT_COLUMNS, continued=not header and not state.render.out.is_terminal)
+def _live_lines(state: AppState) -> Any:
+    """The fixed-width lines of a watch on a terminal (one header, widths that stay put), or
+    None: off a terminal, under --records or a machine format, the ordinary table path."""
+    render = state.render
+    if state.json_mode or render.fmt or render.as_records or not render.out.is_terminal:
+        return None
+    from veadk_mem.cli.live import LiveLines
+
+    return LiveLines(render.out, EVENT_COLUMNS, wide=render.wide)
+
+
+def _print_rows(state: AppState, lines: Any, rows: list[dict[str, Any]], header: bool) -> bool:
+    """A poll's timeline rows, the header only before the first row; whether the header is still to come."""
+    if not rows:
+        return header
+    if lines is not None:
+        lines.rows(rows)
+    else:
+        state.render.table(rows, EVENT_COLUMNS, continued=not header)
+    return False

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.examples import epilog
-from veadk_mem.cli.typer_internals import current_context, set_usage_name
+from veadk_mem.cli.typer_internals import UsageError, current_context, set_usage_name
 from veadk_mem.errors import BadInput
 
 if TYPE_CHECKING:
@@ -142,9 +142,29 @@ def wire_commands(group: Any, path: str = "") -> None:
             wire_commands(cmd, sub)
         else:
             _teach(cmd, sub)
+            _guard_values(cmd)
             for p in cmd.params:
                 if p.param_type_name == "argument":
                     _real_metavar(p)
+
+
+def _guard_values(cmd: Any) -> None:
+    """An option's value that is one of the command's own options (`--db-url -n 3`, from an
+    empty `$DB`) is exit 2 "--db-url needs a value", not `-n` taken as the URL (#45 item 10)."""
+    valued = {o for p in cmd.params if p.param_type_name == "option" and not p.is_flag for o in p.opts}
+    known = {o for p in cmd.params if p.param_type_name == "option" for o in [*p.opts, *p.secondary_opts]}
+    known |= {"--help"}
+    parse = cmd.parse_args
+
+    def parse_args(ctx: Any, args: list[str]) -> Any:
+        for i, arg in enumerate(args[:-1]):
+            if arg == "--":
+                break
+            if arg in valued and args[i + 1] in known:
+                raise UsageError(f"{arg} needs a value (got the option {args[i + 1]}: an empty variable?)", ctx)
+        return parse(ctx, args)
+
+    cmd.parse_args = parse_args
 
 
 def _teach(cmd: Any, path: str) -> None:

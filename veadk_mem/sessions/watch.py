@@ -43,6 +43,7 @@ class WatchEvent:
 
     session_id: str
     data: dict[str, Any]
+    position: int = 0  # the event's place in its session (1: the first), as `session get` numbers it
 
 
 class Watcher:
@@ -74,6 +75,7 @@ class Watcher:
         self.interval = interval
         self.max_interval = max(max_interval, interval)
         self._cursor: tuple[Any, str] | None = None
+        self._position: int | None = None  # the place in the session of the last event read; None: not counted yet
         self._started = False
         self.stopping = asyncio.Event()  # set by stop(): follow() ends after the poll in flight
         self._stmts: dict[str, Any] = {}
@@ -88,7 +90,7 @@ class Watcher:
 
     def _stmt(self, name: str) -> Any:
         """The cached statements: events after a cursor, the last N, the session row, the newest session."""
-        from sqlalchemy import Integer, and_, bindparam, literal_column, or_, select
+        from sqlalchemy import Integer, and_, bindparam, func, literal_column, or_, select
 
         stmt = self._stmts.get(name)
         if stmt is not None:
@@ -120,6 +122,12 @@ class Watcher:
                 .subquery()
             )
             stmt = select(inner).order_by(inner.c.timestamp, inner.c.id)
+        elif name == "before":  # how many events come before one: its place in the session, minus one
+            before = or_(
+                e.timestamp < bindparam("c_ts", type_=e.timestamp.type),
+                and_(e.timestamp == bindparam("c_ts", type_=e.timestamp.type), e.id < bindparam("c_id")),
+            )
+            stmt = select(func.count()).select_from(t.events).where(*mine, before)
         elif name == "exists":
             stmt = select(literal_column("1")).where(*self._keys(s), s.id == bindparam("k_id"))
         else:  # newest
@@ -159,6 +167,16 @@ class Watcher:
             return rows
         return list(await conn.execute(self._stmt("first"), params))
 
+    async def _count_before(self, conn: Any, rows: list[Any]) -> None:
+        """Learn the place of the first event read in its session (once per session followed):
+        the events before it, counted by the same (timestamp, id) order the reads use."""
+        if self._position is not None or not (rows or self._cursor):
+            return
+        ts, event_id = (rows[0]._cursor_ts, rows[0].id) if rows else self._cursor  # type: ignore[misc]
+        params = {"k_app": self.app, "k_user": self.user, "k_id": self.session_id, "c_ts": ts, "c_id": event_id}
+        before = int((await conn.execute(self._stmt("before"), params)).scalar_one())
+        self._position = before if rows else before + 1  # no rows: the cursor's own event was counted out
+
     async def poll(self) -> list[WatchEvent | Notice]:
         """One short read: the session to follow (newest, when none was named) and its new events."""
         out: list[WatchEvent | Notice] = []
@@ -174,8 +192,11 @@ class Watcher:
                 if newest is not None and newest != self.session_id:
                     if self.session_id is not None:
                         # the old session's tail first: appended between the last poll and the switch
-                        out += self._events(await self._read(conn))
+                        tail = await self._read(conn)
+                        await self._count_before(conn, tail)
+                        out += self._events(tail)
                         self._cursor, self.last, self.since = None, None, None  # a new session: all of it
+                        self._position = None
                     self.session_id = newest
                     out.append(Notice("session", f"following session {newest}", newest))
                 if self.session_id is None:
@@ -183,6 +204,7 @@ class Watcher:
             rows = await self._read(conn)
             if not rows and not await self._exists(conn, self.session_id or ""):
                 raise NotFound(f"session {self.app}/{self.user}/{self.session_id}: not found (deleted?)")
+            await self._count_before(conn, rows)
         out += self._events(rows)
         return out
 
@@ -191,6 +213,7 @@ class Watcher:
         out: list[WatchEvent | Notice] = []
         for row in rows:
             self._cursor = (row._cursor_ts, row.id)
+            self._position = (self._position or 0) + 1
             try:
                 data = event_from_row(tables, row, warnings)
             except (ValueError, TypeError, AttributeError) as exc:  # said, skipped: the watch goes on
@@ -199,7 +222,7 @@ class Watcher:
                     f"({type(exc).__name__}); skipped"
                 )
                 continue
-            out.append(WatchEvent(self.session_id or "", data))
+            out.append(WatchEvent(self.session_id or "", data, self._position))
         return out
 
     # --- the loop --------------------------------------------------------------------------------
