@@ -74,17 +74,20 @@ def test_search_table_and_json(runner: CliRunner) -> None:
         "text",
         "session",
         "saved",
+        "source",
     ]  # off a terminal
     assert "I am allergic to peanuts" in out and "favourite snack" not in out
     code, out, _ = invoke(runner, "ltm", "search", "peanuts allergic", "-u", "user-42", "-a", "ltm_demo", "--tsv")
     lines = [line.split("\t") for line in out.splitlines()]
-    assert lines[0] == ["score", "score_kind", "role", "author", "text", "session", "saved"]
+    assert lines[0] == ["score", "score_kind", "role", "author", "text", "session", "saved", "source"]
     assert lines[1][4:6] == ["I am allergic to peanuts", "s1"] and lines[1][6].endswith("Z")
+    assert lines[1][7] == "s1/e0"  # seeded without a policy (as an older vmem saved): session/event
     code, out, _ = invoke(runner, "--json", "ltm", "search", "peanuts", "-u", "user-42", "-a", "ltm_demo", "-k", "2")
     entries = json.loads(out)
     assert len(entries) == 2
     first = entries[0]
-    assert set(first) == {"id", "author", "timestamp", "content", "custom_metadata"}
+    assert set(first) == {"id", "author", "timestamp", "content", "custom_metadata", "source"}
+    assert first["source"]["session_id"] == "s1" and first["source"]["event_ids"] == ["e0"]
     assert first["content"] == {"role": "user", "parts": [{"text": "I am allergic to peanuts"}]}
     assert first["timestamp"].endswith("Z")
     # local's default ranking is hybrid: the fused score, and the cosine and BM25 it came from

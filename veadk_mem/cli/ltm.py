@@ -80,9 +80,22 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "session": origin.get("session_id", ""),
                 "saved": entry.get("timestamp"),
                 "type": origin.get("memory_type") or "",
+                "source": _source_label(entry.get("source")),
             }
         )
     return rows
+
+
+def _source_label(source: dict[str, Any] | None) -> str:
+    """Where a memory came from, in one cell: `policy: session/event` (`+N` more events), or
+    `not recorded` (saved by an agent, or by a vmem before provenance)."""
+    from veadk_mem.ltm.provenance import NOT_RECORDED, from_fields
+
+    found = from_fields(source)
+    if found is None:
+        return NOT_RECORDED
+    label = found.label()
+    return f"{found.policy}: {label}" if found.policy else label
 
 
 SEARCH_COLUMNS = [
@@ -92,7 +105,8 @@ SEARCH_COLUMNS = [
     Column.text("text", "text", max_width=80),
     Column.id("session", "session"),
     Column.time("saved", "saved", drop=1),
-]  # drop: what a terminal too narrow hides first (role, then author, then saved)
+    Column("source", "source", no_wrap=True, drop=9),
+]  # drop: what a terminal too narrow hides first (source, role, then author, then saved)
 LIST_COLUMNS = [
     Column.id("id", "id"),
     Column("role", "role", drop=4),
@@ -100,7 +114,8 @@ LIST_COLUMNS = [
     Column.text("text", "text", max_width=80),
     Column("session", "session", no_wrap=True, drop=1),
     Column.time("saved", "saved", drop=2),
-]  # the memory id is the key (`ltm delete --id`); role, author, saved, then the session go first
+    Column("source", "source", no_wrap=True, drop=9),
+]  # the memory id is the key (`ltm delete --id`); source, role, author, saved, then the session go first
 
 
 # --- save ----------------------------------------------------------------------------
