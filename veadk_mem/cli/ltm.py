@@ -18,6 +18,7 @@ from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput, NotFound
 from veadk_mem.ltm.bounds import batch_bytes
 from veadk_mem.ltm.forget import forget_user, plan_forget
+from veadk_mem.ltm.provenance import NOT_RECORDED, from_fields
 from veadk_mem.ltm.scope import elsewhere as _elsewhere
 from veadk_mem.ltm.scope import whole_index
 from veadk_mem.ltm.store_source import count_store_sessions, store_sessions
@@ -89,8 +90,6 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _source_label(source: dict[str, Any] | None) -> str:
     """Where a memory came from, in one cell: `policy: session/event` (`+N` more events), or
     `not recorded` (saved by an agent, or by a vmem before provenance)."""
-    from veadk_mem.ltm.provenance import NOT_RECORDED, from_fields
-
     found = from_fields(source)
     if found is None:
         return NOT_RECORDED

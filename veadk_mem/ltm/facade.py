@@ -21,6 +21,7 @@ from veadk_mem.ltm.base import Capability, LongTermMemoryBackend, MemoryRecord, 
 from veadk_mem.ltm.convert import to_memory_entries
 from veadk_mem.ltm.keywords import SEARCH_MODES
 from veadk_mem.ltm.ledger import Ledger, Scope, send_once
+from veadk_mem.ltm.provenance import Provenance, policy_name
 from veadk_mem.ltm.registry import canonical_name, load_backend
 
 if TYPE_CHECKING:
@@ -267,7 +268,6 @@ class LongTermMemory:
         Each record carries its provenance (`source`): the events whose content it is (several when
         the session repeats a memory string), their author and time, and the policy's name.
         """
-        from veadk_mem.ltm.provenance import Provenance, policy_name
         from veadk_mem.policy import evaluate
 
         records: list[MemoryRecord] = []

@@ -193,6 +193,13 @@ def parse_header(obj: Any, where: str) -> FileHeader:
     return FileHeader(str(obj.get("backend") or ""), model, dim)
 
 
+def _source(value: Any, where: str, line: int) -> Any:
+    """The provenance of an export line's `source` (an object or null), else BadInput naming the line."""
+    if value is not None and not isinstance(value, dict):
+        raise _fail(where, line, "field 'source' must be an object or null")
+    return from_fields(value)
+
+
 def parse_record(
     obj: Any, where: str, line: int, *, rehash: bool = False
 ) -> tuple[str, MemoryRecord, str | None, int | None]:
@@ -240,11 +247,7 @@ def parse_record(
     if not isinstance(metadata, dict):
         raise _fail(where, line, "field 'metadata' must be an object")
     record.metadata = metadata
-    source = obj.get("source")
-    if source is not None:
-        if not isinstance(source, dict):
-            raise _fail(where, line, "field 'source' must be an object or null")
-        record.source = from_fields(source)
+    record.source = _source(obj.get("source"), where, line)
     model, dim = None, None
     vectors, packed = obj.get("vectors"), obj.get("vectors_b64")
     if vectors is not None or packed is not None:
