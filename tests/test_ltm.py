@@ -243,7 +243,9 @@ def test_chunks_become_memory_entries(chunk: object, texts: list[str], role: str
     assert [e["content"]["parts"][0]["text"] for e in entries] == texts
     for entry in entries:
         assert entry["content"]["role"] == role
-        assert set(entry) == {"id", "author", "timestamp", "content", "custom_metadata"}
+        # ADK's MemoryEntry keys, and vmem's provenance beside them (ADK's model ignores it)
+        assert set(entry) == {"id", "author", "timestamp", "content", "custom_metadata", "source"}
+        assert entry["source"] is None  # a hosted service's memory: not recorded
         assert entry["custom_metadata"]["origin"]["backend"] == "viking"
 
 

@@ -75,12 +75,14 @@ def test_search_table_and_json(runner: CliRunner) -> None:
         "session",
         "saved",
         "id",
+        "source",
     ]  # off a terminal
     assert "I am allergic to peanuts" in out and "favourite snack" not in out
     code, out, _ = invoke(runner, "ltm", "search", "peanuts allergic", "-u", "user-42", "-a", "ltm_demo", "--tsv")
     lines = [line.split("\t") for line in out.splitlines()]
-    assert lines[0] == ["score", "score_kind", "role", "author", "text", "session", "saved", "id"]
+    assert lines[0] == ["score", "score_kind", "role", "author", "text", "session", "saved", "id", "source"]
     assert lines[1][4:6] == ["I am allergic to peanuts", "s1"] and lines[1][6].endswith("Z")
+    assert lines[1][8] == "s1/e0"  # seeded without a policy (as an older vmem saved): session/event
     # the memory id (#45 item 7): a found memory is deleted by it, no --json | jq
     found = lines[1][7]
     code, _, err = invoke(runner, "ltm", "delete", "-u", "user-42", "-a", "ltm_demo", "--id", found, "--yes")
@@ -92,7 +94,8 @@ def test_search_table_and_json(runner: CliRunner) -> None:
     entries = json.loads(out)
     assert len(entries) == 2
     first = entries[0]
-    assert set(first) == {"id", "author", "timestamp", "content", "custom_metadata"}
+    assert set(first) == {"id", "author", "timestamp", "content", "custom_metadata", "source"}
+    assert first["source"]["session_id"] == "s1" and first["source"]["event_ids"] == ["e0"]
     assert first["content"] == {"role": "user", "parts": [{"text": "I am allergic to peanuts"}]}
     assert first["timestamp"].endswith("Z")
     # local's default ranking is hybrid: the fused score, and the cosine and BM25 it came from

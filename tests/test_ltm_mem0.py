@@ -335,3 +335,25 @@ def test_local_export_imports_into_mem0_and_exports_back(
     lines = [json.loads(x) for x in back.read_text().splitlines()]
     assert lines[0]["backend"] == "mem0" and len(lines) == 2
     assert ALLERGY in lines[1]["text"]
+
+
+def test_provenance_travels_in_the_metadata_and_agent_memories_are_not_recorded(
+    runner: CliRunner, server: Mem0Server
+) -> None:
+    # #42 item 1: what vmem saves carries its source in Mem0's metadata; what VeADK saved has none
+    code, _, err = invoke(runner, "ltm", "save", str(SESSION))
+    assert code == 0, err
+    meta = server.requests("POST", "/v3/memories/add/")[0][2]["metadata"]
+    assert meta["session_id"] == "session-1" and meta["policy"] == "default" and meta["user_id"] == "user-42"
+    assert json.loads(meta["event_ids"]) and isinstance(meta["saved_at"], float) and meta["vmem_version"]
+    veadk_add(server, "user-42", "I like trains")
+    code, out, err = invoke(runner, "--json", "ltm", "list", "-u", "user-42")
+    assert code == 0, err
+    sources = {e["content"]["parts"][0]["text"]: e["source"] for e in json.loads(out)}
+    assert sources["I like trains"] is None
+    assert sources[ALLERGY]["session_id"] == "session-1" and sources[ALLERGY]["policy"] == "default"
+    code, out, _ = invoke(runner, "ltm", "list", "-u", "user-42", "--tsv")
+    rows = [line.split("\t") for line in out.splitlines()]
+    source_at = rows[0].index("source")
+    assert sorted(r[source_at] for r in rows[1:])[-1] == "not recorded"
+    assert any(r[source_at].startswith("default: session-1/") for r in rows[1:])

@@ -18,6 +18,7 @@ from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput, NotFound
 from veadk_mem.ltm.bounds import batch_bytes
 from veadk_mem.ltm.forget import forget_user, plan_forget
+from veadk_mem.ltm.provenance import NOT_RECORDED, from_fields
 from veadk_mem.ltm.scope import elsewhere as _elsewhere
 from veadk_mem.ltm.scope import whole_index
 from veadk_mem.ltm.store_source import count_store_sessions, store_sessions
@@ -80,9 +81,20 @@ def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "session": origin.get("session_id", ""),
                 "saved": entry.get("timestamp"),
                 "type": origin.get("memory_type") or "",
+                "source": _source_label(entry.get("source")),
             }
         )
     return rows
+
+
+def _source_label(source: dict[str, Any] | None) -> str:
+    """Where a memory came from, in one cell: `policy: session/event` (`+N` more events), or
+    `not recorded` (saved by an agent, or by a vmem before provenance)."""
+    found = from_fields(source)
+    if found is None:
+        return NOT_RECORDED
+    label = found.label()
+    return f"{found.policy}: {label}" if found.policy else label
 
 
 SEARCH_COLUMNS = [
@@ -92,8 +104,9 @@ SEARCH_COLUMNS = [
     Column.text("text", "text", max_width=80),
     Column.id("session", "session"),
     Column.time("saved", "saved", drop=1),
-    Column.id("id", "id"),  # what `ltm delete --id` takes (#45 item 7); last, so cut -f1-7 is as before
-]  # drop: what a terminal too narrow hides first (role, then author, then saved)
+    Column.id("id", "id"),  # what `ltm delete --id` takes (#45 item 7); after the first seven, so cut -f1-7 is as before
+    Column("source", "source", no_wrap=True, drop=9),
+]  # drop: what a terminal too narrow hides first (source, role, then author, then saved)
 LIST_COLUMNS = [
     Column.id("id", "id"),
     Column("role", "role", drop=4),
@@ -101,7 +114,8 @@ LIST_COLUMNS = [
     Column.text("text", "text", max_width=80),
     Column("session", "session", no_wrap=True, drop=1),
     Column.time("saved", "saved", drop=2),
-]  # the memory id is the key (`ltm delete --id`); role, author, saved, then the session go first
+    Column("source", "source", no_wrap=True, drop=9),
+]  # the memory id is the key (`ltm delete --id`); source, role, author, saved, then the session go first
 
 
 # --- save ----------------------------------------------------------------------------

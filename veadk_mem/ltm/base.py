@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from veadk_mem.errors import BadInput, NotSupported
 from veadk_mem.failure import RETRY_DELAYS
 from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
+from veadk_mem.ltm.provenance import Provenance
 
 if TYPE_CHECKING:
     from veadk_mem.embedding.base import Embedder
@@ -69,6 +70,8 @@ class MemoryRecord:
     # Where a hosted service says the memory came from (its uri, category, ...), shown as the
     # MemoryEntry's origin instead of this record's user, app, session and event.
     origin: dict[str, Any] | None = None
+    # Where vmem got the memory from when it saved it (None: not recorded, e.g. saved by an agent).
+    source: Provenance | None = None
 
     def __post_init__(self) -> None:
         if not self.content_hash:

@@ -4,7 +4,8 @@ A record's text may be the JSON of a saved Content or a plain string. A hosted s
 payload (a `{"memories": [...]}` list, a dict carrying `text` / `abstract` / `summary` /
 `content`, a string) becomes records with `records_of_payload`, in the backend that got it.
 Each record becomes `{"id", "author", "timestamp", "content": {"role", "parts"},
-"custom_metadata": {"score", "origin": {...}}}`.
+"custom_metadata": {"score", "origin": {...}}, "source": {...} | null}` (`source`: the
+provenance vmem recorded on save, `veadk_mem.ltm.provenance`).
 """
 
 from __future__ import annotations
@@ -186,6 +187,9 @@ def to_memory_entries(record: MemoryRecord, *, backend: str, index: str) -> list
         )
         for content in _content_from_string(record.text)
     ]
+    source = record.source.to_json() if record.source is not None else None
+    for entry in found:  # vmem's provenance (None: not recorded), beside ADK's MemoryEntry keys
+        entry["source"] = source
     scores = {k: _round(record.metadata[k]) for k in SCORE_KEYS if k in record.metadata}
     for entry in found:
         entry["custom_metadata"].update(scores)

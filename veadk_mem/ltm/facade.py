@@ -9,6 +9,7 @@ idempotent saves (content hash per user and index), dry runs, list / delete / fo
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -20,6 +21,7 @@ from veadk_mem.ltm.base import Capability, LongTermMemoryBackend, MemoryRecord, 
 from veadk_mem.ltm.convert import to_memory_entries
 from veadk_mem.ltm.keywords import SEARCH_MODES
 from veadk_mem.ltm.ledger import Ledger, Scope, send_once
+from veadk_mem.ltm.provenance import Provenance, policy_name
 from veadk_mem.ltm.registry import canonical_name, load_backend
 
 if TYPE_CHECKING:
@@ -261,26 +263,47 @@ class LongTermMemory:
         return report
 
     def _memories_of(self, session: Session, policy: Any) -> tuple[list[MemoryRecord], int]:
-        """The memory records the policy keeps of a session's events, and how many events it dropped."""
+        """The memory records the policy keeps of a session's events, and how many events it dropped.
+
+        Each record carries its provenance (`source`): the events whose content it is (several when
+        the session repeats a memory string), their author and time, and the policy's name.
+        """
         from veadk_mem.policy import evaluate
 
         records: list[MemoryRecord] = []
+        by_hash: dict[str, MemoryRecord] = {}
         dropped = 0
+        name = policy_name(policy)
         for decision in evaluate(session.events, policy):
             if not decision.saved or decision.memory is None:
                 dropped += 1
                 continue
+            event = decision.event
             try:
                 record = MemoryRecord(
                     text=decision.memory,
                     user_id=session.user_id,
                     app_name=session.app_name,
                     session_id=session.id,
-                    event_id=decision.event.id,
-                    author=decision.event.author,
+                    event_id=event.id,
+                    author=event.author,
                 )
             except BadInput as exc:  # text no store can hold: the session is reported and skipped
-                raise BadInput(f"session {session.id}: event {decision.event.id}: {exc.message}") from None
+                raise BadInput(f"session {session.id}: event {event.id}: {exc.message}") from None
+            first = by_hash.get(record.content_hash)
+            if first is not None and first.source is not None:
+                first.source.event_ids.append(event.id)  # the same string again: one memory, both events
+            else:
+                record.source = Provenance(
+                    app_name=session.app_name,
+                    user_id=session.user_id,
+                    session_id=session.id,
+                    event_ids=[event.id],
+                    author=event.author,
+                    event_time=event.timestamp or None,
+                    policy=name,
+                )
+                by_hash[record.content_hash] = record
             records.append(record)
         return records, dropped
 
@@ -369,6 +392,10 @@ class LongTermMemory:
         ledger records it, so the next replay skips it."""
         backend = into or self.backend_for(index=index)
         await self.embed(backend, records)
+        now = time.time()
+        for record in records:  # saved-at: when vmem first saved it (an import or copy keeps the original's)
+            if record.source is not None and record.source.saved_at is None:
+                record.source.saved_at = now
         told = 0
 
         def tell(n: int) -> None:

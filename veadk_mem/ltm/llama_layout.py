@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import VmemError
 from veadk_mem.ltm.base import MemoryRecord, content_hash
+from veadk_mem.ltm.provenance import from_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,8 +31,9 @@ def node_uuid(*parts: str) -> str:
 
 
 def vmem_meta(memory: MemoryRecord) -> dict[str, Any]:
-    """What vmem keeps of a memory's origin in the node's metadata (`vmem: 1` marks our nodes)."""
-    return {
+    """What vmem keeps of a memory's origin in the node's metadata (`vmem: 1` marks our nodes):
+    the content hash, the save time and the memory's provenance, flat (strings and numbers)."""
+    meta: dict[str, Any] = {
         "vmem": 1,
         "content_hash": memory.content_hash,
         "app_name": memory.app_name,
@@ -40,6 +42,9 @@ def vmem_meta(memory: MemoryRecord) -> dict[str, Any]:
         "author": memory.author,
         "created_at": memory.created_at,
     }
+    if memory.source is not None:
+        meta.update(memory.source.fields())
+    return meta
 
 
 def llama_node(node_id: str, doc_id: str, meta: dict[str, Any], start: int, length: int) -> dict[str, Any]:
@@ -114,6 +119,7 @@ def doc_record(doc: Doc, user_id: str, index: str) -> MemoryRecord:
         content_hash=str(meta.get("content_hash") or content_hash(text)),
         created_at=meta.get("created_at"),
         metadata={"index": index, "chunks": len(doc.keys)},
+        source=from_fields(meta),
     )
 
 

@@ -28,6 +28,7 @@ from veadk_mem.jsonio import loads
 from veadk_mem.ltm.base import Capability, MemoryRecord
 from veadk_mem.ltm.bounds import BATCH_BYTES
 from veadk_mem.ltm.ledger import LedgerError
+from veadk_mem.ltm.provenance import from_fields
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -105,6 +106,8 @@ def record_line(record: MemoryRecord, *, index: str, backend: str, model: tuple[
         "id": record.id,
         "metadata": record.metadata,
     }
+    if record.source is not None:  # provenance travels with the memory: an import or copy keeps it
+        line["source"] = record.source.to_json()
     if record.vectors is not None:
         import numpy as np
 
@@ -190,6 +193,13 @@ def parse_header(obj: Any, where: str) -> FileHeader:
     return FileHeader(str(obj.get("backend") or ""), model, dim)
 
 
+def _source(value: Any, where: str, line: int) -> Any:
+    """The provenance of an export line's `source` (an object or null), else BadInput naming the line."""
+    if value is not None and not isinstance(value, dict):
+        raise _fail(where, line, "field 'source' must be an object or null")
+    return from_fields(value)
+
+
 def parse_record(
     obj: Any, where: str, line: int, *, rehash: bool = False
 ) -> tuple[str, MemoryRecord, str | None, int | None]:
@@ -237,6 +247,7 @@ def parse_record(
     if not isinstance(metadata, dict):
         raise _fail(where, line, "field 'metadata' must be an object")
     record.metadata = metadata
+    record.source = _source(obj.get("source"), where, line)
     model, dim = None, None
     vectors, packed = obj.get("vectors"), obj.get("vectors_b64")
     if vectors is not None or packed is not None:
@@ -562,6 +573,7 @@ def _line_record(line: dict[str, Any]) -> tuple[str, MemoryRecord, str | None, i
         author=line["author"],
         created_at=line["created_at"],  # the content hash is recomputed from the text, never carried
         metadata=dict(line["metadata"] or {}),
+        source=from_fields(line.get("source")),
     )
     if "vectors_b64" in line:
         import numpy as np

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import sqlite3
 import time
@@ -24,6 +25,7 @@ from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.keywords import FUSION_DEPTH, fts_query, fuse, index_terms
+from veadk_mem.ltm.provenance import Provenance, from_fields
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,6 +58,11 @@ CREATE TABLE IF NOT EXISTS memories (
     chunks INTEGER NOT NULL DEFAULT 1,
     created_at REAL NOT NULL,
     vector BLOB NOT NULL,
+    event_ids TEXT NOT NULL DEFAULT '',
+    event_time REAL,
+    policy TEXT NOT NULL DEFAULT '',
+    saved_at REAL,
+    vmem_version TEXT NOT NULL DEFAULT '',
     UNIQUE (index_name, user_id, content_hash)
 );
 CREATE TABLE IF NOT EXISTS ltm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -88,12 +95,43 @@ def connect(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL" if path != ":memory:" else "PRAGMA journal_mode=MEMORY")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(SCHEMA)
+        add_provenance_columns(conn)
         conn.execute("INSERT OR IGNORE INTO ltm_meta (key, value) VALUES ('store_id', ?)", (os.urandom(8).hex(),))
         ensure_terms(conn)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot open the local memory store: {exc}") from None
     _CONNECTIONS[path] = conn
     return conn
+
+
+# Provenance columns (#42): added to a store made before them by ALTER TABLE ADD COLUMN, with
+# defaults, so its rows stay as they were and an older vmem, which names its columns, still
+# reads and writes it. Old rows keep app, session, event and author; the rest is empty.
+PROVENANCE_COLUMNS = (
+    ("event_ids", "TEXT NOT NULL DEFAULT ''"),
+    ("event_time", "REAL"),
+    ("policy", "TEXT NOT NULL DEFAULT ''"),
+    ("saved_at", "REAL"),
+    ("vmem_version", "TEXT NOT NULL DEFAULT ''"),
+)
+
+
+def add_provenance_columns(conn: sqlite3.Connection) -> None:
+    """Migrate a store of an older vmem: add the provenance columns it lacks (nothing else changes)."""
+    have = {str(r[1]) for r in conn.execute("PRAGMA table_info(memories)")}
+    missing = [(name, kind) for name, kind in PROVENANCE_COLUMNS if name not in have]
+    if not missing:
+        return
+    conn.execute("BEGIN IMMEDIATE")  # two vmem opening an old store: one migrates, the other finds it done
+    try:
+        have = {str(r[1]) for r in conn.execute("PRAGMA table_info(memories)")}
+        for name, kind in missing:
+            if name not in have:
+                conn.execute(f"ALTER TABLE memories ADD COLUMN {name} {kind}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 # The keyword index: one FTS5 row per memory (same rowid) holding its terms
@@ -302,6 +340,7 @@ class LocalBackend(LongTermMemoryBackend):
                     count,
                     memory.created_at,
                     blob,
+                    *_provenance_row(memory.source),
                 )
             )
         conn = self.conn
@@ -612,9 +651,9 @@ class LocalBackend(LongTermMemoryBackend):
             last = int(rows[-1][0])
             records = []
             for row in rows:
-                record = _record(row[1:11])
+                record = _record(row[1 : 1 + _WIDTH])
                 if vectors:
-                    record.vectors = np.frombuffer(row[12], dtype=np.float32).reshape(-1, row[11])
+                    record.vectors = np.frombuffer(row[2 + _WIDTH], dtype=np.float32).reshape(-1, row[1 + _WIDTH])
                 records.append(record)
             yield records
 
@@ -700,9 +739,22 @@ class LocalBackend(LongTermMemoryBackend):
 
 _INSERT = (
     "INSERT OR IGNORE INTO memories (id, index_name, user_id, app_name, session_id, event_id, author, "
-    "text, content_hash, model, dim, chunks, created_at, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "text, content_hash, model, dim, chunks, created_at, vector, event_ids, event_time, policy, saved_at, "
+    "vmem_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_COLUMNS = "id, user_id, app_name, session_id, event_id, author, text, content_hash, created_at, model"
+_COLUMNS = (
+    "id, user_id, app_name, session_id, event_id, author, text, content_hash, created_at, model, "
+    "event_ids, event_time, policy, saved_at, vmem_version"
+)
+_WIDTH = 15  # columns in _COLUMNS
+
+
+def _provenance_row(source: Provenance | None) -> tuple[str, float | None, str, float | None, str]:
+    """The provenance columns of a memory (empty: not recorded)."""
+    if source is None:
+        return ("", None, "", None, "")
+    events = json.dumps(source.event_ids, ensure_ascii=False) if source.event_ids else ""
+    return (events, source.event_time, source.policy, source.saved_at, source.vmem_version)
 
 
 def _record(row: Any) -> MemoryRecord:
@@ -717,6 +769,20 @@ def _record(row: Any) -> MemoryRecord:
         content_hash=row[7],
         created_at=row[8],
         metadata={"model": row[9]},
+        source=from_fields(
+            {
+                "app_name": row[2],
+                "user_id": row[1],
+                "session_id": row[3],
+                "event_id": row[4],
+                "author": row[5],
+                "event_ids": row[10],
+                "event_time": row[11],
+                "policy": row[12],
+                "saved_at": row[13],
+                "vmem_version": row[14],
+            }
+        ),
     )
 
 

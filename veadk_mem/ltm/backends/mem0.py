@@ -7,10 +7,10 @@ text. Search and list scope to the user through the `filters` mem0ai 2.x require
 `search(user_id=...)`, VeADK's call form, raises). Mem0 does not isolate by index: every
 app's memories of a user are one pool, which is said once on stderr when an index is named.
 
-What vmem adds: the memory string's content hash (and the session, event and author it
-came from) in the memory's metadata, so a replay stays idempotent although the platform
-rewrites text; list, delete by id and `forget` through the user delete; retries of 429
-and 5xx; and errors that name the variable to check, never the key.
+What vmem adds: the memory string's content hash and its provenance (app, user, session,
+event ids, author, event time, policy, saved-at, vmem version) in the memory's metadata,
+so a replay stays idempotent although the platform rewrites text; list, delete by id and
+`forget` through the user delete; retries of 429 and 5xx; and errors that name the variable to check, never the key.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, NotSupported, VmemError, missing_extra
 from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord, content_hash
 from veadk_mem.ltm.convert import epoch_of
+from veadk_mem.ltm.provenance import KEYS as PROVENANCE_KEYS
+from veadk_mem.ltm.provenance import from_fields
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 DEFAULT_HOST = "https://api.mem0.ai"
 KEY_ENV, URL_ENV = "DATABASE_MEM0_API_KEY", "DATABASE_MEM0_BASE_URL"
 DEFAULT_INDEX = "default_app"
-METADATA_KEYS = ("content_hash", "app_name", "session_id", "event_id", "author")
+METADATA_KEYS = ("content_hash", "app_name", "session_id", "event_id", "author", *PROVENANCE_KEYS)
 TIMEOUT = 60.0
 _index_warned = False
 
@@ -227,6 +229,7 @@ class Mem0Backend(LongTermMemoryBackend):
             created_at=epoch_of(item.get("created_at")),
             score=float(score) if isinstance(score, (int, float)) else None,
             metadata={k: v for k, v in extra.items() if v},
+            source=from_fields(meta),
         )
 
     def _results(self, reply: Any, what: str) -> list[Any]:
@@ -259,12 +262,13 @@ class Mem0Backend(LongTermMemoryBackend):
         errors: list[VmemError] = []
 
         async def add(record: MemoryRecord) -> str:
-            metadata = {
+            metadata: dict[str, Any] = {
                 "content_hash": record.content_hash,
                 "app_name": record.app_name,
                 "session_id": record.session_id,
                 "event_id": record.event_id,
                 "author": record.author,
+                **(record.source.fields() if record.source is not None else {}),
             }
             options: dict[str, Any] = {"user_id": user_id, "metadata": {k: v for k, v in metadata.items() if v}}
             if not self.infer:

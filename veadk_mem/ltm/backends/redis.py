@@ -410,6 +410,11 @@ class RedisBackend(LongTermMemoryBackend):
                 "document_id": memory.id,
                 "ref_doc_id": memory.id,
             }
+            # The node's metadata as extra hash fields too, as llama-index's RedisVectorStore writes
+            # a node's (node_to_metadata_dict): outside VeADK's schema, so its index and reads are unchanged.
+            mapping.update(
+                {k: v if isinstance(v, str) else repr(v) for k, v in meta.items() if v is not None and k not in mapping}
+            )
             out.append((f"{name}{SEPARATOR}{node_id}", mapping))
         return out
 
