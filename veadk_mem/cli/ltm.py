@@ -104,7 +104,7 @@ SEARCH_COLUMNS = [
     Column.text("text", "text", max_width=80),
     Column.id("session", "session"),
     Column.time("saved", "saved", drop=1),
-    Column.id("id", "id"),  # what `ltm delete --id` takes (#45 item 7); after the first seven, so cut -f1-7 is as before
+    Column.id("id", "id"),  # what `ltm delete --id` takes (#45 item 7); after the first seven, as cut -f1-7 was
     Column("source", "source", no_wrap=True, drop=9),
 ]  # drop: what a terminal too narrow hides first (source, role, then author, then saved)
 LIST_COLUMNS = [
