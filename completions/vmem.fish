@@ -31,6 +31,8 @@ function __vmem_path
                 set path $path $t
             case 'session watch'
                 set path $path $t
+            case 'session prune'
+                set path $path $t
             case 'ltm'
                 set path $path $t
             case 'ltm save'
@@ -63,6 +65,10 @@ function __vmem_path
                 set path $path $t
             case 'config path'
                 set path $path $t
+            case 'retention'
+                set path $path $t
+            case 'retention show'
+                set path $path $t
         end
     end
     string join -- ' ' $path
@@ -80,6 +86,7 @@ complete -c vmem -n "__vmem_at ''" -a 'session' -d 'Inspect, clean, back up and 
 complete -c vmem -n "__vmem_at ''" -a 'ltm' -d 'Save sessions into long-term memory, search and manage it.'
 complete -c vmem -n "__vmem_at ''" -a 'policy' -d 'Dry-run and show VeADK auto-save memory policies.'
 complete -c vmem -n "__vmem_at ''" -a 'config' -d 'Show and create vmem configuration.'
+complete -c vmem -n "__vmem_at ''" -a 'retention' -d 'Retention rules ([retention]) and what they remove.'
 complete -c vmem -n "__vmem_at ''" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at ''" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at ''" -l 'json' -d 'Print stable JSON on stdout.'
@@ -155,6 +162,7 @@ complete -c vmem -n "__vmem_at 'session'" -a 'import' -d 'Import sessions (upser
 complete -c vmem -n "__vmem_at 'session'" -a 'upgrade' -d 'Upgrade an ADK v0 (pickle) database in place to the layout current ADK reads.'
 complete -c vmem -n "__vmem_at 'session'" -a 'stats' -d 'Sizes, growth and token spend of a session database, computed in the database.'
 complete -c vmem -n "__vmem_at 'session'" -a 'watch' -d 'Follow a session live: print its events as the agent appends them, until Ctrl-C.'
+complete -c vmem -n "__vmem_at 'session'" -a 'prune' -d 'Apply the [retention] rules: delete what they remove, in session delete\'s short transactions.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'app' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -s 'a' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'user' -d 'Only this user.'
@@ -304,6 +312,22 @@ complete -c vmem -n "__vmem_at 'session watch'" -l 'wide' -d 'Tables on a termin
 complete -c vmem -n "__vmem_at 'session watch'" -l 'records' -d 'Tables on a terminal: one block per row.'
 complete -c vmem -n "__vmem_at 'session watch'" -l 'time-format' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
 complete -c vmem -n "__vmem_at 'session watch'" -F
+complete -c vmem -n "__vmem_at 'session prune'" -l 'app' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'session prune'" -s 'a' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'dry-run' -d 'Show what would be removed; change nothing.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'yes' -d 'Do not ask for confirmation.'
+complete -c vmem -n "__vmem_at 'session prune'" -s 'y' -d 'Do not ask for confirmation.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'session prune'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'quiet' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'session prune'" -s 'q' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'session prune'" -s 'v' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'records' -d 'Tables on a terminal: one block per row.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'time-format' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'save' -d 'Save sessions\' memories through the save policy.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'search' -d 'Search a user\'s memories by meaning, by keywords, or both.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'list' -d 'A user\'s memories, newest first.'
@@ -550,3 +574,20 @@ complete -c vmem -n "__vmem_at 'config path'" -s 'v' -d 'Tracebacks and extra de
 complete -c vmem -n "__vmem_at 'config path'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
 complete -c vmem -n "__vmem_at 'config path'" -l 'records' -d 'Tables on a terminal: one block per row.'
 complete -c vmem -n "__vmem_at 'config path'" -l 'time-format' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
+complete -c vmem -n "__vmem_at 'retention'" -a 'show' -d 'Per app, what each [retention] rule would remove now: sessions, events, bytes, oldest kept.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'app' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'retention show'" -s 'a' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'retention show'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'quiet' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'retention show'" -s 'q' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'retention show'" -s 'v' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'records' -d 'Tables on a terminal: one block per row.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'time-format' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'jsonl' -d 'One JSON object per line on stdout.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'csv' -d 'CSV on stdout: a header line, a row a record.'
+complete -c vmem -n "__vmem_at 'retention show'" -l 'tsv' -d 'TSV on stdout: a header line, a row a record.'
