@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,13 +317,15 @@ class TuningSettings(Section):
         return value
 
 
+# A duration as operators type it (`30d`, `12h`, `90m`, `2w`, `45s`): the one pattern, also timespec's.
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+
+
 def _duration(value: Any) -> Any:
     """A retention age as people write it (`90d`, `12h`, `2w`); empty means no age rule."""
     if not isinstance(value, str) or not value.strip():
         return value
-    from veadk_mem.sessions.timespec import _DURATION
-
-    if not _DURATION.match(value):
+    if not DURATION.match(value):
         raise PydanticCustomError(
             "duration", "Input should be {expected}", {"expected": "a duration such as 90d, 12h, 30m or 2w"}
         )

@@ -132,7 +132,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "retention": [
         ("what each rule removes now", "vmem retention show"),
-        ("then apply them", "vmem session prune --yes"),
+        ("one app's rule and its effect, as JSON", "vmem retention show -a support_bot --json"),
     ],
     "retention show": [
         ("per app, what each rule removes now", "vmem retention show"),
