@@ -179,7 +179,7 @@ def test_retention_show_explains_per_app_what_each_rule_removes(runner: CliRunne
     assert mine["remove"]["max_sessions_per_user"]["bytes"] > 0
     assert mine["kept_users_sessions"] == 1  # vip_user's 400-day-old session stays
     assert mine["oldest_kept"] < time.time() - 399 * DAY  # ... and is the oldest kept
-    assert mine["keep_last_events"] == {"sessions": 2, "events_at_most": 2, "applied": False}
+    assert mine["keep_last_events"] == {"sessions": 2, "events_at_most": 2}
     assert apps["ret_vip"]["excluded"] == "keep_apps" and apps["ret_vip"]["remove_total"]["sessions"] == 0
     assert apps["ret_other"]["remove"]["max_age"]["sessions"] == 1
     table = vmem(runner, "-c", str(cfg), "retention", "show", "--db-url", str(db))
@@ -200,6 +200,7 @@ def test_prune_removes_what_show_said_and_adk_still_reads_the_rest(runner: CliRu
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["deleted"] == {"sessions": 3, "events": 8} and report["kept_resumed"] == []
+    assert report["trimmed"] == {"sessions": 0, "events": 0}  # one invocation each: never split
     assert asyncio.run(adk_ids(url, APP, "u1")) == {"new1", "new2"}
     assert asyncio.run(adk_ids(url, APP, "vip_user")) == {"ancient"}
     assert asyncio.run(adk_ids(url, "ret_vip", "u1")) == {"older"}
@@ -317,3 +318,124 @@ def test_prune_on_servers_deletes_the_planned_sessions(
             return await retention_plan(store, load_settings(cfg).settings.retention)
 
     assert all(a.total().sessions == 0 for a in asyncio.run(show()).apps)
+
+
+# --- item 3: keep_last_events, trimming that ADK can still resume --------------------------------
+
+
+def turn(i: int, ts: float) -> list[Any]:
+    """One invocation as an agent writes it: the user's text, a tool call, its response, the answer."""
+    from google.adk.events import Event, EventActions
+    from google.genai import types
+
+    inv = f"inv-{i}"
+    call = types.FunctionCall(id=f"c{i}", name="lookup", args={"q": i})
+    resp = types.FunctionResponse(id=f"c{i}", name="lookup", response={"r": i})
+    return [
+        text_event(f"question {i}", ts, inv),
+        Event(
+            author="agent",
+            invocation_id=inv,
+            timestamp=ts + 0.1,
+            content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+        ),
+        Event(
+            author="agent",
+            invocation_id=inv,
+            timestamp=ts + 0.2,
+            content=types.Content(role="user", parts=[types.Part(function_response=resp)]),
+        ),
+        Event(
+            author="agent",
+            invocation_id=inv,
+            timestamp=ts + 0.3,
+            content=types.Content(role="model", parts=[types.Part(text=f"answer {i}")]),
+            actions=EventActions(state_delta={"turn": i, "user:seen": i, "app:total": i}),
+        ),
+    ]
+
+
+def compaction(ts: float, start: float) -> Any:
+    from google.adk.events import Event, EventActions
+    from google.adk.events.event_actions import EventCompaction
+    from google.genai import types
+
+    summary = types.Content(role="model", parts=[types.Part(text="summary of turns 0-2")])
+    return Event(
+        author="user",
+        invocation_id="cmp",
+        timestamp=ts,
+        actions=EventActions(
+            compaction=EventCompaction(start_timestamp=start, end_timestamp=ts - 1, compacted_content=summary)
+        ),
+    )
+
+
+async def _long_session(url: str, sid: str, with_compaction: bool) -> Any:
+    from google.adk.sessions import DatabaseSessionService
+
+    service = DatabaseSessionService(url)
+    base = time.time() - 3600
+    try:
+        session = await service.create_session(app_name="ret_trim", user_id="u1", session_id=sid, state={"k": "v"})
+        for i in range(5):
+            for event in turn(i, base + i * 10):
+                await service.append_event(session, event)
+            if i == 2 and with_compaction:
+                await service.append_event(session, compaction(base + 25, base))
+        return await service.get_session(app_name="ret_trim", user_id="u1", session_id=sid)
+    finally:
+        await service.close()
+
+
+@pytest.mark.parametrize("server", ["sqlite", "pg_url", "mysql_url"])
+@pytest.mark.parametrize(("with_compaction", "kept"), [(True, 9), (False, 8)])
+def test_keep_last_events_trims_what_adk_can_resume(
+    request: pytest.FixtureRequest, runner: CliRunner, tmp_path: Path, server: str, with_compaction: bool, kept: int
+) -> None:
+    """keep 6 of 20 (+1 compaction): the latest compaction and all after it stay (9), or without one,
+    the whole invocation of the sixth-newest event (8); ADK loads it with its state and appends."""
+    from google.adk.sessions import DatabaseSessionService
+
+    url = sqlite_url(tmp_path / "trim.db") if server == "sqlite" else request.getfixturevalue(server)
+    before = asyncio.run(_long_session(url, "long", with_compaction))
+    assert len(before.events) == 20 + with_compaction
+    cfg = tmp_path / "trim.toml"
+    cfg.write_text("[retention.apps.ret_trim]\nkeep_last_events = 6\n", encoding="utf-8")
+    result = vmem(runner, "-c", str(cfg), "session", "prune", "--db-url", url, "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["trimmed"] == {"sessions": 1, "events": len(before.events) - kept}
+
+    async def resume() -> tuple[Any, Any]:
+        service = DatabaseSessionService(url)
+        try:
+            after = await service.get_session(app_name="ret_trim", user_id="u1", session_id="long")
+            assert after is not None
+            loaded = after.model_copy(deep=True)  # append_event adds to the object it is given
+            await service.append_event(after, text_event("next turn", time.time(), "inv-next"))
+            again = await service.get_session(app_name="ret_trim", user_id="u1", session_id="long")
+            return loaded, again
+        finally:
+            await service.close()
+
+    after, again = asyncio.run(resume())
+    assert [e.id for e in after.events] == [e.id for e in before.events[-kept:]]
+    assert after.state == before.state  # state lives in the session and state rows, not in events
+    assert after.events[0].invocation_id == ("cmp" if with_compaction else "inv-3")
+    assert [e.content.parts[0].text for e in again.events[-1:]] == ["next turn"]
+    assert len(again.events) == kept + 1
+    rerun = vmem(runner, "-c", str(cfg), "session", "prune", "--db-url", url, "--yes", "--json")
+    assert json.loads(rerun.stdout)["trimmed"]["events"] == 0  # the cut falls in inv-3 or after the compaction
+
+
+def test_cut_point_keeps_invocations_whole_and_the_latest_compaction() -> None:
+    from veadk_mem.sessions.retention import EventMark, cut_point
+
+    marks = [EventMark(f"e{i}", f"inv{i // 3}", False) for i in range(9)]
+    assert cut_point(marks, 9) == 0 and cut_point(marks, 20) == 0
+    assert cut_point(marks, 3) == 6  # at an invocation's start
+    assert cut_point(marks, 4) == 3  # inside inv1: all of inv1 kept
+    assert cut_point(marks, 0) == 9
+    with_cmp = [*marks[:4], EventMark("c", "cmp", True), *marks[4:]]
+    assert cut_point(with_cmp, 2) == 4  # the compaction and everything after it
+    assert cut_point(with_cmp, 8) == 0  # inside inv0 (events 1..2): all of it

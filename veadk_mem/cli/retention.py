@@ -70,8 +70,13 @@ def _show(state: AppState, plan: RetentionPlan, *, title: str, to_stderr: bool =
             f"{counted(len(doomed), 'session')}, {counted(sum(s.events for s in doomed), 'event')} "
             f"({human_bytes(sum(s.bytes for s in doomed))}) to remove"
         )
-    if any("keep_last_events" in a.rule and not a.excluded for a in plan.apps):
-        state.render.message("keep_last_events (trim column): not applied by prune yet; whole-session rules only")
+    trims = [a for a in plan.apps if a.trims]
+    if trims:
+        over = sum(a.trim_events for a in trims)
+        state.render.message(
+            f"keep_last_events: {counted(sum(len(a.trims) for a in trims), 'session')} to trim, "
+            f"at most {counted(over, 'older event')} (whole invocations and the latest compaction kept)"
+        )
 
 
 def _settings(state: AppState) -> Any:
@@ -143,10 +148,16 @@ def prune(
         state.render.message("dry run: nothing deleted")
         return
     deleted = report.deleted
-    if not deleted.sessions:
+    if not deleted.sessions and not report.trimmed_events:
         state.render.message("nothing to prune: every session is within its rule")
         return
     state.render.message(
         f"pruned {counted(len(deleted.sessions), 'session')}, {counted(deleted.events, 'event')}"
+        + (
+            f"; trimmed {counted(report.trimmed_events, 'older event')} from "
+            f"{counted(report.trimmed_sessions, 'session')}"
+            if report.trimmed_sessions
+            else ""
+        )
         + (f"; {counted(len(skipped), 'session')} kept (resumed meanwhile)" if skipped else "")
     )

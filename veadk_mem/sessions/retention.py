@@ -10,6 +10,7 @@ resumed meanwhile is kept and named, and an interrupted run says what it committ
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput
 from veadk_mem.sessions.layout import Layout, to_epoch
-from veadk_mem.sessions.records import DeleteReport, SessionSummary
+from veadk_mem.sessions.records import BATCH, DeleteReport, SessionSummary
 from veadk_mem.sessions.timespec import parse_duration
 
 if TYPE_CHECKING:
@@ -80,6 +81,8 @@ class AppPlan:
     doomed: list[StoredSession] = field(default_factory=list)
     trim_candidates: int = 0  # kept sessions with more events than keep_last_events
     trim_events: int = 0  # ... and the events beyond it (at most: trimming keeps whole invocations)
+    trims: list[StoredSession] = field(default_factory=list)  # those sessions
+    keep_last_events: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,7 +99,6 @@ class AppPlan:
             "keep_last_events": {
                 "sessions": self.trim_candidates,
                 "events_at_most": self.trim_events,
-                "applied": False,
             },
         }
 
@@ -130,6 +132,8 @@ class PruneReport:
 
     plan: RetentionPlan
     deleted: DeleteReport | None = None
+    trimmed_sessions: int = 0  # sessions whose oldest events keep_last_events removed
+    trimmed_events: int = 0
 
     @property
     def dry_run(self) -> bool:
@@ -145,6 +149,7 @@ class PruneReport:
         }
         d = self.deleted
         out["deleted"] = None if d is None else {"sessions": len(d.sessions), "events": d.events}
+        out["trimmed"] = None if d is None else {"sessions": self.trimmed_sessions, "events": self.trimmed_events}
         out["kept_resumed"] = (
             [] if d is None else [{"app_name": k.app_name, "user_id": k.user_id, "id": k.id} for k in d.skipped]
         )
@@ -277,6 +282,8 @@ def _apply(ap: AppPlan, rule: RetentionRule, sessions: list[StoredSession], now:
         over = [s for s in kept if s.user_id not in rule.keep_users and s.events > rule.keep_last_events]
         ap.trim_candidates = len(over)
         ap.trim_events = sum(s.events - rule.keep_last_events for s in over)
+        ap.trims = over
+        ap.keep_last_events = rule.keep_last_events
 
 
 async def retention_plan(store: SessionStore, settings: RetentionSettings, *, app: str | None = None) -> RetentionPlan:
@@ -308,9 +315,123 @@ async def prune(
     result = await retention_plan(store, settings, app=app)
     refuse_dangerous(result, app=app, yes=yes)
     doomed = result.doomed
-    if dry_run or not doomed:
-        return PruneReport(result, None if dry_run else DeleteReport(sessions=[], events=0))
+    trims = [(s, a.keep_last_events) for a in result.apps for s in a.trims if a.keep_last_events is not None]
+    if dry_run:
+        return PruneReport(result, None)
+    if not doomed and not trims:
+        return PruneReport(result, DeleteReport(sessions=[], events=0))
     if confirm is not None:
         confirm(result)
-    report = await store.delete_sessions([s.summary() for s in doomed], recheck=True, batch=batch)
-    return PruneReport(result, report)
+    if doomed:
+        deleted = await store.delete_sessions([s.summary() for s in doomed], recheck=True, batch=batch)
+    else:
+        deleted = DeleteReport(sessions=[], events=0)
+    report = PruneReport(result, deleted)
+    try:
+        for s, keep in trims:
+            gone = await trim_session(store.db, s, keep)
+            if gone:
+                report.trimmed_sessions += 1
+                report.trimmed_events += gone
+    except BaseException as exc:
+        raise _trim_partial(exc, report, len(trims), store.db) from None
+    return report
+
+
+def _trim_partial(exc: BaseException, report: PruneReport, planned: int, db: Database) -> BaseException:
+    """The error for `exc` raised while trimming: it says what the prune committed before it."""
+    from veadk_mem.errors import Interrupted, VmemError
+
+    d = report.deleted
+    done = (
+        f"{len(d.sessions) if d else 0:,} session(s) deleted, {report.trimmed_sessions:,} of {planned:,} "
+        f"session(s) trimmed ({report.trimmed_events:,} event(s)) and committed before it; "
+        "run the same command again to finish"
+    )
+    if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+        return Interrupted(f"interrupted: {done}")
+    if not isinstance(exc, Exception):
+        return exc
+    error = exc if isinstance(exc, VmemError) else db.fail(exc)
+    error.message = f"{error.message} -- {done}"
+    error.args = (error.message,)
+    return error
+
+
+@dataclass(frozen=True)
+class EventMark:
+    """What a trim needs of one event: its id, its invocation, whether it is an ADK compaction."""
+
+    id: str
+    invocation_id: str
+    compaction: bool
+
+
+def cut_point(events: list[EventMark], keep: int) -> int:
+    """The index of the oldest event a trim to `keep` events keeps (events oldest first).
+
+    The newest `keep` events, and then more so that ADK resumes the session as it was: the
+    latest compaction event and every event after it (the compaction summarises what went
+    before it), and the whole invocation of the oldest event kept (a function call never
+    without its response, a turn never without its user message).
+    """
+    n = len(events)
+    if n <= keep:
+        return 0
+    cut = n - keep
+    compactions = [i for i, mark in enumerate(events) if mark.compaction]
+    if compactions and compactions[-1] < cut:
+        cut = compactions[-1]
+    while 0 < cut < n and events[cut].invocation_id and events[cut - 1].invocation_id == events[cut].invocation_id:
+        cut -= 1
+    return cut
+
+
+TRIM_STEP = 5_000  # events deleted per short transaction of a trim
+
+
+async def trim_session(db: Database, s: StoredSession, keep: int) -> int:
+    """Delete the oldest events of session `s` beyond `keep` (see `cut_point`); how many went.
+
+    The session row and its state, and app and user state, are not touched: ADK reads state
+    from those rows (its update time too, so an agent holding the session appends as before).
+    The events are read once (id, invocation, compaction mark), then deleted oldest first,
+    `TRIM_STEP` a short transaction: meanwhile ADK reads the session with fewer of its oldest
+    events, never with a gap. v0 layouts (pickled actions: compactions unknown) are not trimmed.
+    """
+    from sqlalchemy import delete, select
+
+    from veadk_mem.sessions.compactions import is_compaction
+    from veadk_mem.sessions.engine import sqlite_gap
+
+    t = db.tables
+    if t.layout not in (Layout.V1, Layout.SQLITE):
+        return 0
+    e = t.events.c
+    of_session = (db.key_eq(e.app_name, s.app_name), db.key_eq(e.user_id, s.user_id), db.key_eq(e.session_id, s.id))
+    stmt = select(e.id, e.invocation_id, is_compaction(db)).where(*of_session).order_by(e.timestamp, e.id)
+    try:
+        async with db.reader.connect() as conn:
+            marks = [EventMark(i, inv or "", bool(c)) for i, inv, c in await conn.execute(stmt)]
+    except Exception as exc:
+        raise db.fail(exc) from None
+    doomed = [m.id for m in marks[: cut_point(marks, keep)]]
+    gone, held = 0, 0.0
+    for start in range(0, len(doomed), TRIM_STEP):
+        if held:
+            await sqlite_gap(db.dialect, held)
+        began = time.monotonic()
+        step = doomed[start : start + TRIM_STEP]
+        try:
+            async with db.engine.connect() as conn:
+                conn = await conn.execution_options(vmem_write=True)
+                async with conn.begin():
+                    done = 0
+                    for i in range(0, len(step), BATCH):
+                        res = await conn.execute(delete(t.events).where(*of_session, e.id.in_(step[i : i + BATCH])))
+                        done += max(res.rowcount or 0, 0)
+        except Exception as exc:
+            raise db.fail(exc) from None
+        gone += done  # committed
+        held = time.monotonic() - began
+    return gone
