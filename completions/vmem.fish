@@ -33,6 +33,8 @@ function __vmem_path
                 set path $path $t
             case 'session prune'
                 set path $path $t
+            case 'session vacuum'
+                set path $path $t
             case 'ltm'
                 set path $path $t
             case 'ltm save'
@@ -163,6 +165,7 @@ complete -c vmem -n "__vmem_at 'session'" -a 'upgrade' -d 'Upgrade an ADK v0 (pi
 complete -c vmem -n "__vmem_at 'session'" -a 'stats' -d 'Sizes, growth and token spend of a session database, computed in the database.'
 complete -c vmem -n "__vmem_at 'session'" -a 'watch' -d 'Follow a session live: print its events as the agent appends them, until Ctrl-C.'
 complete -c vmem -n "__vmem_at 'session'" -a 'prune' -d 'Apply the [retention] rules: delete what they remove, in session delete\'s short transactions.'
+complete -c vmem -n "__vmem_at 'session'" -a 'vacuum' -d 'Return disk after deletes: sqlite VACUUM, PostgreSQL VACUUM (ANALYZE), MySQL OPTIMIZE TABLE (--yes).'
 complete -c vmem -n "__vmem_at 'session list'" -l 'app' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -s 'a' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'user' -d 'Only this user.'
@@ -328,6 +331,20 @@ complete -c vmem -n "__vmem_at 'session prune'" -s 'v' -d 'Tracebacks and extra 
 complete -c vmem -n "__vmem_at 'session prune'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
 complete -c vmem -n "__vmem_at 'session prune'" -l 'records' -d 'Tables on a terminal: one block per row.'
 complete -c vmem -n "__vmem_at 'session prune'" -l 'time-format' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'dry-run' -d 'Show sizes and what would run; change nothing.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'yes' -d 'MySQL/MariaDB: run OPTIMIZE TABLE (a rebuild).'
+complete -c vmem -n "__vmem_at 'session vacuum'" -s 'y' -d 'MySQL/MariaDB: run OPTIMIZE TABLE (a rebuild).'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'session vacuum'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'quiet' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -s 'q' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -s 'v' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'records' -d 'Tables on a terminal: one block per row.'
+complete -c vmem -n "__vmem_at 'session vacuum'" -l 'time-format' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'save' -d 'Save sessions\' memories through the save policy.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'search' -d 'Search a user\'s memories by meaning, by keywords, or both.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'list' -d 'A user\'s memories, newest first.'

@@ -439,3 +439,64 @@ def test_cut_point_keeps_invocations_whole_and_the_latest_compaction() -> None:
     with_cmp = [*marks[:4], EventMark("c", "cmp", True), *marks[4:]]
     assert cut_point(with_cmp, 2) == 4  # the compaction and everything after it
     assert cut_point(with_cmp, 8) == 0  # inside inv0 (events 1..2): all of it
+
+
+# --- item 4: session vacuum ----------------------------------------------------------------------
+
+
+def _prune_all(runner: CliRunner, tmp_path: Path, url: str) -> None:
+    cfg = tmp_path / "all.toml"
+    cfg.write_text("[retention]\nmax_age = '1d'\n", encoding="utf-8")
+    assert vmem(runner, "-c", str(cfg), "session", "prune", "--db-url", url, "--yes").exit_code == 0
+
+
+def test_vacuum_sqlite_returns_the_free_pages_a_prune_left(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "big.db"
+    write(sqlite_url(path), [(APP, f"u{i}", f"s{i}", 10, 30) for i in range(20)])
+    _prune_all(runner, tmp_path, str(path))
+    dry = vmem(runner, "session", "vacuum", "--db-url", str(path), "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    planned = json.loads(dry.stdout)
+    assert planned["before"][0]["free_bytes"] > 0 and planned["after"] is None
+    size = path.stat().st_size
+    assert planned["bytes_before"] == size
+    result = vmem(runner, "session", "vacuum", "--db-url", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["action"] == "VACUUM" and report["after"][0]["free_bytes"] == 0
+    assert report["reclaimed_bytes"] == size - path.stat().st_size > 0
+
+
+def test_vacuum_sqlite_held_by_another_connection_is_exit_1_and_changes_nothing(
+    runner: CliRunner, tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    monkeypatch.setenv("VMEM_SQLITE_BUSY_TIMEOUT", "0.2")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        result = vmem(runner, "session", "vacuum", "--db-url", str(db))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 1
+    assert "locked by another connection" in result.stderr and "nothing was changed" in result.stderr
+
+
+@pytest.mark.parametrize("server", ["pg_url", "mysql_url"])
+def test_vacuum_on_servers(request: pytest.FixtureRequest, runner: CliRunner, tmp_path: Path, server: str) -> None:
+    url = request.getfixturevalue(server)
+    write(url, [(APP, f"u{i}", f"s{i}", 10, 5) for i in range(5)])
+    _prune_all(runner, tmp_path, url)
+    if server == "mysql_url":
+        refused = vmem(runner, "session", "vacuum", "--db-url", url)
+        assert refused.exit_code == 2 and "rebuilds each table" in refused.stderr
+    result = vmem(runner, "session", "vacuum", "--db-url", url, "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {s["name"] for s in report["before"]} == {"sessions", "events", "app_states", "user_states"}
+    assert report["after"] is not None and report["action"].startswith(("VACUUM (ANALYZE)", "OPTIMIZE TABLE"))
+    assert asyncio.run(adk_ids(url, APP, "u1")) == set()
+    write(url, [(APP, "u1", "again", 0, 1)])  # ADK keeps working on the tables
+    assert asyncio.run(adk_ids(url, APP, "u1")) == {"again"}

@@ -54,6 +54,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("apply them from cron", "vmem session prune --yes --json"),
         ("one app only", "vmem session prune --app support_bot --yes"),
     ],
+    "session vacuum": [
+        ("free space, and what would run", "vmem session vacuum --dry-run"),
+        ("after a prune, as JSON", "vmem session vacuum --json"),
+        ("MySQL/MariaDB: rebuild the tables", "vmem session vacuum --yes"),
+    ],
     "session export": [
         ("back up an app", "vmem session export --app my_agent -o backup.jsonl"),
         ("one user's last week, compressed", "vmem session export -u user-42 --since 7d | gzip"),

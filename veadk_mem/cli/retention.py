@@ -161,3 +161,51 @@ def prune(
         )
         + (f"; {counted(len(skipped), 'session')} kept (resumed meanwhile)" if skipped else "")
     )
+
+
+SIZE_COLUMNS = [
+    Column.id("table", "name"),
+    Column("before", "before", justify="right"),
+    Column("after", "after", justify="right"),
+    Column("free before", "free", justify="right", drop=1),
+]
+
+
+def vacuum(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show sizes and what would run; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="MySQL/MariaDB: run OPTIMIZE TABLE (a rebuild).")] = False,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Return disk after deletes: sqlite VACUUM, PostgreSQL VACUUM (ANALYZE), MySQL OPTIMIZE TABLE (--yes)."""
+    from veadk_mem.sessions.store import SessionStore
+    from veadk_mem.sessions.vacuum import vacuum as run_vacuum
+
+    state = _state(ctx, db_url, json_flag)
+
+    async def go() -> Any:
+        async with SessionStore.from_settings(state.loaded.settings) as store:
+            return await run_vacuum(store.db, dry_run=dry_run, yes=yes)
+
+    report = run(go())
+    if state.json_mode:
+        state.render.json(report.to_json())
+        return
+    after = {s.name: s for s in report.after or []}
+    rows = [
+        {
+            "name": s.name,
+            "before": human_bytes(s.table + s.index),
+            "after": human_bytes(after[s.name].table + after[s.name].index) if s.name in after else "",
+            "free": human_bytes(s.free),
+        }
+        for s in report.before
+    ]
+    state.render.table(rows, SIZE_COLUMNS, title=report.action)
+    for note in report.notes:
+        state.render.message(note)
+    if report.dry_run:
+        state.render.message(f"dry run: {report.action} not run")
+    else:
+        state.render.message(f"{report.action}: {human_bytes(report.reclaimed or 0)} returned")
