@@ -12,6 +12,7 @@ from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.terminal import terminal_safe
 from veadk_mem.cli.wiring import table_shaped
+from veadk_mem.sessions.vacuum import vacuum as run_vacuum
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.retention import AppPlan, RetentionPlan
@@ -180,7 +181,6 @@ def vacuum(
 ) -> None:
     """Return disk after deletes: sqlite VACUUM, PostgreSQL VACUUM (ANALYZE), MySQL OPTIMIZE TABLE (--yes)."""
     from veadk_mem.sessions.store import SessionStore
-    from veadk_mem.sessions.vacuum import vacuum as run_vacuum
 
     state = _state(ctx, db_url, json_flag)
 

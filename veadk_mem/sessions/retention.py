@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput
+from veadk_mem.errors import BadInput, Interrupted, VmemError
 from veadk_mem.sessions.layout import Layout, to_epoch
 from veadk_mem.sessions.records import BATCH, DeleteReport, SessionSummary
 from veadk_mem.sessions.timespec import parse_duration
@@ -340,8 +340,6 @@ async def prune(
 
 def _trim_partial(exc: BaseException, report: PruneReport, planned: int, db: Database) -> BaseException:
     """The error for `exc` raised while trimming: it says what the prune committed before it."""
-    from veadk_mem.errors import Interrupted, VmemError
-
     d = report.deleted
     done = (
         f"{len(d.sessions) if d else 0:,} session(s) deleted, {report.trimmed_sessions:,} of {planned:,} "
