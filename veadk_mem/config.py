@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from veadk_mem.ltm import registry
 from veadk_mem.masking import mask_url as mask_url  # re-exported: callers import it from here
 from veadk_mem.masking import redact as redact
 from veadk_mem.masking import remember_secret, remember_url_secrets
+from veadk_mem.timefmt import DURATION
 
 
 def _env(name: str) -> Any:
@@ -315,10 +315,6 @@ class TuningSettings(Section):
         if 0 < value < 1024:
             raise PydanticCustomError("too_small", "Input should be 0 or at least 1024 bytes")
         return value
-
-
-# A duration as operators type it (`30d`, `12h`, `90m`, `2w`, `45s`): the one pattern, also timespec's.
-DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 
 
 def _duration(value: Any) -> Any:

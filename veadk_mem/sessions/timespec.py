@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from veadk_mem.config import DURATION
 from veadk_mem.errors import BadInput
+from veadk_mem.timefmt import DURATION
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = DURATION
