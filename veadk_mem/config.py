@@ -811,11 +811,13 @@ def starter_toml() -> str:
             default = default.get_secret_value()
         elif _is_size(key) and default and default % MIB == 0:
             default = f"{default // MIB}MiB"  # as a person writes it
-        elif default is None:  # no rule unless set: an example of one
+        example = default is None  # no rule unless set: an example of one
+        if example:
             extra = key.info.json_schema_extra if isinstance(key.info.json_schema_extra, dict) else {}
             default = extra.get("example", "")
         lines.append(f"# {key.info.description} (env {key.env})")
-        lines.append("# " + tomli_w.dumps({key.path[-1]: default}).strip())  # the default, shown, not pinned
+        shown = "# " + tomli_w.dumps({key.path[-1]: default}).strip()  # the default, shown, not pinned
+        lines.append(shown + ("  # unset by default; an example" if example else ""))
     lines += [
         "",
         "# An app's own retention rule, over [retention] (the same keys but keep_apps):",
