@@ -9,16 +9,16 @@ _vmem() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path") path="$path $w" ;;
+      " doctor"|" forget"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" session prune"|" session vacuum"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path"|" retention"|" retention show") path="$path $w" ;;
     esac
   done
   case "$path" in
-    "") opts=(--config -c --json --quiet -q --verbose -v --version); cmds=(doctor forget completion browse session ltm policy config) ;;
+    "") opts=(--config -c --json --quiet -q --verbose -v --version); cmds=(doctor forget completion browse session ltm policy config retention) ;;
     " doctor") opts=(--db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " forget") opts=(--app -a --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " completion") opts=(--install --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=(bash zsh fish) ;;
     " browse") opts=(--db-url --app -a --user -u --read-only --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
-    " session") opts=(); cmds=(list get delete export import upgrade stats watch) ;;
+    " session") opts=(); cmds=(list get delete export import upgrade stats watch prune vacuum) ;;
     " session list") opts=(--app -a --user -u --since --until --limit -n --offset --compactions --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " session get") opts=(--events --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=(); named=1 ;;
     " session delete") opts=(--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
@@ -27,6 +27,8 @@ _vmem() {
     " session upgrade") opts=(--backup --dry-run --drop-old --keep-undecodable --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session stats") opts=(--app -a --user -u --since --until --by --top --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " session watch") opts=(--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=(); named=1 ;;
+    " session prune") opts=(--app -a --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " session vacuum") opts=(--dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm") opts=(); cmds=(save search list profile delete export import copy) ;;
     " ltm save") opts=(--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm search") opts=(--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
@@ -43,6 +45,8 @@ _vmem() {
     " config show") opts=(--db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " config init") opts=(--force --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " config path") opts=(--json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " retention") opts=(); cmds=(show) ;;
+    " retention show") opts=(--app -a --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
   esac
   case "$path $prev" in
     " doctor --time-format") cmds=(compact local iso); opts=(); named= ;;
@@ -78,6 +82,10 @@ _vmem() {
     " session stats --user") cmds=(); opts=(); named=1 ;;
     " session stats -u") cmds=(); opts=(); named=1 ;;
     " session watch --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session prune --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session prune --app") cmds=(); opts=(); named=1 ;;
+    " session prune -a") cmds=(); opts=(); named=1 ;;
+    " session vacuum --time-format") cmds=(compact local iso); opts=(); named= ;;
     " ltm save --policy") cmds=(default all custom); opts=(); named= ;;
     " ltm save -p") cmds=(default all custom); opts=(); named= ;;
     " ltm save --time-format") cmds=(compact local iso); opts=(); named= ;;
@@ -103,6 +111,7 @@ _vmem() {
     " config show --time-format") cmds=(compact local iso); opts=(); named= ;;
     " config init --time-format") cmds=(compact local iso); opts=(); named= ;;
     " config path --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " retention show --time-format") cmds=(compact local iso); opts=(); named= ;;
   esac
   if [[ -n "$named" && "$cur" != -* ]]; then
     mapfile -t cmds < <(_VMEM_COMPLETE=complete_bash COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD="$COMP_CWORD" "${COMP_WORDS[0]}" 2>/dev/null)

@@ -35,6 +35,7 @@ from veadk_mem.ltm import registry
 from veadk_mem.masking import mask_url as mask_url  # re-exported: callers import it from here
 from veadk_mem.masking import redact as redact
 from veadk_mem.masking import remember_secret, remember_url_secrets
+from veadk_mem.timefmt import DURATION
 
 
 def _env(name: str) -> Any:
@@ -327,6 +328,80 @@ class TuningSettings(Section):
         return value
 
 
+def _duration(value: Any) -> Any:
+    """A retention age as people write it (`90d`, `12h`, `2w`); empty means no age rule."""
+    if not isinstance(value, str) or not value.strip():
+        return value
+    if not DURATION.match(value):
+        raise PydanticCustomError(
+            "duration", "Input should be {expected}", {"expected": "a duration such as 90d, 12h, 30m or 2w"}
+        )
+    return value.strip()
+
+
+def _names(value: Any) -> Any:
+    """A list of names, or (from the environment) one comma-separated string of them."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+Duration = Annotated[str, BeforeValidator(_duration)]
+Names = Annotated[list[str], BeforeValidator(_names)]
+
+
+class RetentionRule(Section):
+    """What `session prune` removes from one app; a key left unset is not a rule (or, for an app's
+    own rule, takes the default rule's value)."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    max_age: Duration | None = Field(
+        None,
+        description="Delete sessions not updated for this long (90d, 12h)",
+        json_schema_extra={**_env("VMEM_RETENTION_MAX_AGE"), "example": "90d"},
+    )
+    keep_last_events: int | None = Field(
+        None,
+        ge=0,
+        description="Inside a session, keep this many newest events (whole invocations, the latest compaction on)",
+        json_schema_extra={**_env("VMEM_RETENTION_KEEP_LAST_EVENTS"), "example": 200},
+    )
+    max_sessions_per_user: int | None = Field(
+        None,
+        ge=0,
+        description="Keep this many newest sessions per user and app; delete the older ones",
+        json_schema_extra={**_env("VMEM_RETENTION_MAX_SESSIONS_PER_USER"), "example": 50},
+    )
+    keep_users: Names = Field(
+        default_factory=list,
+        description="Users whose sessions are never pruned (env: comma separated)",
+        json_schema_extra=_env("VMEM_RETENTION_KEEP_USERS"),
+    )
+
+
+class RetentionSettings(RetentionRule):
+    """`[retention]`: the default rule for every app, and `[retention.apps.NAME]` an app's own over it."""
+
+    keep_apps: Names = Field(
+        default_factory=list,
+        description="Apps never pruned (env: comma separated)",
+        json_schema_extra=_env("VMEM_RETENTION_KEEP_APPS"),
+    )
+    apps: dict[str, RetentionRule] = Field(
+        default_factory=dict, description="An app's own rule: [retention.apps.NAME], over the default"
+    )
+
+    def rule_for(self, app: str) -> RetentionRule:
+        """The rule `app`'s sessions follow: its own keys, the default rule's for those it leaves unset."""
+        own = self.apps.get(app)
+        base = {k: getattr(self, k) for k in RetentionRule.model_fields}
+        if own is not None:
+            base.update({k: getattr(own, k) for k in own.model_fields_set})
+            base["keep_users"] = list(dict.fromkeys([*self.keep_users, *own.keep_users]))  # both lists hold
+        return RetentionRule(**base)
+
+
 class VmemSettings(BaseSettings):
     """Every setting vmem reads; built by `load_settings`."""
 
@@ -340,6 +415,7 @@ class VmemSettings(BaseSettings):
     auto_save: AutoSaveSettings = Field(default_factory=AutoSaveSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     tuning: TuningSettings = Field(default_factory=TuningSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -380,6 +456,8 @@ def _walk(model: type[BaseModel], prefix: tuple[str, ...]) -> list[Key]:
         toml_name = info.alias or name
         path = (*prefix, toml_name)
         annotation = info.annotation
+        if path == ("retention", "apps"):  # a table of named rules, shown one row per app
+            continue
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             keys.extend(_walk(annotation, path))
             continue
@@ -455,7 +533,8 @@ def env_layer(environ: dict[str, str], dotenv: dict[str, str]) -> tuple[dict[str
     labels: dict[str, str] = {}
     for key in KEYS:
         for origin, values in (("env", environ), (".env", dotenv)):
-            if key.env in values and not (key.path[0] == "tuning" and values[key.env] == ""):  # `VMEM_X=`: unset
+            unset = key.path[0] in ("tuning", "retention") and values.get(key.env) == ""  # `VMEM_X=`: unset
+            if key.env in values and not unset:
                 _set(data, key.path, values[key.env])
                 labels[key.dotted] = f"{origin} {key.env}"
                 break
@@ -591,6 +670,8 @@ def _explain(error: dict[str, Any], labels: dict[str, str], file: Path | None) -
     if error["type"] == "extra_forbidden":
         parent = ".".join(loc[:-1])
         siblings = [k.path[-1] for k in KEYS if ".".join(k.path[:-1]) == parent]
+        if loc[:2] == ["retention", "apps"] and len(loc) == 4:  # [retention.apps.NAME] takes a rule's keys
+            siblings = list(RetentionRule.model_fields)
         if not parent:
             siblings = sorted({k.path[0] for k in KEYS})
         return f"{file or 'config'}: unknown key '{dotted}'{_suggest(loc[-1], siblings)}"
@@ -708,6 +789,11 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
         rows.append({"key": key.dotted, "value": shown, "env": key.env, "source": loaded.source_of(key.dotted)})
     for name, policy in loaded.settings.policy.named().items():
         rows.append({"key": f"policy.{name}", "value": policy, "env": "", "source": loaded.source_of(f"policy.{name}")})
+    for app, rule in loaded.settings.retention.apps.items():
+        for field_name in sorted(rule.model_fields_set):
+            dotted = f"retention.apps.{app}.{field_name}"
+            value = getattr(rule, field_name)
+            rows.append({"key": dotted, "value": value, "env": "", "source": loaded.source_of(dotted)})
     return rows
 
 
@@ -736,9 +822,19 @@ def starter_toml() -> str:
             default = default.get_secret_value()
         elif _is_size(key) and default and default % MIB == 0:
             default = f"{default // MIB}MiB"  # as a person writes it
+        example = default is None  # no rule unless set: an example of one
+        if example:
+            extra = key.info.json_schema_extra if isinstance(key.info.json_schema_extra, dict) else {}
+            default = extra.get("example", "")
         lines.append(f"# {key.info.description} (env {key.env})")
-        lines.append("# " + tomli_w.dumps({key.path[-1]: default}).strip())  # the default, shown, not pinned
+        shown = "# " + tomli_w.dumps({key.path[-1]: default}).strip()  # the default, shown, not pinned
+        lines.append(shown + ("  # unset by default; an example" if example else ""))
     lines += [
+        "",
+        "# An app's own retention rule, over [retention] (the same keys but keep_apps):",
+        "# [retention.apps.support_bot]",
+        "# keep_last_events = 200",
+        "# max_sessions_per_user = 50",
         "",
         "# Named policies, used as --policy NAME or [policy] default = NAME:",
         "# [policy.tools]",

@@ -14,6 +14,10 @@ from typing import Any, Literal
 
 from veadk_mem.jsonio import iso_utc
 
+# A duration as operators type it (`30d`, `12h`, `90m`, `2w`, `45s`): the one pattern, for
+# timespec (--older-than) and config ([retention] max_age) alike.
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+
 TimeForm = Literal["local", "seconds", "iso", "age", "clock"]
 LOCAL: TimeForm = "local"  # for people: local time to the second, 2026-11-29 21:24:38
 SECONDS: TimeForm = "seconds"  # one word for grep and awk: ISO 8601 UTC to the second, 2025-12-06T08:00:07Z

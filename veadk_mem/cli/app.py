@@ -17,6 +17,7 @@ from veadk_mem.cli import doctor as doctor_cmd
 from veadk_mem.cli import ltm as ltm_cmd
 from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
+from veadk_mem.cli import retention as retention_cmd
 from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.names import attach as attach_names
 from veadk_mem.cli.state import AppState, get_state, library_warnings
@@ -165,6 +166,8 @@ def root(
     library_warnings(verbose)  # again, after the subcommand's own flags (wiring.apply_flags)
 
 
+session_cmd.app.command("prune")(retention_cmd.prune)
+session_cmd.app.command("vacuum")(retention_cmd.vacuum)
 app.add_typer(session_cmd.app, name="session")
 ltm_cmd.app.command("export")(ltm_transfer.export)
 ltm_cmd.app.command("import")(ltm_transfer.import_)
@@ -172,6 +175,7 @@ ltm_cmd.app.command("copy")(ltm_transfer.copy)
 app.add_typer(ltm_cmd.app, name="ltm")
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(retention_cmd.app, name="retention")
 app.command("doctor")(doctor_cmd.doctor)
 app.command("forget")(ltm_cmd.forget)
 app.command("completion")(completion_cmd.completion)

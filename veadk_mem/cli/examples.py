@@ -49,6 +49,16 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("remove it, with orphaned state", "vmem session delete --older-than 30d --purge-state -y"),
         ("one session by id", "vmem session delete my_agent user-42 SESSION_ID"),
     ],
+    "session prune": [
+        ("what the [retention] rules would remove", "vmem session prune --dry-run"),
+        ("apply them from cron", "vmem session prune --yes --json"),
+        ("one app only", "vmem session prune --app support_bot --yes"),
+    ],
+    "session vacuum": [
+        ("free space, and what would run", "vmem session vacuum --dry-run"),
+        ("after a prune, as JSON", "vmem session vacuum --json"),
+        ("MySQL/MariaDB: rebuild the tables", "vmem session vacuum --yes"),
+    ],
     "session export": [
         ("back up an app", "vmem session export --app my_agent -o backup.jsonl"),
         ("one user's last week, compressed", "vmem session export -u user-42 --since 7d | gzip"),
@@ -124,6 +134,14 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "policy show": [
         ("the configured policy", "vmem policy show"),
         ("a preset with the assistant role", "vmem policy show default --include-assistant"),
+    ],
+    "retention": [
+        ("what each rule removes now", "vmem retention show"),
+        ("one app's rule and its effect, as JSON", "vmem retention show -a support_bot --json"),
+    ],
+    "retention show": [
+        ("per app, what each rule removes now", "vmem retention show"),
+        ("one app, as JSON", "vmem retention show --app support_bot --json"),
     ],
     "config": [
         ("every setting and where it came from", "vmem config show"),

@@ -18,6 +18,22 @@ if TYPE_CHECKING:
 LIST_READ_EVENTS = 5_000  # events one read of the list's compaction count covers on sqlite (a short lock)
 
 
+def is_compaction(db: Database) -> Any:
+    """The condition on `events` of an ADK context compaction (actions.compaction set in the stored
+    JSON); v1 and SqliteSessionService layouts only (v0 pickles `actions`)."""
+    from sqlalchemy import LargeBinary, String, cast, func, literal
+
+    data = db.tables.events.c.event_data
+    if db.dialect == "postgresql":
+        return func.jsonb_typeof(func.jsonb_extract_path(data, "actions", "compaction")) == "object"
+    if db.dialect == "mysql":
+        # the text test byte for byte, as sqlite's instr: LOCATE compared by the column's
+        # collation (utf8mb4_general_ci) took 2.6 times as long over a 200,000-event session
+        marker = cast(literal('%"compaction"%', String()), LargeBinary)
+        return data.like(marker) & (func.json_type(func.json_extract(data, "$.actions.compaction")) == "OBJECT")
+    return (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
+
+
 async def count_compactions(db: Database, conn: AsyncConnection, summaries: Sequence[SessionSummary]) -> None:
     """Set each summary's compaction_count: its events that are ADK context compactions.
 
@@ -25,22 +41,13 @@ async def count_compactions(db: Database, conn: AsyncConnection, summaries: Sequ
     compaction set), separate from the list's own query so that it stays an index count.
     A v0 layout pickles `actions`, which SQL cannot look into: the count stays None there.
     """
-    from sqlalchemy import LargeBinary, String, cast, func, literal, select
+    from sqlalchemy import func, select
 
     t = db.tables
     if t.layout not in (Layout.V1, Layout.SQLITE) or not summaries:
         return
     e = t.events.c
-    data = e.event_data
-    if db.dialect == "postgresql":
-        found = func.jsonb_typeof(func.jsonb_extract_path(data, "actions", "compaction")) == "object"
-    elif db.dialect == "mysql":
-        # the text test byte for byte, as sqlite's instr: LOCATE compared by the column's
-        # collation (utf8mb4_general_ci) took 2.6 times as long over a 200,000-event session
-        marker = cast(literal('%"compaction"%', String()), LargeBinary)
-        found = data.like(marker) & (func.json_type(func.json_extract(data, "$.actions.compaction")) == "OBJECT")
-    else:
-        found = (func.instr(data, '"compaction"') > 0) & (func.json_type(data, "$.actions.compaction") == "object")
+    found = is_compaction(db)
     # ADK's full key (app_name, user_id, session_id) for every listed session (`key_match`):
     # the events index serves it, whatever apps and users a page spans.
     counts: dict[tuple[str, str, str], int] = {}

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import UTC, datetime
 
 from veadk_mem.errors import BadInput
+from veadk_mem.timefmt import DURATION
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_DURATION = DURATION
 
 
 _MAX_SECONDS = 1000 * 365.25 * 86400  # further back than any time column holds (MySQL: year 1000)
