@@ -183,7 +183,10 @@ def test_zsh_runs_no_config_word_and_inserts_it_quoted(
         [
             (setup, "\rREADY> "),
             (b"vmem policy show \t", "custom"),  # the listing: presets and the config's names
+            # ^C, then a command whose output only a fresh prompt can give: the prompt the listing
+            # redraws matched "READY> " too, and the next keys raced the ^C under load
             (b"\x03", "\rREADY> "),
+            (b"print -r -- ZZ$((6*7))\n", "ZZ42"),
             (b"vmem policy show x\t", "vmem policy show x\\$\\(touch\\$\\{IFS\\}"),  # inserted quoted
             (b"\n", "ARG<"),  # Enter: the name reaches the command as text, nothing runs
             (b"vmem policy test -p f\t", "fish-paren\\)"),
