@@ -391,7 +391,7 @@ complete -c vmem -n "__vmem_at 'ltm search'" -s 'k' -d 'Memories to return (defa
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'mode' -x -a 'vector keyword hybrid' -d 'vector (what the agent retrieves), keyword (BM25) or hybrid (both fused); default search_mode.'
 complete -c vmem -n "__vmem_at 'ltm search'" -s 'm' -x -a 'vector keyword hybrid' -d 'vector (what the agent retrieves), keyword (BM25) or hybrid (both fused); default search_mode.'
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'queries' -d 'Many queries, one a line or JSONL {"query","user","app","top_k"}: one JSONL result line each.'
-complete -c vmem -n "__vmem_at 'ltm search'" -l 'min-score' -d 'Drop results scoring below this (hybrid: the cosine).'
+complete -c vmem -n "__vmem_at 'ltm search'" -l 'min-score' -d 'Drop results scoring below this (the score shown; hybrid: fused, 0-1).'
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'since' -d 'Saved at or after: ISO date/time (UTC) or 7d ago.'
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'until' -d 'Saved before: ISO date/time (UTC) or 7d ago.'
 complete -c vmem -n "__vmem_at 'ltm search'" -l 'json' -d 'Print JSON on stdout.'

@@ -282,7 +282,7 @@ async def test_memories_list_and_search_with_rank_score_and_source(sqlite_db: st
         await until(pilot, lambda: screen.ranked, "a search answer")
         assert [r.rank for r in screen.rows] == list(range(1, len(screen.rows) + 1))
         assert "peanuts" in screen.rows[0].text and screen.rows[0].score is not None
-        assert screen.rows[0].score_kind in ("rrf", "cosine", "bm25")
+        assert screen.rows[0].score_kind in ("fused", "cosine", "bm25")
         await pilot.press("enter")
         assert "source: not recorded" in str(screen.query_one("#text").render()) or "session_id" in str(
             screen.query_one("#text").render()

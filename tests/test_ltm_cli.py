@@ -100,7 +100,7 @@ def test_search_table_and_json(runner: CliRunner) -> None:
     assert first["timestamp"].endswith("Z")
     # local's default ranking is hybrid: the fused score, and the cosine and BM25 it came from
     assert set(first["custom_metadata"]) == {"score", "origin", "score_kind", "vector_score", "keyword_score"}
-    assert first["custom_metadata"]["score_kind"] == "rrf"
+    assert first["custom_metadata"]["score_kind"] == "fused"
     assert first["custom_metadata"]["origin"]["session_id"] == "s1"
 
 

@@ -22,7 +22,7 @@ from veadk_mem.config import load_settings
 from veadk_mem.embedding.hash import HashEmbedder
 from veadk_mem.ltm.base import MemoryRecord
 from veadk_mem.ltm.facade import LongTermMemory
-from veadk_mem.ltm.keywords import fuse, index_terms, query_terms
+from veadk_mem.ltm.keywords import KEYWORD_LIFT, fuse, fuse_scores, index_terms, query_terms, reads
 
 DATA = Path(__file__).parent / "data"
 APP = "hyb"
@@ -77,6 +77,30 @@ def test_terms_of_english_and_chinese() -> None:
     assert query_terms("ＡＢＣ　上海") == ["abc", "上海"]  # full-width folded
 
 
+def test_fuse_scores_ranks_by_vector_lifted_by_keywords() -> None:
+    vector = [("a", 0.80), ("b", 0.78), ("c", 0.40), ("d", 0.20)]
+    # No keyword hit: the vector ranking, each score the cosine scaled between the lowest and 1.
+    plain = fuse_scores(vector, [])
+    assert [f.key for f in plain] == ["a", "b", "c", "d"]
+    assert plain[0].score == pytest.approx((0.80 - 0.20) / 0.80) and plain[-1].score == 0
+    assert plain[0].bm25 is None and plain[0].cosine == 0.80
+    # A strong keyword match lifts a near tie past the vector's first, never a clearly worse hit.
+    lifted = fuse_scores(vector, [("b", 9.0), ("c", 9.0)])
+    assert [f.key for f in lifted] == ["b", "a", "c", "d"]
+    assert all(0 <= f.score <= 1 for f in lifted) and lifted[0].bm25 == 9.0
+    # A keyword hit outside the vector ranking: its cosine from the store, else the lowest.
+    assert fuse_scores(vector, [("e", 1.0)], cosine_of={"e": 0.5})[2].key == "e"
+    assert next(f for f in fuse_scores(vector, [("e", 1.0)]) if f.key == "e").cosine is None
+
+
+def test_fuse_scores_leans_on_keywords_when_the_model_cannot_read_the_query() -> None:
+    vector = [("a", 0.80), ("b", 0.70), ("c", 0.20)]
+    blind = fuse_scores(vector, [("c", 3.0)], blind=True)
+    assert blind[0].key == "c" and blind[0].score == pytest.approx(0.6)
+    assert not reads(False, "我妹妹住在哪里") and reads(False, "where does my sister live")
+    assert reads(True, "我妹妹住在哪里")
+
+
 def test_fuse_is_reciprocal_rank() -> None:
     fused = dict(fuse([["a", "b", "c"], ["c", "a"]], k=60))
     assert fused["a"] == pytest.approx(1 / 61 + 1 / 62)
@@ -108,7 +132,7 @@ def test_short_chinese_and_english_words_rank_first_in_keyword_and_hybrid(
     assert texts(search(runner, query, "--mode", "keyword"))[0] == expected
     hybrid = search(runner, query, "-k", "3")  # hybrid is local's default
     assert texts(hybrid)[0] == expected
-    assert hybrid[0]["custom_metadata"]["score_kind"] == "rrf"
+    assert hybrid[0]["custom_metadata"]["score_kind"] == "fused"
 
 
 def test_hybrid_results_carry_both_scores_and_vector_mode_is_cosine(runner: CliRunner) -> None:
@@ -118,9 +142,19 @@ def test_hybrid_results_carry_both_scores_and_vector_mode_is_cosine(runner: CliR
     top = hybrid[0]["custom_metadata"]
     assert texts(hybrid)[0] == TEXTS[2]
     assert top["keyword_score"] > 0 and -1 <= top["vector_score"] <= 1
-    assert top["score"] == pytest.approx(2 / 61, abs=1e-6)  # first by both rankings
-    without_terms = [e for e in hybrid if e["custom_metadata"]["keyword_score"] is None]
-    assert without_terms and all(e["custom_metadata"]["score"] < 1 / 61 for e in without_terms)
+    # The shown score is fuse_scores' in [0, 1], ordered as the ranking: the cosine scaled
+    # between the lowest candidate's and 1, lifted by at most KEYWORD_LIFT by the keyword match.
+    metas = [e["custom_metadata"] for e in hybrid]
+    scores = [m["score"] for m in metas]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    floor = min(m["vector_score"] for m in metas)
+    best_bm25 = max(m["keyword_score"] or 0 for m in metas)
+    for m in metas:
+        v = (m["vector_score"] - floor) / (1 - floor)
+        lift = 1 + KEYWORD_LIFT * (m["keyword_score"] or 0) / best_bm25
+        assert m["score"] == pytest.approx(v * lift / (1 + KEYWORD_LIFT), abs=1e-5)
+    without_terms = [m for m in metas if m["keyword_score"] is None]
+    assert without_terms and all(m["score"] < top["score"] for m in without_terms)
     vector = search(runner, "quarterly report March", "--mode", "vector", "-k", "2")
     assert [e["custom_metadata"]["score_kind"] for e in vector] == ["cosine", "cosine"]
     assert set(vector[0]["custom_metadata"]) == {"score", "score_kind", "origin"}
@@ -139,15 +173,17 @@ def test_vector_mode_is_todays_search(runner: CliRunner) -> None:
     ]
 
 
-def test_search_mode_setting_and_min_score_on_the_cosine(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_search_mode_setting_and_min_score_on_the_shown_score(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seed()
     monkeypatch.setenv("LONG_TERM_MEMORY_SEARCH_MODE", "keyword")
     assert [e["custom_metadata"]["score_kind"] for e in search(runner, "Subaru")] == ["bm25"]
     monkeypatch.setenv("LONG_TERM_MEMORY_SEARCH_MODE", "hybrid")
     everything = search(runner, "blue Subaru Outback", "-k", "7")
-    cosines = sorted(e["custom_metadata"]["vector_score"] for e in everything)
-    kept = search(runner, "blue Subaru Outback", "-k", "7", "--min-score", str(cosines[-2]))
-    assert {e["custom_metadata"]["vector_score"] for e in kept} == set(cosines[-2:])
+    shown = sorted(e["custom_metadata"]["score"] for e in everything)
+    kept = search(runner, "blue Subaru Outback", "-k", "7", "--min-score", str(shown[-2]))
+    assert [e["custom_metadata"]["score"] for e in kept] == shown[-1:-3:-1]  # the fused score, not the cosine
     result = runner.invoke(app, ["ltm", "search", "x", "-u", "alice", "--mode", "fuzzy"])
     assert result.exit_code == 2 and "fuzzy" in result.stderr
 
@@ -252,7 +288,7 @@ def test_batch_search_prints_one_jsonl_line_per_query(runner: CliRunner, tmp_pat
     assert [line["query"] for line in lines] == ["where does Lena live", "北京", "bees"]
     assert [line["user_id"] for line in lines] == ["alice", "alice", "bob"]
     assert [len(line["results"]) for line in lines] == [2, 1, 1]
-    assert texts(lines[0]["results"])[0] == TEXTS[0]
+    assert TEXTS[0] in texts(lines[0]["results"])  # the hash embedder's vectors rank; Lena's words lift
     assert texts(lines[1]["results"]) == [TEXTS[3]] and texts(lines[2]["results"]) == ["Bob keeps bees in Porto."]
     # the same results as one search at a time
     assert lines[0]["results"] == search(runner, "where does Lena live", "-k", "2")

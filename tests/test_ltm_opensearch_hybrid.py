@@ -49,7 +49,7 @@ async def test_modes_on_opensearch(server: Any, index: str) -> None:  # noqa: F8
         assert [text_of(r) for r in await backend.search_by("alice", "北京", 5, "keyword")] == [TEXTS[3]]
         hybrid = await backend.search_by("alice", "quarterly report", 5, "hybrid")
         assert text_of(hybrid[0]) == TEXTS[2] and len(hybrid) == 5
-        assert hybrid[0].metadata["score_kind"] == "rrf"  # type: ignore[union-attr]
+        assert hybrid[0].metadata["score_kind"] == "fused"  # type: ignore[union-attr]
         assert hybrid[0].metadata["keyword_score"] > 0  # type: ignore[union-attr]
     finally:
         await backend.close()

@@ -93,7 +93,7 @@ async def test_keyword_and_hybrid_use_redisearch_full_text(stack: str, index: st
         hybrid = await backend.search_by("carol", "quarterly report March", 6, "hybrid")
         assert text_of(hybrid[0]) == TEXTS[2] and len(hybrid) == 6
         meta = hybrid[0].metadata  # type: ignore[union-attr]
-        assert meta["score_kind"] == "rrf" and meta["keyword_score"] > 0 and meta["vector_score"] is not None
+        assert meta["score_kind"] == "fused" and meta["keyword_score"] > 0 and meta["vector_score"] is not None
         assert sum(1 for r in hybrid if r.metadata["keyword_score"] is None) == 5  # type: ignore[union-attr]
         assert await backend.search_by("nobody", "Subaru", 5, "hybrid") == []
     finally:
@@ -118,7 +118,7 @@ def test_cli_modes_on_redis(stack: str, index: str, tmp_path: Any) -> None:
     result = runner.invoke(app, ["--json", "ltm", "search", "Subaru", "-u", "dan", "--mode", "hybrid"], env=env)
     assert result.exit_code == 0, result.stderr
     found = json.loads(result.stdout)
-    assert found[0]["content"]["parts"][0]["text"] == TEXTS[1] and found[0]["custom_metadata"]["score_kind"] == "rrf"
+    assert found[0]["content"]["parts"][0]["text"] == TEXTS[1] and found[0]["custom_metadata"]["score_kind"] == "fused"
     queries = tmp_path / "q.txt"
     queries.write_text("Subaru\n北京\n", encoding="utf-8")
     result = runner.invoke(app, ["ltm", "search", "--queries", str(queries), "-u", "dan", "-m", "keyword"], env=env)

@@ -383,7 +383,11 @@ def search(
     ] = None,
     min_score: Annotated[
         float | None,
-        typer.Option("--min-score", metavar="SCORE", help="Drop results scoring below this (hybrid: the cosine)."),
+        typer.Option(
+            "--min-score",
+            metavar="SCORE",
+            help="Drop results scoring below this (the score shown; hybrid: fused, 0-1).",
+        ),
     ] = None,
     since: SavedSinceOpt = None,
     until: SavedUntilOpt = None,
@@ -393,7 +397,8 @@ def search(
 
     The local backend ranks by both (hybrid) unless --mode or long_term_memory.search_mode
     says otherwise; Redis and OpenSearch search as the agent does (vector) unless asked.
-    Each score says which ranking made it: cosine, bm25 or rrf (fused). --since/--until
+    Each score says which ranking made it: cosine, bm25, or fused (hybrid: 0-1, the cosine
+    and BM25 beside it in --json as vector_score, keyword_score). --since/--until
     keep the closest among the memories saved in that range. --json prints a list of ADK
     MemoryEntry objects.
     """

@@ -40,6 +40,9 @@ class Embedder(ABC):
 
     name: str = ""
     dim: int = 0
+    # Whether its vectors mean anything for Chinese, Japanese or Korean text: hybrid search
+    # leans on keywords for such a query when they do not (all-MiniLM-L6-v2 reads English only).
+    reads_cjk: bool = True
     batch_size: int = 64
     max_chars: int = 2000
     # Cheap and without I/O (a microsecond-scale pure function): a single query is embedded on

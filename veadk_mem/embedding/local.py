@@ -130,6 +130,7 @@ class LocalEmbedder(Embedder):
             raise BadInput(f"{folder}: model folder not found (model.embedding.local_model)")
         self.folder = folder
         self.name = PACKAGED_NAME if not path else f"local:{folder.resolve().name}"
+        self.reads_cjk = "multilingual" in self.name.casefold()  # sentence-transformers' BERTs: English unless named so
         self.batch_size = batch_size
         if (folder / "embeddings.safetensors").is_file() and not (folder / "model.safetensors").is_file():
             self._load_static()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem.errors import BadInput, NotSupported
 from veadk_mem.failure import RETRY_DELAYS
-from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records
+from veadk_mem.ltm.keywords import FUSION_DEPTH, fuse_records, reads
 from veadk_mem.ltm.provenance import Provenance
 
 if TYPE_CHECKING:
@@ -231,7 +231,7 @@ class LongTermMemoryBackend(ABC):
         """`search` in one of `search_modes` (the facade has checked the mode is one of them).
 
         vector: `search`, as VeADK retrieves; keyword: `keyword_search`; hybrid: the two
-        rankings fused by reciprocal rank, each looked at to the same depth.
+        rankings fused by `keywords.fuse_scores`, each looked at to the same depth.
         """
         if mode == "vector":
             return await self.search(user_id, query, top_k)
@@ -240,7 +240,8 @@ class LongTermMemoryBackend(ABC):
         keyword = await self.keyword_search(user_id, query, top_k if mode == "keyword" else depth)
         if mode == "keyword":
             return list(keyword)
-        return list(fuse_records(await self.search(user_id, query, depth), keyword, top_k))
+        blind = not reads(self.embedder.reads_cjk, query)
+        return list(fuse_records(await self.search(user_id, query, depth), keyword, top_k, blind=blind))
 
     async def keyword_search(self, user_id: str, query: str, top_k: int) -> list[MemoryRecord]:
         """The user's top_k memories by the store's own full-text ranking (`keyword` in search_modes)."""

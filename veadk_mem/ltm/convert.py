@@ -83,7 +83,7 @@ def _iso(value: Any) -> str | None:
     return str(value)
 
 
-# Which ranking produced a search score (cosine, bm25, rrf) and, for a fused one, the scores
+# Which ranking produced a search score (cosine, bm25, fused) and, for a fused one, the scores
 # of each ranking (None: not found by it): next to `score` in a MemoryEntry's custom_metadata.
 SCORE_KEYS = ("score_kind", "vector_score", "keyword_score")
 

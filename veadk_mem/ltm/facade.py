@@ -436,7 +436,7 @@ class LongTermMemory:
         seconds, until exclusive) keep memories saved in that range: the closest `top_k`
         of those, found by asking the backend for more results (4x at a time, up to
         SEARCH_WINDOW_CAP) until enough fall in the range or it has no more. `min_score`
-        compares the cosine in hybrid mode (a fused score is a rank, not a similarity).
+        compares the score shown: in hybrid mode the fused score in [0, 1] (`keywords.fuse_scores`).
         """
         if not query.strip():
             raise BadInput("the search query is empty")
@@ -682,8 +682,8 @@ class SearchRequest:
 
 
 def _filter_score(meta: dict[str, Any]) -> float:
-    """The score --min-score compares: the cosine of a fused result, else its score."""
-    value = meta.get("vector_score") if meta.get("score_kind") == "rrf" else meta.get("score")
+    """The score --min-score compares: the one shown (cosine, BM25, or a hybrid hit's fused score in [0, 1])."""
+    value = meta.get("score")
     return float(value) if isinstance(value, (int, float)) else 0.0
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
-from veadk_mem.ltm.keywords import FUSION_DEPTH, fts_query, fuse, index_terms
+from veadk_mem.ltm.keywords import FUSION_DEPTH, fts_query, fuse_scores, index_terms, reads
 from veadk_mem.ltm.provenance import Provenance, from_fields
 
 if TYPE_CHECKING:
@@ -518,7 +518,7 @@ class LocalBackend(LongTermMemoryBackend):
         return await self.search_by(user_id, query, top_k, "vector")
 
     async def search_by(self, user_id: str, query: str, top_k: int, mode: str) -> list[MemoryRecord]:
-        """Cosine (`vector`), BM25 over the keyword index (`keyword`) or both fused by reciprocal rank (`hybrid`)."""
+        """Cosine (`vector`), BM25 over the keyword index (`keyword`) or both (`hybrid`: `keywords.fuse_scores`)."""
         if self._missing() or self.index_model() is None:
             return []
         if mode == "keyword":  # no model to load
@@ -581,7 +581,7 @@ class LocalBackend(LongTermMemoryBackend):
     def search_hybrid(
         self, user_id: str, query: str, query_vector: npt.NDArray[np.float32], top_k: int
     ) -> list[MemoryRecord]:
-        """Both rankings fused by reciprocal rank; each result also carries its cosine and BM25 scores."""
+        """Both rankings fused (`keywords.fuse_scores`, in [0, 1]); each result also carries its cosine and BM25."""
         import numpy as np
 
         m = self.matrix(user_id)
@@ -589,21 +589,22 @@ class LocalBackend(LongTermMemoryBackend):
             return []
         depth = max(FUSION_DEPTH, top_k)
         cosines = self._cosines(m, query_vector)
-        by_vector = [int(m.rowids[i]) for i in self._best(cosines, depth)]
+        best = self._best(cosines, depth)
+        by_vector = [int(m.rowids[i]) for i in best]
         keyword = dict(self.keyword_hits(user_id, query, depth))
         # The matrix is in rowid order; a memory saved since it was read (another vmem) is left out.
         where = dict(zip(keyword, np.searchsorted(m.rowids, list(keyword)).tolist(), strict=True))
         keyword = {r: v for r, v in keyword.items() if where[r] < len(m.rowids) and m.rowids[where[r]] == r}
-        fused = fuse([by_vector, list(keyword)])[:top_k]
-        by_rowid = self._records_by_rowid([rowid for rowid, _ in fused])
-        positions = np.searchsorted(m.rowids, [rowid for rowid, _ in fused])
+        vector = [(rowid, float(cosines[i])) for rowid, i in zip(by_vector, best, strict=True)]
+        cosine_of = {r: float(cosines[where[r]]) for r in keyword}
+        blind = not reads(self.embedder.reads_cjk, query)
+        fused = fuse_scores(vector, list(keyword.items()), cosine_of=cosine_of, blind=blind)[:top_k]
+        by_rowid = self._records_by_rowid([int(hit.key) for hit in fused])
         out: list[MemoryRecord] = []
-        for (rowid, rrf), position in zip(fused, positions, strict=True):
-            record = by_rowid[rowid]
-            record.score = rrf
-            record.metadata.update(
-                score_kind="rrf", vector_score=float(cosines[position]), keyword_score=keyword.get(rowid)
-            )
+        for hit in fused:
+            record = by_rowid[int(hit.key)]
+            record.score = hit.score
+            record.metadata.update(score_kind="fused", vector_score=hit.cosine, keyword_score=hit.bm25)
             out.append(record)
         return out
 
