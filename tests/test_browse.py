@@ -284,9 +284,41 @@ async def test_memories_list_and_search_with_rank_score_and_source(sqlite_db: st
         assert "peanuts" in screen.rows[0].text and screen.rows[0].score is not None
         assert screen.rows[0].score_kind in ("fused", "cosine", "bm25")
         await pilot.press("enter")
-        assert "source: not recorded" in str(screen.query_one("#text").render()) or "session_id" in str(
-            screen.query_one("#text").render()
-        )
+        assert "session: s1" in str(screen.query_one("#text").render())  # what the store's fields hold
+
+
+async def test_a_memory_shows_its_source_and_opens_the_session_it_came_from(
+    sqlite_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memories `ltm save --from-store` made carry their source (#42); `o` opens that session."""
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    args = ["ltm", "save", "--from-store", APP, "u1", "s-alpha", "--policy", "all", "--db-url", sqlite_db]
+    saved = await asyncio.to_thread(CliRunner().invoke, cli, args)  # the command runs its own loop
+    assert saved.exit_code == 0, saved.output
+    app = browser(sqlite_db, app_name=APP, user_id="u1")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await listed(pilot, app, 2)
+        await pilot.press("m")
+        screen = await until(pilot, lambda: isinstance(app.screen, MemoriesScreen) and app.screen, "memories")
+        await until(pilot, lambda: screen.rows, "the memories")
+        await pilot.press("enter")
+        shown = str(screen.query_one("#text").render())
+        assert "session: s-alpha" in shown and "policy: all" in shown and "events: " in shown, shown
+        await pilot.press("o")
+        opened = await until(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen, "its session")
+        assert (opened.summary.app_name, opened.summary.user_id, opened.summary.id) == (APP, "u1", "s-alpha")
+
+
+async def test_a_memory_whose_session_is_gone_says_so_in_one_line(sqlite_db: str, memories: None) -> None:
+    app = browser(sqlite_db, app_name=APP, user_id="u1")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await listed(pilot, app, 2)
+        await pilot.press("m")
+        screen = await until(pilot, lambda: isinstance(app.screen, MemoriesScreen) and app.screen, "memories")
+        await until(pilot, lambda: len(screen.rows) == 3, "three memories")
+        await pilot.press("o")  # the seeded memories name sessions s1 / s2, which this database lacks
+        await until(pilot, lambda: "not found" in status(app) or "no session" in status(app), "one status line")
+        assert isinstance(app.screen, MemoriesScreen)
 
 
 def test_a_missing_extra_is_exit_4_with_the_install_line(monkeypatch: pytest.MonkeyPatch, sqlite_db: str) -> None:

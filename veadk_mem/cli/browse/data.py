@@ -15,6 +15,7 @@ from veadk_mem.cli.render import terminal_safe
 from veadk_mem.sessions.delete_flow import delete_flow
 from veadk_mem.sessions.files import atomic_output, check_output
 from veadk_mem.sessions.read_queries import SessionChanged
+from veadk_mem.timefmt import format_time
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -283,18 +284,44 @@ def memory_rows(entries: list[dict[str, Any]], *, ranked: bool) -> list[MemoryRo
                 author=terminal_safe(str(entry.get("author") or "")),
                 text=terminal_safe(" ".join(entry_text(entry).split())),
                 saved=str(entry.get("timestamp") or ""),
-                source=terminal_safe(provenance(origin)),
+                source=terminal_safe(provenance(entry.get("source"), origin)),
                 entry=entry,
             )
         )
     return out
 
 
-def provenance(origin: dict[str, Any]) -> str:
-    """Where a memory came from, as far as its record says."""
-    fields = [(k, origin.get(k)) for k in ("app_name", "session_id", "event_id", "author", "event_time", "policy")]
+def provenance(source: Any, origin: dict[str, Any]) -> str:
+    """Where a memory came from, as far as its record says: the `source` vmem saved with it (#42),
+    else what the store's own fields hold (app, session, event, author)."""
+    if isinstance(source, dict):
+        events = ", ".join(str(e) for e in source.get("event_ids") or [])
+        fields = [
+            ("app", source.get("app_name")),
+            ("user", source.get("user_id")),
+            ("session", source.get("session_id")),
+            ("events", events),
+            ("author", source.get("author")),
+            ("event time", format_time(source.get("event_time")) if source.get("event_time") else ""),
+            ("policy", source.get("policy")),
+            ("saved at", format_time(source.get("saved_at")) if source.get("saved_at") else ""),
+            ("by vmem", source.get("vmem_version")),
+        ]
+    else:
+        fields = [(k, origin.get(k)) for k in ("app_name", "session_id", "event_id", "author", "event_time", "policy")]
     said = [f"{k}: {v}" for k, v in fields if v]
     return "\n".join(said) if said else "source: not recorded"
+
+
+def source_session(row: MemoryRow, app: str | None, user: str) -> tuple[str, str, str] | None:
+    """(app, user, session id) of the session a memory came from, when its record names one."""
+    source = row.entry.get("source")
+    origin = (row.entry.get("custom_metadata") or {}).get("origin") or {}
+    if isinstance(source, dict) and source.get("session_id"):
+        return (str(source.get("app_name") or app or ""), str(source.get("user_id") or user), str(source["session_id"]))
+    if origin.get("session_id") and (origin.get("app_name") or app):
+        return (str(origin.get("app_name") or app), user, str(origin["session_id"]))
+    return None
 
 
 async def list_memories(ltm: LongTermMemory, app: str | None, user: str) -> list[MemoryRow]:

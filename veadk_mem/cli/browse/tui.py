@@ -173,7 +173,8 @@ sessions   enter open, / filter (id or user), t updated since (7d, ISO)
            r reload; tab moves between the tree, the boxes, the list
 timeline   up/down, pgup/pgdn, home/end move; s state or event JSON
            f follow (as session watch), d delete, e export, m memories
-memories   / search, enter where a memory came from, d delete, l list
+memories   / search, enter where a memory came from, o its session,
+           d delete, l list
 anywhere   escape back, ? this help, q quit
 
 --read-only turns every action (delete, export) off. A lost database
@@ -736,6 +737,7 @@ class MemoriesScreen(Pane):
         Binding("escape", "back", "back"),
         Binding("slash", "focus_search", "search"),
         Binding("enter", "provenance", "source", show=False),
+        Binding("o", "open_source", "its session"),
         Binding("d", "delete", "delete"),
         Binding("l", "list", "list all"),
     ]
@@ -845,6 +847,27 @@ class MemoriesScreen(Pane):
 
     def action_provenance(self) -> None:
         self._show(self.query_one("#memories", DataTable).cursor_row, source=True)
+
+    def action_open_source(self) -> None:
+        if not self.rows:
+            return
+        row = self.rows[min(self.query_one("#memories", DataTable).cursor_row, len(self.rows) - 1)]
+        key = data.source_session(row, self.app_name, self.user)
+        if key is None:
+            self.say(f"memory {row.id}: source not recorded")
+        else:
+            self.open_source(*key)
+
+    @work(exclusive=True, group="memory-source", exit_on_error=False)
+    async def open_source(self, app_name: str, user: str, session_id: str) -> None:
+        """The session a memory came from, as the sessions list opens one (gone: one status line)."""
+
+        async def summary() -> SessionSummary:
+            return await (await self.browser.ready()).get_summary(app_name, user, session_id)
+
+        found = await self.guarded(f"session {app_name}/{user}/{session_id}", summary, retry=False)
+        if found is not None:
+            self.app.push_screen(SessionScreen(found))
 
     def action_back(self) -> None:
         self.app.pop_screen()
