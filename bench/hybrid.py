@@ -312,9 +312,9 @@ async def latency(env: dict[str, str], corpus: Corpus, size: int) -> dict[str, f
     for mode in ("vector", "keyword", "hybrid"):
         await ltm.search_memory(app_name="latency_bench", user_id="big", query=queries[0], mode=mode)  # warm
         for embedded in (False, True):
-            big._queries = QueryVectors()  # forget the vectors a previous round embedded ahead
+            big.__dict__["_query_vectors"] = QueryVectors()  # forget what a previous round embedded ahead
             if embedded:  # the search alone: its query embedded ahead, as `--queries` does
-                await big.prepare_queries(queries)
+                big.queries.prepare(big.embedder, queries)
             times = []
             for query in queries:
                 started = time.perf_counter()

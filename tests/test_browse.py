@@ -270,12 +270,21 @@ async def test_export_writes_what_session_export_writes_for_them(sqlite_db: str,
 
 
 @pytest.mark.slow  # a Textual app per test: seconds each
+async def memories_of_u1(pilot: Any, app: BrowseApp) -> MemoriesScreen:
+    """From the sessions list (u1's two sessions) to the user's memories screen, by its key."""
+    await listed(pilot, app, 2)
+    await pilot.press("m")
+    screen: MemoriesScreen = await until(
+        pilot, lambda: isinstance(app.screen, MemoriesScreen) and app.screen, "memories"
+    )
+    return screen
+
+
+@pytest.mark.slow  # a Textual app per test: seconds each
 async def test_memories_list_and_search_with_rank_score_and_source(sqlite_db: str, memories: None) -> None:
     app = browser(sqlite_db, app_name=APP, user_id="u1")
     async with app.run_test(size=(120, 40)) as pilot:
-        await listed(pilot, app, 2)
-        await pilot.press("m")
-        screen = await until(pilot, lambda: isinstance(app.screen, MemoriesScreen) and app.screen, "memories")
+        screen = await memories_of_u1(pilot, app)
         await until(pilot, lambda: len(screen.rows) == 3, "three memories")
         assert "newest first" in status(app)
         await pilot.press("slash", *"peanuts allergic", "enter")
@@ -287,6 +296,7 @@ async def test_memories_list_and_search_with_rank_score_and_source(sqlite_db: st
         assert "session: s1" in str(screen.query_one("#text").render())  # what the store's fields hold
 
 
+@pytest.mark.slow
 async def test_a_memory_shows_its_source_and_opens_the_session_it_came_from(
     sqlite_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -297,9 +307,7 @@ async def test_a_memory_shows_its_source_and_opens_the_session_it_came_from(
     assert saved.exit_code == 0, saved.output
     app = browser(sqlite_db, app_name=APP, user_id="u1")
     async with app.run_test(size=(120, 40)) as pilot:
-        await listed(pilot, app, 2)
-        await pilot.press("m")
-        screen = await until(pilot, lambda: isinstance(app.screen, MemoriesScreen) and app.screen, "memories")
+        screen = await memories_of_u1(pilot, app)
         await until(pilot, lambda: screen.rows, "the memories")
         await pilot.press("enter")
         shown = str(screen.query_one("#text").render())
@@ -309,12 +317,11 @@ async def test_a_memory_shows_its_source_and_opens_the_session_it_came_from(
         assert (opened.summary.app_name, opened.summary.user_id, opened.summary.id) == (APP, "u1", "s-alpha")
 
 
+@pytest.mark.slow
 async def test_a_memory_whose_session_is_gone_says_so_in_one_line(sqlite_db: str, memories: None) -> None:
     app = browser(sqlite_db, app_name=APP, user_id="u1")
     async with app.run_test(size=(120, 40)) as pilot:
-        await listed(pilot, app, 2)
-        await pilot.press("m")
-        screen = await until(pilot, lambda: isinstance(app.screen, MemoriesScreen) and app.screen, "memories")
+        screen = await memories_of_u1(pilot, app)
         await until(pilot, lambda: len(screen.rows) == 3, "three memories")
         await pilot.press("o")  # the seeded memories name sessions s1 / s2, which this database lacks
         await until(pilot, lambda: "not found" in status(app) or "no session" in status(app), "one status line")

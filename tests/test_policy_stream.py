@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessions_helpers import sqlite_url
+from test_sessions_export_paged import vmem_import
 from test_sessions_import_stream import APP, big_session
 
 from veadk_mem.events import Event, Session
@@ -90,13 +91,7 @@ def test_a_long_stored_session_is_decided_in_flat_memory(tmp_path: Path) -> None
         for sid, n in (("short", 5_000), ("long", 100_000)):
             out.write(json.dumps(big_session(sid, n)) + "\n")
     url = sqlite_url(tmp_path / "s.db")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    subprocess.run(
-        [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", url],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    vmem_import(source, url)
     _, short_peak = _policy_test(url, "short")
     text, long_peak = _policy_test(url, "long")
     document: dict[str, Any] = json.loads(text)

@@ -97,6 +97,13 @@ def _peak_export_rss_kb(url: str, out: Path) -> int:
     return int(done.stdout.split()[-1])
 
 
+def vmem_import(source: Path, url: str) -> None:
+    """`vmem session import SOURCE --db-url URL` in its own process (as a user runs it)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", url]
+    subprocess.run(command, env=env, check=True, capture_output=True)
+
+
 def test_exporting_a_million_event_session_stays_under_200_mb(tmp_path: Path) -> None:
     """One session of 1,000,000 events (a few hundred bytes each): the export's peak RSS stays under
     200 MB, where reading it whole took several GB."""
@@ -104,13 +111,7 @@ def test_exporting_a_million_event_session_stays_under_200_mb(tmp_path: Path) ->
     with source.open("w", encoding="utf-8") as out:
         out.write(json.dumps(big_session("million", 1_000_000)) + "\n")
     url = sqlite_url(tmp_path / "million.db")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    subprocess.run(
-        [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", url],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    vmem_import(source, url)
     source.unlink()
     out = tmp_path / "export.jsonl"
     peak = _peak_export_rss_kb(url, out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -49,6 +50,13 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
+def _registered(value: str, known: Callable[[str], bool], expected: Callable[[], str]) -> str:
+    """`value` when a registry knows it, else the error a Literal gives, naming what it knows."""
+    if not known(value):
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected()})
+    return value
+
+
 class ShortTermMemorySettings(Section):
     backend: Literal["local", "sqlite", "mysql", "postgresql"] = Field(
         "sqlite", description="Session store, as VeADK's ShortTermMemory: local | sqlite | mysql | postgresql"
@@ -78,12 +86,7 @@ class LongTermMemorySettings(Section):
     @classmethod
     def _registered_backend(cls, value: str) -> str:
         """A backend the registry knows: the built-ins, entry points and `register_backend` names."""
-
-        if not registry.is_known(value):
-            raise PydanticCustomError(
-                "literal_error", "Input should be {expected}", {"expected": registry.expected_names()}
-            )
-        return value
+        return _registered(value, registry.is_known, registry.expected_names)
 
 
 class EmbeddingSettings(Section):
@@ -112,11 +115,7 @@ class EmbeddingSettings(Section):
     @classmethod
     def _registered_provider(cls, value: str) -> str:
         """An embedder the registry knows: vmem's own, entry points and `register_embedder` names."""
-        if not embedders.is_known(value):
-            raise PydanticCustomError(
-                "literal_error", "Input should be {expected}", {"expected": embedders.expected_names()}
-            )
-        return value
+        return _registered(value, embedders.is_known, embedders.expected_names)
 
 
 class ModelSettings(Section):
