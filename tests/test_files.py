@@ -381,3 +381,47 @@ def test_an_upgrade_backup_is_never_written_over_and_a_full_disk_names_it(small_
     with pytest.raises(BadInput, match="exists; name a new file"):
         backup_output(backup)
     assert backup.read_text(encoding="utf-8") == "{}\n"
+
+
+def test_a_gz_name_is_written_gzip_whole_or_not_at_all(small_disk: Path, folder: Path) -> None:
+    """`-o backup.jsonl.gz` (#45 item 12): gzip with its trailer, the same bytes for the same text,
+    and on a full disk nothing, where `| gzip > FILE` leaves an empty or cut file."""
+    import gzip
+
+    target = folder / "out.jsonl.gz"
+    text = "".join(f'{{"n": {i}}}\n' for i in range(5_000))
+    with files.atomic_output(target, compress=True) as handle:
+        handle.write(text)
+    first = target.read_bytes()
+    assert gzip.decompress(first).decode("utf-8") == text and _mode(target) == 0o600
+    with files.atomic_output(target, compress=True) as handle:
+        handle.write(text)
+    assert target.read_bytes() == first  # no name or time in the header
+    assert files.gzipped("b.JSONL.GZ") and not files.gzipped("b.jsonl") and not files.gzipped("gz")
+    full = small_disk / "big.jsonl.gz"
+    _fill(small_disk, leave=16 * 1024)
+    refused = pytest.raises(StoreError, match=f"^no space left on device writing {full}$")
+    with refused, files.atomic_output(full, compress=True) as handle:
+        for _ in range(20_000):
+            handle.write(os.urandom(48).hex() + "\n")  # random: gzip cannot make it small
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
+
+
+def test_session_and_ltm_export_write_gzip_by_the_name(runner: CliRunner, sessions_db: Path, tmp_path: Path) -> None:
+    import gzip
+
+    plain, packed = tmp_path / "s.jsonl", tmp_path / "s.jsonl.gz"
+    for out in (plain, packed):
+        result = runner.invoke(app, ["session", "export", "-o", str(out), "--db-url", str(sessions_db)])
+        assert result.exit_code == 0, result.output
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes() and plain.stat().st_size > 0
+    store = tmp_path / "ltm.db"
+    _ltm_store(store)
+    env = {"LONG_TERM_MEMORY_LOCAL_PATH": str(store)}
+    result = runner.invoke(app, ["ltm", "export", "-u", "u1", "-o", str(tmp_path / "m.jsonl.gz")], env=env)
+    assert result.exit_code == 0, result.output
+    lines = gzip.decompress((tmp_path / "m.jsonl.gz").read_bytes()).decode("utf-8").splitlines()
+    assert len(lines) == 201
+    missing = tmp_path / "gone.db"
+    result = runner.invoke(app, ["session", "export", "-o", str(tmp_path / "x.jsonl.gz"), "--db-url", str(missing)])
+    assert result.exit_code == 1 and not (tmp_path / "x.jsonl.gz").exists()  # the database down: no file

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import io
 import os
 import re
@@ -93,12 +94,15 @@ def atomic_output(
     replace_link: bool = False,
     mode: int = PRIVATE,
     family: re.Pattern[str] | None = None,
+    compress: bool = False,
 ) -> Iterator[IO[str]]:
     """A UTF-8 text stream that becomes `path` whole when the block ends without error.
 
     overwrite: False never replaces an existing file, even one that appears while writing.
     mode: the file's mode once in place (the part is 0600 until then).
     family: names of other targets whose stale parts are also this writer's (`remove_stale_parts`).
+    compress: the file is gzip (`gunzip -c` gives the text), complete with its trailer before it
+    is put in place; its header holds no name and no time, so one text gives one file.
     """
     target = Path(path)
     where = _where(target, option)
@@ -113,7 +117,9 @@ def atomic_output(
     part = Path(name)
     _lock(fd)
     raw = _PartIO(fd, "w")
-    handle = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8")
+    buffered = io.BufferedWriter(raw)
+    gz = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, mtime=0) if compress else None
+    handle = io.TextIOWrapper(gz or buffered, encoding="utf-8")
     published = False
     try:
         try:
@@ -124,20 +130,29 @@ def atomic_output(
             raise
         try:
             handle.flush()
+            if gz is not None:
+                gz.close()  # the trailer; the file under it stays open
+            buffered.flush()
             os.fsync(fd)
             if hasattr(os, "fchmod"):  # not on Windows before Python 3.13
                 os.fchmod(fd, mode)
             # renamed while still open and locked, so no other vmem takes it for a stale part
             published = _publish(part, target, overwrite=overwrite, where=where)
             handle.close()
+            buffered.close()
         except OSError as exc:
             raise write_error(exc, target) from None
         _fsync_directory(target.parent)
     finally:
-        if not handle.closed:
+        if not raw.closed:
             raw.close()  # not handle.close(): flushing the rest of a failed write would only fail again
         if not published:
             part.unlink(missing_ok=True)
+
+
+def gzipped(path: Path | str) -> bool:
+    """Whether an `-o` file is to be gzip, by its name (`backup.jsonl.gz`), as gzip names its files."""
+    return Path(path).name.lower().endswith(".gz")
 
 
 def write_text(

@@ -61,7 +61,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "session export": [
         ("back up an app", "vmem session export --app my_agent -o backup.jsonl"),
-        ("one user's last week, compressed", "vmem session export -u user-42 --since 7d | gzip"),
+        ("one user's last week, gzip, whole or none", "vmem session export -u user-42 --since 7d -o week.jsonl.gz"),
     ],
     "session import": [
         ("check a backup first", "vmem session import backup.jsonl --dry-run"),
