@@ -190,7 +190,7 @@ def test_no_import_cycle() -> None:
 # both is a cross-store job). A module is placed by the longest prefix listed.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("veadk_mem.cli", "veadk_mem.__main__")),
-    ("cross-store jobs", ("veadk_mem.doctor", "veadk_mem.ltm.store_source", "veadk_mem.ltm.forget")),
+    ("cross-store jobs", ("veadk_mem.ops",)),
     ("stores", ("veadk_mem.sessions", "veadk_mem.ltm", "veadk_mem.policy")),
     ("models", ("veadk_mem.events", "veadk_mem.embedding", "veadk_mem.adkjson", "veadk_mem.adk_schema")),
     (
@@ -267,7 +267,7 @@ def test_a_layer_violation_is_seen() -> None:
         "veadk_mem.cli.app": set(),
         "veadk_mem.sessions.store": {"veadk_mem.ltm.facade"},
         "veadk_mem.ltm.facade": set(),
-        "veadk_mem.doctor": {"veadk_mem.ltm.facade", "veadk_mem.sessions.store"},
+        "veadk_mem.ops.doctor": {"veadk_mem.ltm.facade", "veadk_mem.sessions.store"},
     }
     assert layer_violations(graph) == [
         "veadk_mem.errors (foundations) imports veadk_mem.cli.app (cli)",

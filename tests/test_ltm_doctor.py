@@ -91,7 +91,7 @@ def test_ltm_doctor_does_not_import_the_doctor_that_calls_it() -> None:
     tree = ast.parse(Path(str(lower.__file__)).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert "veadk_mem.doctor" not in imported
+    assert "veadk_mem.ops.doctor" not in imported
 
 
 @pytest.mark.contract

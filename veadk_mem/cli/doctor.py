@@ -20,7 +20,7 @@ def doctor(
     When the configured backend's SDK is not installed, that check fails with the install
     line and the exit code is 4.
     """
-    from veadk_mem.doctor import run_checks
+    from veadk_mem.ops.doctor import run_checks
 
     state = get_state(ctx, json_flag=json_flag)
     state.use_db_url(db_url)

@@ -17,11 +17,11 @@ from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_delet
 from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput, NotFound
 from veadk_mem.ltm.bounds import batch_bytes
-from veadk_mem.ltm.forget import forget_user, plan_forget
 from veadk_mem.ltm.provenance import NOT_RECORDED, from_fields
 from veadk_mem.ltm.scope import elsewhere as _elsewhere
 from veadk_mem.ltm.scope import whole_index
-from veadk_mem.ltm.store_source import count_store_sessions, store_sessions
+from veadk_mem.ops.forget import forget_user, plan_forget
+from veadk_mem.ops.from_store import count_store_sessions, store_sessions
 from veadk_mem.sessions.timespec import parse_time
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 Each backend reports where it is, its server version, whether the index exists, how many
 memories it holds and its vector dimension against the configured embedder; the check
 fails on any problem it reports or on a VmemError (exit code 4, not supported, skips).
-This module imports nothing of `veadk_mem.doctor`, which calls it.
+This module imports nothing of `veadk_mem.ops.doctor`, which calls it.
 """
 
 from __future__ import annotations
