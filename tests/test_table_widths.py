@@ -120,8 +120,7 @@ COMMANDS: list[tuple[str, Callable[[dict[str, str]], list[str]]]] = [
     ),
     ("policy show", lambda w: ["policy", "show"]),
     ("config show", lambda w: ["config", "show", "--db-url", w["db"]]),
-    ("doctor", lambda w: ["doctor", "--db-url", w["db"]]),
-]
+]  # doctor prints checks, not a table, on a terminal: its widths are tests/test_doctor_messages.py's
 
 
 def _text(value: Any, fmt: Callable[[Any], str] | None) -> str:

@@ -168,26 +168,50 @@ def list_cmd(
 @table_shaped
 def get_cmd(
     ctx: typer.Context,
-    app_name: Annotated[str, typer.Argument(metavar="APP", help="App name.")],
-    user: Annotated[str, typer.Argument(metavar="USER", help="User id.")],
-    session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="Session id.")],
+    app_name: Annotated[
+        str, typer.Argument(metavar="APP|ID_OR_PREFIX", help="App name; alone, a session id or its start.")
+    ],
+    user: Annotated[str | None, typer.Argument(metavar="USER", help="User id.", show_default=False)] = None,
+    session_id: Annotated[
+        str | None, typer.Argument(metavar="SESSION_ID", help="Session id.", show_default=False)
+    ] = None,
     events: Annotated[int | None, typer.Option("--events", min=0, metavar="N", help="Only the last N events.")] = None,
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
     """Show a session: merged state and its event timeline; --json prints ADK's session JSON.
 
+    One argument finds the session by its id, or the start of it, in any app and for any
+    user (as git's short ids): several matches are listed (exit 2), none is exit 3.
     --jsonl prints its ADK events one per line; --csv and --tsv the timeline.
     """
     state = _state(ctx, db_url, json_flag)
+    named = _named(app_name, user, session_id)
     if state.json_mode or state.fmt == "jsonl":
-        run(_get_json(state, app_name, user, session_id, events))
+        run(_get_json(state, named, events))
     else:
-        run(_get_table(state, app_name, user, session_id, events))
+        run(_get_table(state, named, events))
 
 
-async def _get_json(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
+def _named(first: str, user: str | None, session_id: str | None) -> tuple[str, str, str] | str:
+    """APP USER SESSION_ID as given, or the one ID_OR_PREFIX a store resolves (`_resolved`)."""
+    if user is None:
+        return first
+    if session_id is None:
+        raise BadInput("give APP USER SESSION_ID, or one session id (or the start of one)")
+    return first, user, session_id
+
+
+async def _resolved(store: SessionStore, named: tuple[str, str, str] | str) -> tuple[str, str, str]:
+    if isinstance(named, tuple):
+        return named
+    key = await store.resolve_id(named)
+    return key.app_name, key.user_id, key.id
+
+
+async def _get_json(state: AppState, named: tuple[str, str, str] | str, last: int | None) -> None:
     async with _store(state) as store:
+        app_name, user, session_id = await _resolved(store, named)
         # Streamed, one event per line: a 100k-event session never sits in memory.
         # Read by pages, each event a line of text as it is encoded: memory holds a page.
         if state.fmt == "jsonl":
@@ -198,11 +222,12 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
         _warn_all(state, stream.warnings)
 
 
-async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
+async def _get_table(state: AppState, named: tuple[str, str, str] | str, last: int | None) -> None:
     from veadk_mem.sessions.timeline import Timeline, window
 
     render = state.render
     async with _store(state) as store:
+        app_name, user, session_id = await _resolved(store, named)
         summary = await store.get_summary(app_name, user, session_id)
         view = window(summary.event_count, last, cap=render.out.is_terminal and not render.fmt)
         if not render.fmt:
@@ -819,8 +844,10 @@ def _stats_for_people(state: AppState, stats: Any, where: str) -> None:
 @app.command("watch")
 def watch_cmd(
     ctx: typer.Context,
-    app_name: Annotated[str, typer.Argument(metavar="APP", help="App name.")],
-    user: Annotated[str, typer.Argument(metavar="USER", help="User id.")],
+    app_name: Annotated[
+        str, typer.Argument(metavar="APP|ID_OR_PREFIX", help="App name; alone, a session id or its start.")
+    ],
+    user: Annotated[str | None, typer.Argument(metavar="USER", help="User id.", show_default=False)] = None,
     session_id: Annotated[
         str | None,
         typer.Argument(metavar="SESSION_ID", help="Session id; default: the user's newest, switching to newer ones."),
@@ -848,21 +875,21 @@ def watch_cmd(
     Draws the timeline `session get` draws, on a terminal one line per event under one
     header, in widths that stay put (# is the event's place in the session); --json prints
     one ADK event JSON per line (camelCase, flushed per line). Each poll is one short read after the last event seen,
-    so the agent never waits on it. Exits 3 when the session is deleted.
+    so the agent never waits on it. One argument is a session id or its start, as in `session get`.
+    Exits 3 when the session is deleted.
     """
     import contextlib
 
     state = _state(ctx, db_url, json_flag)
     start = parse_time(since, "--since") if since else None
+    named: tuple[str, str, str | None] | str = app_name if user is None else (app_name, user, session_id)
     with contextlib.suppress(KeyboardInterrupt):
-        run(_watch(state, app_name, user, session_id, start, events, interval, max_interval))
+        run(_watch(state, named, start, events, interval, max_interval))
 
 
 async def _watch(
     state: AppState,
-    app_name: str,
-    user: str,
-    session_id: str | None,
+    named: tuple[str, str, str | None] | str,
     since: float | None,
     last: int,
     interval: float,
@@ -875,6 +902,12 @@ async def _watch(
 
     render = state.render
     async with _store(state) as store:
+        session_id: str | None
+        if isinstance(named, str):
+            key = await store.resolve_id(named)
+            app_name, user, session_id = key.app_name, key.user_id, key.id
+        else:
+            app_name, user, session_id = named
         watcher = store.watch(
             app_name,
             user,
