@@ -96,7 +96,7 @@ def atomic_output(
     replace_link: bool = False,
     mode: int = PRIVATE,
     family: re.Pattern[str] | None = None,
-    compress: bool | str = False,
+    compress: bool | str | None = False,
 ) -> Iterator[IO[str]]:
     """A UTF-8 text stream that becomes `path` whole when the block ends without error.
 
@@ -124,7 +124,7 @@ def atomic_output(
     _lock(fd)
     raw = _PartIO(fd, "w")
     buffered = io.BufferedWriter(raw)
-    gz: IO[bytes] | None = None
+    gz: Any = None  # a GzipFile or a zstandard stream writer over `buffered`
     if method == "gzip":
         gz = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, mtime=0)
     elif zstd is not None:
