@@ -664,24 +664,30 @@ TOP_COLUMNS = [
     *(replace(c, drop=drop) for c, drop in zip(TOKEN_COLUMNS, (6, 7, 8, 3), strict=True)),
     Column.time("updated", "update_time", drop=5),
 ]  # on a narrow terminal: thought, output, prompt tokens, then updated, events and the total go first
+GROUP_FIGURES = [
+    FIGURE_COLUMNS[0],
+    replace(FIGURE_COLUMNS[1], drop=4),
+    FIGURE_COLUMNS[2],
+    *(replace(c, drop=drop) for c, drop in zip(TOKEN_COLUMNS, (6, 7, 8, 3), strict=True)),
+]  # a group's figures on a narrow terminal: as TOP_COLUMNS, the last update going after the tokens
 AGE_COLUMNS = [
     Column.id("last update", "age"),
     Column("sessions", "sessions", _n, justify="right"),
-    Column("events", "events", _n, justify="right"),
+    Column("events", "events", _n, justify="right", drop=2),
     Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
-    Column("", "bar", no_wrap=True, people_only=True),
+    Column("", "bar", no_wrap=True, people_only=True, drop=3),
     Column("older sessions", "older_sessions", _n, justify="right"),
-    Column("older bytes", "older_bytes", _bytes, justify="right"),
-]
+    Column("older bytes", "older_bytes", _bytes, justify="right", drop=1),
+]  # on a narrow terminal: the bar, then events, then older bytes go first (#45 item 1: one line per age)
 SPARK_DAYS = 30  # days the terminal's sparkline covers
 
 
 def _group_columns(by: str, people: bool) -> list[Column]:
     if by == "age":
         return AGE_COLUMNS if people else [c for c in AGE_COLUMNS if c.key != "bar"]
-    cols = [*GROUP_KEYS[by], *FIGURE_COLUMNS, *([] if people else KIND_COLUMNS)]  # kinds: in the totals
+    cols = [*GROUP_KEYS[by], *GROUP_FIGURES, *([] if people else KIND_COLUMNS)]  # kinds: in the totals
     if by in ("app", "user"):
-        cols.append(Column.time("last update", "last_update"))
+        cols.append(Column.time("last update", "last_update", drop=5))
     return cols
 
 
