@@ -136,3 +136,13 @@ def test_watch_takes_a_prefix(tmp_path: Path) -> None:
         proc.kill()
     ambiguous = subprocess.run([*cmd[:5], "zz-other-nope", *cmd[6:]], capture_output=True, text=True, env=env)
     assert ambiguous.returncode == 3
+
+
+def test_watch_with_the_wrong_app_says_where_the_id_exists(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "adk.db")
+    build(url, {("alice", "a1b2c3d4-1111"): 1}, app="demo_app")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "veadk_mem", "session", "watch", "other_app", "alice", "a1b2c3d4-1111"]
+    result = subprocess.run([*cmd, "--db-url", url], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 3
+    assert "hint: session a1b2c3d4-1111 exists in app demo_app for user alice" in result.stderr
