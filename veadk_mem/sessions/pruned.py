@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.errors import StoreError
+
 if TYPE_CHECKING:
     from sqlalchemy import Table
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -44,27 +46,27 @@ def pruned_table(db: Database) -> Table:
     )
 
 
-async def has_table(db: Database) -> bool:
-    """Whether a trim has made the table in this database."""
-    from sqlalchemy import inspect
-
-    async with db.reader.connect() as conn:
-        return bool(await conn.run_sync(lambda c: inspect(c).has_table(TABLE)))
+def has_table(db: Database) -> bool:
+    """Whether a trim has made the table in this database (as of its opening, or this process's trim)."""
+    return TABLE in db.table_names
 
 
 async def ensure_table(db: Database) -> Table:
     """The table, made now if no trim made it before (its own statement: MySQL commits at DDL)."""
+    from sqlalchemy import inspect
+
     table = pruned_table(db)
-    if await has_table(db):
+    if has_table(db):
         return table
-    try:
-        async with db.engine.connect() as conn:
-            conn = await conn.execution_options(vmem_write=True)
+    async with db.engine.connect() as conn:
+        try:
             async with conn.begin():
                 await conn.run_sync(lambda c: table.create(c, checkfirst=True))
-    except Exception:
-        if not await has_table(db):  # not another prune making it at the same moment
-            raise
+        except Exception:
+            pass  # another prune made it meanwhile: read the names again, and fail below if not
+        db.table_names = frozenset(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+    if not has_table(db):
+        raise StoreError(f"{db.display_url}: could not create vmem's table {TABLE}")
     return table
 
 
@@ -123,7 +125,7 @@ async def pruned_events(db: Database, app: str, user: str, session_id: str) -> i
     """The older events prune trimmed from this session that are still missing; 0 when none."""
     from sqlalchemy import select
 
-    if not await has_table(db):
+    if not has_table(db):
         return 0
     table = pruned_table(db)
     s, e = db.tables.sessions.c, db.tables.events.c
@@ -151,7 +153,7 @@ async def forget_gone(db: Database) -> int:
     """Delete the rows of sessions that no longer exist (or were made anew); how many went."""
     from sqlalchemy import delete, exists, select
 
-    if not await has_table(db):
+    if not has_table(db):
         return 0
     table = pruned_table(db)
     p, s = table.c, db.tables.sessions.c

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, Interrupted, VmemError
 from veadk_mem.sessions.layout import Layout, to_epoch
+from veadk_mem.sessions.pruned import TrimStep, ensure_table, record_step
 from veadk_mem.sessions.records import BATCH, DeleteReport, SessionSummary
 from veadk_mem.sessions.timespec import parse_duration
 
@@ -403,7 +404,6 @@ async def trim_session(db: Database, s: StoredSession, keep: int) -> int:
 
     from veadk_mem.sessions.compactions import is_compaction
     from veadk_mem.sessions.engine import sqlite_gap
-    from veadk_mem.sessions.pruned import TrimStep, ensure_table, record_step
 
     t = db.tables
     if t.layout not in (Layout.V1, Layout.SQLITE):

@@ -36,6 +36,7 @@ from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.engine import Database, StoreHealth
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.notes import Listing, Notes, Stream
+from veadk_mem.sessions.pruned import pruned_events
 from veadk_mem.sessions.records import (
     PAGED_EVENTS,
     DeleteReport,
@@ -209,8 +210,6 @@ class SessionStore:
 
     async def pruned_events(self, app: str, user: str, session_id: str) -> int:
         """The older events `session prune` trimmed from this session (0: none, or no longer true)."""
-        from veadk_mem.sessions.pruned import pruned_events
-
         try:
             return await pruned_events(self.db, app, user, session_id)
         except Exception as exc:
