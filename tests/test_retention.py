@@ -593,3 +593,34 @@ def test_pruned_count_adds_up_goes_with_the_session_and_is_never_claimed_of_anot
 
     asyncio.run(adk_remakes_other())
     assert "older events pruned" not in _get_text(runner, url, "other")
+
+
+def test_vacuum_names_the_process_holding_the_sqlite_file(
+    runner: CliRunner, tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process (an agent) holds the write lock: exit 1, and its pid and command line are named."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("VMEM_SQLITE_BUSY_TIMEOUT", "0.2")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        size = db.stat().st_size
+        result = vmem(runner, "session", "vacuum", "--db-url", str(db))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.exit_code == 1
+    assert f"held by pid {holder.pid} (" in result.stderr, result.stderr
+    assert "nothing was changed" in result.stderr and db.stat().st_size == size
