@@ -269,7 +269,7 @@ def index(
     if report.list_ms is not None:
         state.render.message(
             f"ADK's list_sessions query: {report.list_ms:,.0f} ms for {terminal_safe(report.list_app or '')} "
-            f"({report.list_sessions:,} sessions)"
+            f"({counted(report.list_sessions, 'session')})"
         )
     for note in report.notes:
         state.render.message(note)

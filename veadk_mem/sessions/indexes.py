@@ -381,7 +381,7 @@ def describe(report: IndexReport) -> str:
     if report.list_ms is not None:
         parts.append(
             f"ADK's list_sessions query: {report.list_ms:,.0f} ms for {report.list_app} "
-            f"({report.list_sessions:,} sessions)"
+            f"({report.list_sessions:,} session{'' if report.list_sessions == 1 else 's'})"
         )
     return "; ".join(parts)
 
