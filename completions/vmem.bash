@@ -9,7 +9,7 @@ _vmem() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" session prune"|" session vacuum"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path"|" retention"|" retention show") path="$path $w" ;;
+      " doctor"|" forget"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" session prune"|" session vacuum"|" session index"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path"|" retention"|" retention show") path="$path $w" ;;
     esac
   done
   case "$path" in
@@ -18,7 +18,7 @@ _vmem() {
     " forget") opts=(--app -a --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " completion") opts=(--install --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=(bash zsh fish) ;;
     " browse") opts=(--db-url --app -a --user -u --read-only --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
-    " session") opts=(); cmds=(list get delete export import upgrade stats watch prune vacuum) ;;
+    " session") opts=(); cmds=(list get delete export import upgrade stats watch prune vacuum index) ;;
     " session list") opts=(--app -a --user -u --since --until --limit -n --offset --compactions --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " session get") opts=(--events --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=(); named=1 ;;
     " session delete") opts=(--app -a --user -u --older-than --since --until --purge-state --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
@@ -29,6 +29,7 @@ _vmem() {
     " session watch") opts=(--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=(); named=1 ;;
     " session prune") opts=(--app -a --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session vacuum") opts=(--dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " session index") opts=(--create --dry-run --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " ltm") opts=(); cmds=(save search list profile delete export import copy) ;;
     " ltm save") opts=(--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm search") opts=(--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
@@ -86,6 +87,7 @@ _vmem() {
     " session prune --app") cmds=(); opts=(); named=1 ;;
     " session prune -a") cmds=(); opts=(); named=1 ;;
     " session vacuum --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session index --time-format") cmds=(compact local iso); opts=(); named= ;;
     " ltm save --policy") cmds=(default all custom); opts=(); named= ;;
     " ltm save -p") cmds=(default all custom); opts=(); named= ;;
     " ltm save --time-format") cmds=(compact local iso); opts=(); named= ;;

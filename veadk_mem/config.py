@@ -312,6 +312,12 @@ class TuningSettings(Section):
         description="Bytes a bulk batch holds at most (64MiB, 64MB or a number of bytes)",
         json_schema_extra=_env("VMEM_BATCH_BYTES"),
     )
+    index_rows: int = Field(
+        10_000,
+        ge=0,
+        description="Rows from which doctor asks for an index ADK's queries need (a smaller table is read whole)",
+        json_schema_extra=_env("VMEM_INDEX_ROWS"),
+    )
     fast_paths: bool = Field(
         True,
         description="Use vmem's faster second implementations where they exist",

@@ -168,6 +168,7 @@ def root(
 
 session_cmd.app.command("prune")(retention_cmd.prune)
 session_cmd.app.command("vacuum")(retention_cmd.vacuum)
+session_cmd.app.command("index")(retention_cmd.index)
 app.add_typer(session_cmd.app, name="session")
 ltm_cmd.app.command("export")(ltm_transfer.export)
 ltm_cmd.app.command("import")(ltm_transfer.import_)

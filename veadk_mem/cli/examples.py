@@ -54,6 +54,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("apply them from cron", "vmem session prune --yes --json"),
         ("one app only", "vmem session prune --app support_bot --yes"),
     ],
+    "session index": [
+        ("which indexes serve ADK's queries", "vmem session index"),
+        ("the statements --create would run", "vmem session index --create --dry-run"),
+        ("add the missing ones", "vmem session index --create"),
+    ],
     "session vacuum": [
         ("free space, and what would run", "vmem session vacuum --dry-run"),
         ("after a prune, as JSON", "vmem session vacuum --json"),

@@ -196,6 +196,13 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
             stream = store.session_json(app_name, user, session_id, last=last)
         await state.render.stream(stream)
         _warn_all(state, stream.warnings)
+        _say_pruned(state, await store.pruned_events(app_name, user, session_id))
+
+
+def _say_pruned(state: AppState, pruned: int) -> None:
+    """Outside the table (JSON, JSONL, CSV, TSV): the trimmed events' count as a note on stderr."""
+    if pruned:
+        state.render.message(f"{counted(pruned, 'older event')} pruned (retention keep_last_events)")
 
 
 async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
@@ -205,8 +212,11 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
     async with _store(state) as store:
         summary = await store.get_summary(app_name, user, session_id)
         view = window(summary.event_count, last, cap=render.out.is_terminal and not render.fmt)
+        pruned = await store.pruned_events(app_name, user, session_id)
         if not render.fmt:
-            _show_head(state, store, summary, view.shown, view.last)
+            _show_head(state, store, summary, view.shown, view.last, pruned)
+        else:
+            _say_pruned(state, pruned)
         timeline = Timeline(view.first)
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
@@ -237,9 +247,15 @@ EVENT_COLUMNS = [
 ]
 
 
-def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, shown: int, last: int | None) -> None:
+def _show_head(
+    state: AppState, store: SessionStore, summary: SessionSummary, shown: int, last: int | None, pruned: int = 0
+) -> None:
     """The session's fields and its state, before the timeline."""
     from veadk_mem.sessions.state_scopes import state_scope
+
+    notes = [f"last {shown} shown"] if last is not None else []
+    if pruned:
+        notes.append(f"{counted(pruned, 'older event')} pruned")
 
     state.render.fields(
         [
@@ -248,7 +264,7 @@ def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, sh
             ("session", _safe(summary.id)),
             ("created", state.render.when(summary.create_time)),
             ("updated", state.render.when(summary.update_time)),
-            ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
+            ("events", f"{summary.event_count}" + (f" ({'; '.join(notes)})" if notes else "")),
             ("store", f"{store.display_url} [{store.layout.label}]"),
         ]
     )

@@ -16,6 +16,7 @@ from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
+from veadk_mem.sessions.pruned import forget_gone
 from veadk_mem.sessions.records import (
     BATCH,
     DeleteReport,
@@ -138,6 +139,8 @@ class Deletes:
                 held = time.monotonic() - started
             if purge_state:
                 await self._purge_orphaned(summaries, report)
+            if report.sessions:  # and the trimmed-events counts of sessions gone (`pruned.py`)
+                await forget_gone(self.db)
         except BaseException as exc:
             raise self._partial(exc, report, len(summaries)) from None
         return report
