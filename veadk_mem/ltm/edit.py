@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from veadk_mem.errors import BadInput, NotFound, NotSupported
 from veadk_mem.ltm.base import Capability, MemoryRecord
 from veadk_mem.ltm.convert import with_text
+from veadk_mem.ltm.registry import load_backend
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -78,8 +79,11 @@ async def edit_memory(
     """Replace memory `memory_id`'s text with `text` (see the module's docstring)."""
     if not text.strip():
         raise BadInput("--text: empty; give the memory's corrected text")
-    probe = ltm.backend_for(app_name) if user_id is None else None
-    if probe is not None and not probe.can(Capability.EDIT):
+    try:
+        declared = getattr(load_backend(ltm.backend_name), "capabilities", frozenset())
+    except BadInput:  # a store handed to the facade under a name of its own
+        declared = ltm.backend_for(app_name).capabilities
+    if Capability.EDIT not in declared:  # said before the store is built: it may need credentials
         raise _cannot(ltm.backend_name)
     if user_id is None:
         index, user_id = await _owner(ltm, app_name, memory_id)
