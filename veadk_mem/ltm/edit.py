@@ -80,7 +80,7 @@ async def edit_memory(
     if not text.strip():
         raise BadInput("--text: empty; give the memory's corrected text")
     try:
-        declared = getattr(load_backend(ltm.backend_name), "capabilities", frozenset())
+        declared: frozenset[Capability] = getattr(load_backend(ltm.backend_name), "capabilities", frozenset())
     except BadInput:  # a store handed to the facade under a name of its own
         declared = ltm.backend_for(app_name).capabilities
     if Capability.EDIT not in declared:  # said before the store is built: it may need credentials
