@@ -401,3 +401,22 @@ def test_history_of_nothing_is_empty_and_config_show_names_the_settings() -> Non
     keys = json.loads(shown.stdout)
     assert keys["history.path"]["env"] == "VMEM_HISTORY_PATH"
     assert keys["history.enabled"]["env"] == "VMEM_HISTORY_ENABLED" and keys["history.enabled"]["value"] is True
+
+
+def test_a_forget_stopped_by_a_locked_session_database_records_the_memories_it_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "sessions.db"
+    url = imported(tmp_path, str(db), n=1)
+    file = write_sessions(tmp_path / "m.jsonl", [session("s0", texts=(PEANUTS, "fact 0"))])
+    assert vmem("ltm", "save", str(file)).exit_code == 0
+    monkeypatch.setenv("VMEM_SQLITE_BUSY_TIMEOUT", "0.2")
+    with sqlite3.connect(db, isolation_level=None) as holder:
+        holder.execute("PRAGMA journal_mode=WAL")  # readers go on; the delete waits for the writer
+        holder.execute("BEGIN IMMEDIATE")
+        result = vmem("forget", "alice", "--db-url", url, "-y")
+        holder.execute("ROLLBACK")
+    assert result.exit_code == 1, result.stderr
+    entry = entries()[0]
+    assert (entry["command"], entry["outcome"], entry["exit_code"]) == ("forget", "failed", 1)
+    assert entry["counts"] == {"memories": 2}  # gone before the session database refused
