@@ -98,7 +98,7 @@ def test_same_or_empty_text_is_exit_2(tmp_path: Path) -> None:
     assert vmem("ltm", "edit", old["id"], "-u", "alice", "--text", text_of(old)).exit_code == 2
 
 
-@pytest.mark.parametrize("backend", ["viking", "tos_context", "openviking", "mem0"])
+@pytest.mark.parametrize("backend", ["viking", "tos_context", "openviking"])
 def test_a_service_that_rewrites_memories_is_exit_4_naming_it(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LONG_TERM_MEMORY_BACKEND", backend)
     result = vmem("ltm", "edit", "m1", "-u", "alice", "--text", "x")

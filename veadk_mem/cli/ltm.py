@@ -650,8 +650,8 @@ def edit(
 ) -> None:
     """Replace a wrong memory's text: re-embedded, its source kept, the old text in the history.
 
-    On backends that keep the text they are sent (local, redis, opensearch); exit 4 on a
-    service that rewrites it, 3 for an id the store does not hold.
+    On backends that keep the text they are sent (local, redis, opensearch, mem0 with
+    infer = false); exit 4 on a service that rewrites it, 3 for an id the store does not hold.
     """
     from veadk_mem.ltm.edit import edit_memory
 

@@ -1,13 +1,13 @@
 """`vmem ltm edit`: replace a wrong memory's text (issue #42 item 5).
 
-A store that keeps the text it is sent (local, redis, opensearch, the in-memory store:
-`Capability.EDIT`) gets the corrected memory by delete-and-add through the facade's own
-paths: the new text (a saved Content keeps its JSON shape, its text replaced) is embedded as
+A store that keeps the text it is sent (local, redis, opensearch, the in-memory store, mem0
+with its inference off: `Capability.EDIT`) gets the corrected memory by delete-and-add
+through the facade's own paths: the new text (a saved Content keeps its JSON shape, its text replaced) is embedded as
 any save's, gets its own content hash and id, keeps the old memory's source (provenance) and
 saved-at, and the replay ledger follows where the store uses one. The new memory is saved
 before the old one is deleted, so a failure between the two leaves both, never neither. A
-service that rewrites what it is sent (viking, openviking, tos_context, mem0) cannot be
-corrected this way: NotSupported (exit 4) names it.
+service that rewrites what it is sent (viking, openviking, tos_context, mem0 inferring) cannot
+be corrected this way: NotSupported (exit 4) names it.
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ async def edit_memory(
     else:
         index = await ltm.user_index(app_name, user_id)
     backend = ltm.backend_for(index=index)
-    if not backend.can(Capability.EDIT):
-        raise _cannot(ltm.backend_name)
+    if not backend.can(Capability.EDIT):  # mem0 with its inference on
+        raise _cannot(ltm.backend_name, hint=INFER_HINT if ltm.backend_name == "mem0" else None)
     (old,) = await ltm.select(app_name=app_name, user_id=user_id, ids=[memory_id], index=index)
     new = MemoryRecord(
         text=with_text(old.text, text),
@@ -115,8 +115,11 @@ async def edit_memory(
     return edit
 
 
-def _cannot(backend: str) -> NotSupported:
+INFER_HINT = "with [database.mem0] infer = false (DATABASE_MEM0_INFER=false) Mem0 keeps text verbatim"
+
+
+def _cannot(backend: str, hint: str | None = None) -> NotSupported:
     return NotSupported(
         f"the {backend} backend cannot edit a memory: its service rewrites or infers what it is sent",
-        hint="delete the memory (vmem ltm delete --id) and save the corrected session instead",
+        hint=hint or "delete the memory (vmem ltm delete --id) and save the corrected session instead",
     )
