@@ -240,6 +240,8 @@ def test_mask_argv_masks_secret_options_urls_and_query_keys() -> None:
         assert secret not in shown
     assert "keep-me" in shown and "--db-url" in shown
     assert len(mask_argv(["x" * 5000])[0]) == 500
+    many = mask_argv(["vmem", *(f"s{i}" for i in range(5000))])
+    assert len(many) == 201 and many[-1] == "… 4,801 more arguments"
 
 
 def test_history_file_is_private_append_only_and_in_the_data_directory(tmp_path: Path) -> None:

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from veadk_mem.config import HistorySettings
 
 MAX_IDS = 100  # ids kept per entry; `ids_total` says how many there were
-MAX_ARG = 500  # characters kept of one command-line argument (a long --text)
+MAX_ARG = 500  # characters kept of one command-line argument (a long --text), or of one id
+MAX_ARGS = 200  # command-line arguments kept; the rest are counted
 MAX_TEXT = 10_000  # characters kept of one detail's text (an edited memory's old text)
 BUSY_TIMEOUT = 2.0  # seconds an append waits for another vmem's write: the change is already made
 SCHEMA = (
@@ -113,6 +114,8 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
         elif arg.startswith("-") and _URL_OPTION.match(name) and not eq:
             follows = "url"
         out.append(shown if len(shown) <= MAX_ARG else shown[: MAX_ARG - 1] + "…")
+    if len(out) > MAX_ARGS:  # thousands of session ids on one command line
+        out[MAX_ARGS:] = [f"… {len(out) - MAX_ARGS:,} more arguments"]
     return out
 
 
@@ -143,7 +146,7 @@ class Change:
         for one in ids:
             self.ids_total += 1
             if len(self.ids) < MAX_IDS:
-                self.ids.append(str(one))
+                self.ids.append(str(one)[:MAX_ARG])
 
     def detail(self, name: str, value: Any) -> None:
         """Keep one more detail (a long text cut to MAX_TEXT characters)."""
@@ -222,6 +225,8 @@ class HistoryLog:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
         try:
+            if self.path.is_symlink():  # planted between the check and the open
+                raise HistoryError(f"{self.path}: is a symbolic link; vmem never writes its history through one")
             if write:
                 conn.execute("PRAGMA journal_mode=WAL")
                 for statement in SCHEMA:
