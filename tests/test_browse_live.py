@@ -110,6 +110,10 @@ async def test_a_memory_is_deleted_only_after_its_plan_and_a_yes(one_db: str, se
         await until(pilot, lambda: isinstance(app.screen, MemoriesScreen) and len(screen.rows) == 2, "two left")
     left = {m["id"] for m in await ltm.list_memories(user_id="u1", app_name=APP)}
     assert left == kept - {doomed.id}
+    from veadk_mem.ops.history import HistoryLog, default_path
+
+    [entry] = HistoryLog(default_path()).entries()
+    assert (entry["command"], entry["counts"], entry["ids"]) == ("ltm delete", {"memories": 1}, [doomed.id])
 
 
 @pytest.mark.slow

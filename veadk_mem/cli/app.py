@@ -14,6 +14,7 @@ from veadk_mem.cli import browse as browse_cmd
 from veadk_mem.cli import completion as completion_cmd
 from veadk_mem.cli import config as config_cmd
 from veadk_mem.cli import doctor as doctor_cmd
+from veadk_mem.cli import history as history_cmd
 from veadk_mem.cli import ltm as ltm_cmd
 from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
@@ -49,8 +50,13 @@ class VmemGroup(TyperGroup):
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
 
+        given = [info_name or "vmem", *args]  # before parsing takes it apart: the history's command line
         try:
-            return super().make_context(info_name, args, parent=parent, **extra)
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+            if not isinstance(ctx.obj, AppState):
+                ctx.obj = AppState()
+            ctx.obj.argv = given
+            return ctx
         except NoArgsIsHelpError:
             raise
         except UsageError as exc:
@@ -179,6 +185,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(retention_cmd.app, name="retention")
 app.command("doctor")(doctor_cmd.doctor)
 app.command("forget")(ltm_cmd.forget)
+app.command("history")(history_cmd.history)
 app.command("completion")(completion_cmd.completion)
 app.command("browse")(browse_cmd.browse)
 add_global_options(app)

@@ -21,6 +21,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what would go, from where", "vmem forget user-42 --dry-run"),
         ("remove it all without asking", "vmem forget user-42 --yes"),
     ],
+    "history": [
+        ("what vmem changed in the last day", "vmem history --since 1d"),
+        ("one user's session deletes", "vmem history -u alice --command 'session delete'"),
+        ("one entry whole, for a request", "vmem history show 12 --json"),
+    ],
     "browse": [
         ("look around the configured session database", "vmem browse"),
         ("one user's sessions, changing nothing", "vmem browse -u user-42 --read-only"),
@@ -114,6 +119,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what deleting a session's memories would do", "vmem ltm delete -u user-42 -s SESSION_ID --dry-run"),
         ("one memory by id", "vmem ltm delete -u user-42 --id MEMORY_ID"),
         ("all of a user's memories", "vmem ltm delete -u user-42 --all --yes"),
+    ],
+    "ltm edit": [
+        ("see the change first", 'vmem ltm edit MEMORY_ID -u user-42 --text "..." --dry-run'),
+        ("correct a wrong memory", 'vmem ltm edit MEMORY_ID -u user-42 --text "likes tea"'),
     ],
     "ltm export": [
         ("every user's memories", "vmem ltm export --all-users -o ltm.jsonl"),

@@ -133,11 +133,18 @@ def prune(
             question = f"Delete {counted(len(doomed), 'session')} and {counted(events, 'event')}?"
             confirm_deletion(state, question, yes=yes)
 
+    store = SessionStore.from_settings(state.loaded.settings)
+
     async def go() -> Any:
-        async with SessionStore.from_settings(state.loaded.settings) as store:
+        async with store:
             return await run_prune(store, settings, app=app_name, dry_run=dry_run, yes=yes, confirm=confirm)
 
-    report = run(go())
+    with state.recording("session prune", store.display_url, dry_run=dry_run) as change:
+        report = run(go())
+        if report.deleted is not None:
+            change.count(sessions=len(report.deleted.sessions), events=report.deleted.events)
+            change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.deleted.sessions)
+        change.count(trimmed_sessions=report.trimmed_sessions, trimmed_events=report.trimmed_events)
     skipped = [] if report.deleted is None else report.deleted.skipped
     for key in skipped:
         state.render.warn(f"{key}: kept, an agent updated it during the prune")
@@ -184,11 +191,16 @@ def vacuum(
 
     state = _state(ctx, db_url, json_flag)
 
+    store = SessionStore.from_settings(state.loaded.settings)
+
     async def go() -> Any:
-        async with SessionStore.from_settings(state.loaded.settings) as store:
+        async with store:
             return await run_vacuum(store.db, dry_run=dry_run, yes=yes)
 
-    report = run(go())
+    with state.recording("session vacuum", store.display_url, dry_run=dry_run) as change:
+        report = run(go())
+        change.count(tables=len(report.after or []), bytes_returned=max(report.reclaimed or 0, 0))
+        change.detail("action", report.action)
     if state.json_mode:
         state.render.json(report.to_json())
         return

@@ -333,14 +333,20 @@ def delete_cmd(
             question = f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?"
             confirm_deletion(state, question, yes=yes)
 
+    store = _store(state)
+
     async def go() -> Any:
 
-        async with _store(state) as store:
+        async with store:
             return await delete_flow(
                 store, keys=keys, flt=flt, purge_state=purge_state, dry_run=dry_run, confirm=confirm
             )
 
-    report = run(go())
+    with state.recording("session delete", store.display_url, dry_run=dry_run) as change:
+        report = run(go())
+        change.count(sessions=len(report.sessions), events=report.events, orphan_events=report.orphan_events)
+        change.count(app_states=len(report.app_states), user_states=len(report.user_states))
+        change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions)
     for key in report.skipped:
         state.render.warn(f"{key}: kept, it was updated after it was listed")
     if state.json_mode:
@@ -452,36 +458,40 @@ def import_cmd(
 
             big = source_size(path) > CHECK_PROGRESS_BYTES
             checking = stack.enter_context(state.render.progress("checking sessions")) if big else None
-            store = _store(state, create=True)
             return await import_file(
                 store, path, name, force=force, progress=advance, on_total=on_total, checking=checking, dry_run=dry_run
             )
 
-    if source == "-":  # stdin is read twice (check, then write): spool it to a private file
-        with spooled_stdin() as spool:
-            report = run(go(str(spool)))
-    else:
-        report = run(go(source))
-    for text in report.warnings:
-        state.render.warn(text)
-    for key in report.skipped:
-        state.render.warn(f"{key}: not imported, the database holds a newer version (changed meanwhile; --force)")
-    if state.json_mode:
-        state.render.json(report.to_json())
-    elif dry_run:
-        state.render.message(
-            f"dry run: would import {counted(report.sessions, 'session')}, {counted(report.events, 'event')}, "
-            f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}; nothing written"
-        )
-    else:
-        created = " (created ADK v1 tables)" if report.created_tables else ""
-        replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
-        state.render.message(
-            f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
-            f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
-        )
-    if report.skipped:
-        raise typer.Exit(1)
+    store = _store(state, create=True)
+    with state.recording("session import", store.display_url, dry_run=dry_run) as change:
+        if source == "-":  # stdin is read twice (check, then write): spool it to a private file
+            with spooled_stdin() as spool:
+                report = run(go(str(spool)))
+        else:
+            report = run(go(source))
+        change.count(sessions=report.sessions, events=report.events, replaced=report.replaced)
+        change.count(app_states=report.app_states, user_states=report.user_states)
+        for text in report.warnings:
+            state.render.warn(text)
+        for key in report.skipped:
+            state.render.warn(f"{key}: not imported, the database holds a newer version (changed meanwhile; --force)")
+        if state.json_mode:
+            state.render.json(report.to_json())
+        elif dry_run:
+            state.render.message(
+                f"dry run: would import {counted(report.sessions, 'session')}, {counted(report.events, 'event')}, "
+                f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}; "
+                "nothing written"
+            )
+        else:
+            created = " (created ADK v1 tables)" if report.created_tables else ""
+            replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
+            state.render.message(
+                f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
+                f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
+            )
+        if report.skipped:
+            raise typer.Exit(1)
 
 
 CHECK_PROGRESS_BYTES = 1 << 20  # files above this show a progress bar while they are checked
@@ -527,16 +537,20 @@ def upgrade_cmd(
     state = _state(ctx, db_url, json_flag)
     target = backup or default_backup()
     store = _store(state)
-    report = run(
-        upgrade_store(
-            store,
-            backup=target,
-            dry_run=dry_run,
-            drop_old=drop_old,
-            progress=state.render.progress,
-            keep_undecodable=keep_undecodable,
+    with state.recording("session upgrade", store.display_url, dry_run=dry_run) as change:
+        report = run(
+            upgrade_store(
+                store,
+                backup=target,
+                dry_run=dry_run,
+                drop_old=drop_old,
+                progress=state.render.progress,
+                keep_undecodable=keep_undecodable,
+            )
         )
-    )
+        if report.layout == "v0":  # upgraded (a dry run records nothing)
+            change.count(sessions=report.sessions, events=report.events)
+        change.count(rewritten_events=report.rewritten, dropped_tables=len(report.dropped))
     _warn_all(state, report.warnings)
     if state.json_mode:
         state.render.json(report.to_json())

@@ -57,6 +57,15 @@ def _by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[
     return by_pair
 
 
+def _committed(report: DeleteReport) -> dict[str, Any]:
+    """What a delete stopped part-way had committed, as the history records it."""
+    return {
+        "sessions": len(report.sessions),
+        "events": report.events,
+        "ids": [f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions],
+    }
+
+
 async def _whole(work: Coroutine[Any, Any, T]) -> T:
     """`work` (one short transaction) run to its end even on Ctrl-C, which is raised after it: the
     count a message gives is then exactly what is gone, never off by a commit."""
@@ -154,13 +163,16 @@ class Deletes:
         if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
             if not report.sessions:
                 return exc
-            return Interrupted(f"interrupted: {done}")
+            stopped = Interrupted(f"interrupted: {done}")
+            stopped.committed = _committed(report)
+            return stopped
         if not isinstance(exc, Exception):
             return exc
         error = exc if isinstance(exc, VmemError) else self.db.fail(exc)
         if report.sessions:
             error.message = f"{error.message} -- {done}"
             error.args = (error.message,)
+            error.committed = _committed(report)
         return error
 
     async def _delete_batch(self, chunk: list[SessionSummary], report: DeleteReport, recheck: bool) -> None:
