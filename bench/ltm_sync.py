@@ -108,7 +108,10 @@ def run_one(kind: str, rate: float, seconds: float) -> dict[str, Any]:
     }
     try:
         # the app exists before the sync starts (an unknown app is only waited for)
-        subprocess.run([sys.executable, AGENT, url, "--app", APP, "--sessions", "1", "--prefix", "seed", "--turns", "1"], check=True)
+        subprocess.run(
+            [sys.executable, AGENT, url, "--app", APP, "--sessions", "1", "--prefix", "seed", "--turns", "1"],
+            check=True,
+        )
         sync = subprocess.Popen(
             [VMEM, "--json", "ltm", "sync", "--follow", "--app", APP, "--db-url", url],
             stdout=open(work / "sync.out", "w"),  # noqa: SIM115
@@ -118,13 +121,32 @@ def run_one(kind: str, rate: float, seconds: float) -> dict[str, Any]:
         log = work / "agent.jsonl"
         started = time.monotonic()
         agent = subprocess.run(
-            [sys.executable, AGENT, url, "--app", APP, "--users", str(USERS), "--sessions", str(sessions),
-             "--turns", "1", "--rate", str(rate), "--log", str(log)],
+            [
+                sys.executable,
+                AGENT,
+                url,
+                "--app",
+                APP,
+                "--users",
+                str(USERS),
+                "--sessions",
+                str(sessions),
+                "--turns",
+                "1",
+                "--rate",
+                str(rate),
+                "--log",
+                str(log),
+            ],
             check=True,
         )
         wrote = time.monotonic() - started
         events = [json.loads(line) for line in log.read_text().splitlines()]
-        wanted = {json.dumps({"parts": [{"text": e["text"]}], "role": "user"}): e["committed"] for e in events if e["role"] == "user" and e["text"]}
+        wanted = {
+            json.dumps({"parts": [{"text": e["text"]}], "role": "user"}): e["committed"]
+            for e in events
+            if e["role"] == "user" and e["text"]
+        }
         deadline = time.monotonic() + 600
         saved: dict[str, float] = {}
         while time.monotonic() < deadline:
@@ -139,10 +161,16 @@ def run_one(kind: str, rate: float, seconds: float) -> dict[str, Any]:
         lags = [saved[t] - c for t, c in wanted.items() if t in saved]
         appends = [e["append_s"] for e in events]
         # the reference: one replay of the same sessions into a fresh store
-        ref_env = {**base, "XDG_DATA_HOME": str(work / "ref-data"), "LONG_TERM_MEMORY_LOCAL_PATH": str(work / "ref-ltm.db")}
+        ref_env = {
+            **base,
+            "XDG_DATA_HOME": str(work / "ref-data"),
+            "LONG_TERM_MEMORY_LOCAL_PATH": str(work / "ref-ltm.db"),
+        }
         ref = subprocess.Popen(
             [VMEM, "--json", "ltm", "save", "--from-store", "--app", APP, "--db-url", url],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ref_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=ref_env,
         )
         ref_code, ref_cpu, ref_rss = _wait(ref)
         assert ref_code == 0
@@ -177,7 +205,9 @@ def main() -> None:
     parser.add_argument("--dbs", default="sqlite,postgresql")
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    print(f"# rate {args.rate}/s for {args.seconds:.0f} s, load {load:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(
+        f"# rate {args.rate}/s for {args.seconds:.0f} s, load {load:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
     for kind in args.dbs.split(","):
         print(json.dumps(run_one(kind, args.rate, args.seconds)), flush=True)
     _ = resource  # (ru_maxrss is in KiB on Linux)

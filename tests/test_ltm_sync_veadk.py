@@ -71,8 +71,15 @@ def embeddings() -> Iterator[str]:
         server.server_close()
 
 
-def _synced_into_redis(redis_stack: str, index: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> tuple[str, dict[str, list[str]]]:
-    for name, value in {"LONG_TERM_MEMORY_BACKEND": "redis", "LONG_TERM_MEMORY_INDEX": index, "DATABASE_REDIS_URL": redis_stack, **env}.items():
+def _synced_into_redis(
+    redis_stack: str, index: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> tuple[str, dict[str, list[str]]]:
+    for name, value in {
+        "LONG_TERM_MEMORY_BACKEND": "redis",
+        "LONG_TERM_MEMORY_INDEX": index,
+        "DATABASE_REDIS_URL": redis_stack,
+        **env,
+    }.items():
         monkeypatch.setenv(name, value)
     url = f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
     append(url, "ann", "a1", turns("a1", 2))
@@ -91,11 +98,14 @@ def test_llama_index_reads_what_sync_saved_in_veadks_redis_layout(
 ) -> None:
     llama_venv.python()
     index = f"sync{uuid.uuid4().hex[:10]}"
-    _, want = _synced_into_redis(redis_stack, index, tmp_path, monkeypatch, {"MODEL_EMBEDDING_PROVIDER": "hash", "MODEL_EMBEDDING_DIM": str(DIM)})
+    _, want = _synced_into_redis(redis_stack, index, tmp_path, monkeypatch, {"MODEL_EMBEDDING_PROVIDER": "hash"})
+    vmems = HashEmbedder(dim=384)  # the hash provider's vectors, as sync saved them
     for user, memories in want.items():
-        request = {"store": "redis", "url": redis_stack.split("?", 1)[0], "name": index_name(index, user), "dim": DIM}
+        request = {"store": "redis", "url": redis_stack.split("?", 1)[0], "name": index_name(index, user), "dim": 384}
         for text in memories:
-            found = llama_venv.run({**request, "op": "search", "query": text, "top_k": 1}, lambda ts: HASH.embed(ts).tolist())
+            found = llama_venv.run(
+                {**request, "op": "search", "query": text, "top_k": 1}, lambda ts: vmems.embed(ts).tolist()
+            )
             assert found == [text]
 
 
@@ -104,13 +114,33 @@ def test_veadks_own_long_term_memory_finds_what_sync_saved(
 ) -> None:
     python = _veadk_python()
     index = f"sync{uuid.uuid4().hex[:10]}"
-    model = {"MODEL_EMBEDDING_NAME": "test-embedding", "MODEL_EMBEDDING_DIM": str(DIM), "MODEL_EMBEDDING_API_BASE": embeddings, "MODEL_EMBEDDING_API_KEY": "test-key"}
-    _, want = _synced_into_redis(redis_stack, index, tmp_path, monkeypatch, {"MODEL_EMBEDDING_PROVIDER": "openai", **model})
+    model = {
+        "MODEL_EMBEDDING_NAME": "test-embedding",
+        "MODEL_EMBEDDING_DIM": str(DIM),
+        "MODEL_EMBEDDING_API_BASE": embeddings,
+        "MODEL_EMBEDDING_API_KEY": "test-key",
+    }
+    _, want = _synced_into_redis(
+        redis_stack, index, tmp_path, monkeypatch, {"MODEL_EMBEDDING_PROVIDER": "openai", **model}
+    )
     host, port = redis_stack.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0].rsplit(":", 1)
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "DATABASE_REDIS_HOST": host, "DATABASE_REDIS_PORT": port, **model}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ["HOME"],
+        "DATABASE_REDIS_HOST": host,
+        "DATABASE_REDIS_PORT": port,
+        **model,
+    }
     for user, memories in want.items():
         request = {"backend": "redis", "index": index, "app": APP, "user": user, "queries": memories, "top_k": 1}
-        done = subprocess.run([str(python), str(READER), json.dumps(request)], capture_output=True, text=True, env=env, timeout=300, check=False)
+        done = subprocess.run(
+            [str(python), str(READER), json.dumps(request)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         answers = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
         assert len(answers) == len(memories)
