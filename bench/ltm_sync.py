@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -120,7 +119,7 @@ def run_one(kind: str, rate: float, seconds: float) -> dict[str, Any]:
         )
         log = work / "agent.jsonl"
         started = time.monotonic()
-        agent = subprocess.run(
+        subprocess.run(
             [
                 sys.executable,
                 AGENT,
@@ -206,11 +205,11 @@ def main() -> None:
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(
-        f"# rate {args.rate}/s for {args.seconds:.0f} s, load {load:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f"# rate {args.rate}/s for {args.seconds:.0f} s, load {load:.1f}, "
+        + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     )
     for kind in args.dbs.split(","):
         print(json.dumps(run_one(kind, args.rate, args.seconds)), flush=True)
-    _ = resource  # (ru_maxrss is in KiB on Linux)
 
 
 if __name__ == "__main__":
