@@ -205,3 +205,28 @@ def test_a_store_down_at_start_is_exit_1_naming_it(runner: CliRunner, tmp_path: 
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     # nothing was saved, and the cursor did not move
     assert sync(runner, url, "--status")[1]["position"] is None
+
+
+def test_a_big_session_is_read_by_pages_bounded_by_bytes(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events after the bound come in pages of `sync_page` events at most, and fewer when they are heavy."""
+    import asyncio
+
+    from veadk_mem.sessions.store import SessionStore
+
+    monkeypatch.setenv("VMEM_BATCH_BYTES", "4MiB")  # a page's budget: a quarter of it, 1 MiB
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    append(url, "u", "big", [user_text("big", f"{i} " + "x" * 200_000) for i in range(12)] + turns("big", 3))
+
+    async def pages() -> list[int]:
+        async with SessionStore(url) as store:
+            return [len(p.events) async for p in store.changes().events_after(APP, "u", "big", None, page=8)]
+
+    sizes = asyncio.run(pages())
+    assert sum(sizes) == 42 and sizes[0] == 8  # the first page: its events' size not known yet
+    assert sizes[1] <= 5  # after 200 KB events: five to a 1 MiB page
+    assert max(sizes) == 8  # light events again: back to `page`
+    code, out, err = sync(runner, url, "--once")
+    assert code == 0, err
+    assert out["totals"]["events"] == 42 and out["totals"]["saved"] == 15

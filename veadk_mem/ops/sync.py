@@ -46,6 +46,9 @@ class Thresholds:
     seconds: float = 60.0
 
 
+MAX_ERRORS = 100  # error lines a run's totals keep (the latest)
+
+
 @dataclass
 class SyncBatch:
     """What one batch of a sync did: a page of changed sessions, then the held sessions now due."""
@@ -77,7 +80,7 @@ class SyncBatch:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("duplicates", "dropped", "failed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.errors.extend(other.errors)
+        self.errors = [*self.errors, *other.errors][-MAX_ERRORS:]  # a follow's totals stay bounded
         self.position = other.position or self.position
         self.finished = other.finished
 

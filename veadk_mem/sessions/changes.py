@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import VmemError
 from veadk_mem.sessions.layout import stored_time, to_epoch
+from veadk_mem.sessions.read_queries import MEMORY_FACTOR
+from veadk_mem.sessions.records import batch_bytes
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -169,11 +171,14 @@ class Changes:
         self, app: str, user: str, session_id: str, bound: str | None, *, page: int = 500
     ) -> AsyncIterator[EventPage]:
         """The session's events after `bound` (JSON text of `encode_bound`; None: from the first), oldest
-        first, `page` at most a page and each page its own short read. Events appended while the pages
+        first, `page` at most a page (fewer after heavy events: about `[tuning] batch_bytes` of memory)
+        and each page its own short read. Events appended while the pages
         are read are read too: the pages end where the session ends when the last one is read."""
         from veadk_mem import events as ev
 
+        budget = batch_bytes() // MEMORY_FACTOR
         base: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
+        limit = page
         while True:
             try:
                 async with self.db.reader.connect() as conn:
@@ -184,15 +189,17 @@ class Changes:
                         index = await self.reads._mysql_events_index(conn)
                         stmt = self.reads._page_stmt(True, index)
                         params = {**base, "k_ts": self.sql.cursor_time(stamp), "k_tie": tie}
-                    rows = await self.reads._page_rows(conn, stmt, params, page)
+                    rows = await self.reads._page_rows(conn, stmt, params, limit)
             except VmemError:
                 raise
             except Exception as exc:
                 raise self.db.fail(exc) from None
-            items, _, cursor = self.reads._decoded_page(app, user, session_id, rows, ev.Event.model_validate)
+            items, weight, cursor = self.reads._decoded_page(app, user, session_id, rows, ev.Event.model_validate)
             if cursor is None:
                 return
             bound = encode_bound(cursor)
             yield EventPage(items, bound)
-            if len(rows) < page:
+            if len(rows) < limit:
                 return
+            # pages after heavy events hold fewer: memory stays about `[tuning] batch_bytes` whatever their size
+            limit = max(1, min(page, budget // max(weight // len(items), 1)))
