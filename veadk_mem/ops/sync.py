@@ -208,7 +208,7 @@ class Syncer:
         """A listed session: skipped (nothing new), held (below the thresholds) or saved."""
         app, user, sid = change.app_name, change.user_id, change.id
         mark = self.cursor.mark(app, user, sid)
-        if mark is not None and mark.seen_update >= change.update_time and mark.held_since is None:
+        if mark is not None and mark.seen_update >= change.update_time:  # a held one: `_held` decides
             out.unchanged += 1
             return
         reason = "synced"  # VeADK's first save of a session, or MIN_MESSAGES_THRESHOLD new events
