@@ -23,12 +23,12 @@ from veadk_mem.sessions.store import SessionStore
 APP = "syncapp"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty session database ADK writes and vmem reads: a sqlite file, or a PostgreSQL database."""
+    """An empty session database ADK writes and vmem reads: a sqlite file, a PostgreSQL or a MariaDB database."""
     if request.param == "sqlite":
         return f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
-    return str(request.getfixturevalue("pg_url"))
+    return str(request.getfixturevalue("pg_url" if request.param == "postgres" else "mysql_url"))
 
 
 def user_text(sid: str, text: str) -> Event:

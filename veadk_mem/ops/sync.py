@@ -398,8 +398,8 @@ class SyncJob:
         )
         return self.syncer
 
-    async def close(self) -> None:
-        """Close what `open` opened (after an outage: without waiting on a server that is gone)."""
+    async def close(self, *, lost: bool = False) -> None:
+        """Close what `open` opened; after an outage (`lost`) without waiting on a server that is gone."""
         import contextlib
 
         syncer, self.syncer = self.syncer, None
@@ -408,8 +408,9 @@ class SyncJob:
         syncer.cursor.close()
         with contextlib.suppress(Exception):
             await syncer.ltm.close()
-        with contextlib.suppress(Exception):
-            await syncer.store.db.engine.dispose(close=False)
+        if lost:
+            with contextlib.suppress(Exception):
+                await syncer.store.db.engine.dispose(close=False)
         with contextlib.suppress(Exception):
             await syncer.store.close()
 
@@ -460,7 +461,7 @@ async def follow(
         except Exception as exc:
             if not is_outage(exc):
                 raise
-            await job.close()
+            await job.close(lost=True)
             if lost is None:
                 lost = time.time()
                 message = exc.message if isinstance(exc, VmemError) else str(exc)
