@@ -303,9 +303,6 @@ DEFERRED: dict[tuple[str, str], str] = {
         "the store's parts load on first use: `session stats` pays for none of the import machinery "
         "(test_sessions_store.test_importing_the_store_leaves_its_parts_unimported)"
     ),
-    ("veadk_mem.sessions.importer", "veadk_mem.sessions.import_child"): (
-        "the reader child is started only for a large file: its process, thread and framing code load then"
-    ),
     ("veadk_mem.sessions.checks", "veadk_mem.config"): (
         "cli/session.py imports the import machinery at startup; config pulls in pydantic, which startup must not"
     ),

@@ -193,7 +193,7 @@ def test_nan_in_a_streamed_line_is_refused_as_in_a_short_one(
 
 
 def peak_rss_kb(source: Path, db: Path, big_line: str | None = None) -> int:
-    """The peak RSS (KB) of `vmem session import` (or of its reader child), measured in a fresh process."""
+    """The peak RSS (KB) of `vmem session import`, measured in a fresh process."""
     code = (
         "import resource, subprocess, sys\n"
         "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"

@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from veadk_mem.sessions.timecols import naive_utc_many, sqlite_text_many
-
 _DRIVERS = {("aiosqlite", "qmark"), ("asyncpg", "numeric_dollar")}
 
 # The SQLAlchemy internals this module reads (and the only module that reads any): the
@@ -84,82 +82,3 @@ class DriverPlan:
             rows = await raw.execute_fetchall(self.sql, self.args(params))
         make = self.make_row
         return [make(r) for r in rows]
-
-
-@dataclass(frozen=True)
-class InsertPlan:
-    """A multi-row INSERT run straight on the driver's executemany (or asyncpg's COPY).
-
-    SQLAlchemy's executemany builds, type-processes and checks every row in Python, which
-    was most of an import's time. The plan keeps SQLAlchemy's compiled SQL and each
-    column's own bind processor, and takes its values a column at a time: JSON columns
-    come as text (`jsonio.compact_json`, the fast encoder the rest of vmem writes with), time
-    columns as epoch seconds, converted a batch at a time (`timecols`).
-    Building the rows is plain CPU work, done in the import's reading thread; `insert`
-    then only hands them to the driver.
-    """
-
-    sql: str
-    names: tuple[str, ...]
-    processors: tuple[Callable[[Any], Any] | None, ...]
-    times: tuple[bool, ...]  # an ADK timestamp column, given as epoch seconds
-    driver: str
-    table: str
-    schema: str | None
-
-    @staticmethod
-    def covers(dialect: Any) -> bool:
-        """True on the drivers a plan runs on (aiosqlite, asyncpg)."""
-        return (dialect.driver, dialect.paramstyle) in _DRIVERS
-
-    @classmethod
-    def make(cls, table: Any, dialect: Any) -> InsertPlan | None:
-        """A plan inserting every column of `table`, or None on a driver it does not cover."""
-        from sqlalchemy import insert
-
-        from veadk_mem.sessions.layout import AdkJSON, AdkTimestamp
-
-        if not cls.covers(dialect):
-            return None
-        compiled = insert(table).compile(dialect=dialect, column_keys=[c.key for c in table.columns])
-        if compiled.positiontup is None:
-            return None
-        names = tuple(compiled.positiontup)
-        processors: list[Callable[[Any], Any] | None] = []
-        times: list[bool] = []
-        for name in names:
-            column_type = table.c[name].type
-            times.append(isinstance(column_type, AdkTimestamp))
-            if isinstance(column_type, AdkJSON) or times[-1]:
-                # JSON given as text (`jsonio.compact_json`); times converted a column at a time
-                processors.append(None)
-            else:
-                processors.append(column_type._cached_bind_processor(dialect))
-        return cls(compiled.string, names, tuple(processors), tuple(times), dialect.driver, table.name, table.schema)
-
-    def rows(self, columns: Mapping[str, Sequence[Any]]) -> list[tuple[Any, ...]]:
-        """Driver-ready rows from `columns` (name -> that column's values: JSON as text, times as epoch seconds)."""
-
-        lists: list[Sequence[Any]] = []
-        for name, processor, is_time in zip(self.names, self.processors, self.times, strict=True):
-            values = columns[name]
-            if is_time:
-                values = sqlite_text_many(values) if self.driver == "aiosqlite" else naive_utc_many(values)
-            elif processor is not None:
-                values = [processor(v) for v in values]
-            lists.append(values)
-        return list(zip(*lists, strict=True))
-
-    async def insert(self, conn: Any, rows: list[tuple[Any, ...]]) -> bool:
-        """Insert `rows` (from `rows`) inside `conn`'s open transaction; False (nothing done) when it has none."""
-        raw = (await conn.get_raw_connection()).driver_connection
-        if self.driver == "asyncpg":
-            if not raw.is_in_transaction():
-                return False
-            # COPY: the server parses no statement per row, about twice as fast as executemany
-            await raw.copy_records_to_table(self.table, records=rows, columns=list(self.names), schema_name=self.schema)
-        else:
-            if not raw.in_transaction:
-                return False
-            await raw.executemany(self.sql, rows)
-        return True
