@@ -202,7 +202,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "veadk_mem.files",
             "veadk_mem.failure",
             "veadk_mem.masking",
-            "veadk_mem.gc_pause",
             "veadk_mem.check_outcome",
             "veadk_mem.timefmt",
             "veadk_mem.plugins",
@@ -305,10 +304,6 @@ DEFERRED: dict[tuple[str, str], str] = {
     ),
     ("veadk_mem.sessions.checks", "veadk_mem.config"): (
         "cli/session.py imports the import machinery at startup; config pulls in pydantic, which startup must not"
-    ),
-    ("veadk_mem.gc_pause", "veadk_mem.config"): (
-        "the CLI imports gc_pause at startup (cli/policy.py); config pulls in pydantic, which startup must not "
-        "(test_cli.test_startup_imports_nothing_heavy): the [tuning] fast_paths switch is read when a pause begins"
     ),
 }
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic.alias_generators import to_camel
 
 from veadk_mem.errors import Interrupted, VmemError
-from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.big_writes import BigWrites, ReadAhead, uncancelled
 from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, BigSession, big_line_bytes
 from veadk_mem.sessions.dberrors import concurrent_ddl, partial, retry_db, retryable
@@ -124,7 +123,7 @@ class Batches:
 
         On PostgreSQL and MySQL a batch locks only its own rows, and larger batches cost
         fewer round trips; a sqlite batch holds the whole file's write lock while it is
-        written, and an agent's append waits that long (20,000 rows: 1 to 3 s on a busy machine).
+        written, and an agent's append waits that long.
         """
         return SQLITE_BATCH_ROWS if self.db.dialect == "sqlite" else BATCH_ROWS
 
@@ -148,8 +147,7 @@ class Batches:
         run.big = BigWrites(run.upsert, self.batch_rows)
         take = reader(run.upsert)
         try:
-            with bulk_objects():
-                await run.write_all(take, progress or noop)
+            await run.write_all(take, progress or noop)
         finally:
             report.warnings = _dropped_warnings(self.db, run.upsert.dropped)
         return report
@@ -191,7 +189,6 @@ class _Run:
                     if not ended[0]:
                         await sqlite_gap(self.db.dialect, time.monotonic() - started)
                     advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
-                    collect_young()
         except (asyncio.CancelledError, KeyboardInterrupt):
             # Ctrl-C: say what was committed, as for any other failure part-way
             raise Interrupted(self._stopped("interrupted")) from None

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veadk_mem.errors import StoreError
-from veadk_mem.gc_pause import collect_young
 from veadk_mem.sessions.bigline import event_chunks
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.preflight import newer as _newer
@@ -151,7 +150,6 @@ class BigWrites:
                     async for ids, event_rows in chunks:
                         await self.upsert.insert_event_rows(conn, event_rows)
                         pending.events += len(ids)
-                        collect_young()
                 pending.sessions = 1
 
                 async def commit() -> None:
@@ -236,8 +234,8 @@ class BigWrites:
         own key with its session row in one short transaction at the end.
 
         sqlite has one writer for the whole file: `_write_big`'s one transaction kept every
-        agent of the file waiting for the whole session (6.4 s for 200,000 events, past ADK's
-        5 s busy timeout). Here each transaction writes `batch_rows()` events and commits,
+        agent of the file waiting for the whole session, past ADK's busy timeout for a long
+        one. Here each transaction writes `batch_rows()` events and commits,
         with `sqlite_gap`'s pause after it. The events go under the session id `staging_id(id)`
         (same app and user), which no ADK reader matches: ADK reads events by (app, user,
         session id), and an agent that creates the session meanwhile (`get_session() or
@@ -332,7 +330,6 @@ class BigWrites:
                         await self._insert_event_rows(conn, event_rows)
                     written += len(ids)
                     pending.events += len(ids)
-                    collect_young()
             finally:
                 if not ahead.done():
                     ahead.cancel()

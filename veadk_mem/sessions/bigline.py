@@ -1,7 +1,7 @@
 """Sessions on a JSONL line too large to decode whole: read a value at a time.
 
 A session of 200,000 events is one line of tens of megabytes; decoded whole, its events,
-their stored form and their rows all live at once (1.7 GB for one such line). A line of
+their stored form and their rows would all live at once. A line of
 `big_line_bytes()` and more is never held in memory: the check pass reads it once, a
 block at a time, each event decoded by json's C decoder (`_Scanner`); the events wait,
 decoded, in a private spool file until the line's end has given the session's own fields,

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput
-from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.bigline import BigLine, BigSession
 from veadk_mem.sessions.records import FileKey, ImportReport, file_update_time
 from veadk_mem.sessions.validate import iter_checked
@@ -105,18 +104,12 @@ class _CheckPass:
         self.bigs: dict[int, BigSession] = {}
 
     async def run(self, limits: Limits) -> None:
-        with bulk_objects():
-            await self._check_all(limits)
-
-    async def _check_all(self, limits: Limits) -> None:
         records = iter_checked(self.source, self.name, limits, big="check", big_bytes=self.store.big_line_bytes())
         for n, (where, record) in enumerate(records, 1):
             if n % 500 == 0:
                 # Ctrl-C cancels the running task, which only an await can notice: without
                 # one the whole check pass ran to its end before the command stopped
                 await asyncio.sleep(0)
-                if n % 5000 == 0:
-                    collect_young()
             if isinstance(record, dict):
                 self._state_record(where, record)
             else:
