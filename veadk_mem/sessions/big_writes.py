@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veadk_mem.errors import StoreError
@@ -299,42 +299,13 @@ class BigWrites:
                 await clear(key[2])
             # 3. the events, `step` at a time, under the staging key, each group read and built in a
             #    thread while the last is written
-            chunks = event_chunks(big)
-
-            left: list[tuple[list[str], list[Any]]] = []  # a chunk's ids and rows beyond the last group
-
-            def group() -> tuple[list[str], list[Any]] | None:
-                """The next `step` events' ids and rows (a spool chunk is 2,000 events: split or joined)."""
-                ids: list[str] = []
-                rows: list[Any] = []
-                while len(ids) < step:
-                    if not left:
-                        events = next(chunks, None)
-                        if events is None:
-                            break
-                        left.append(([event.id for event in events], self._event_rows(*staged_key, events)))
-                    more_ids, more_rows = left.pop()
-                    take = step - len(ids)
-                    ids += more_ids[:take]
-                    rows += more_rows[:take]
-                    if len(more_ids) > take:
-                        left.append((more_ids[take:], more_rows[take:]))
-                return (ids, rows) if ids else None
-
-            ahead = asyncio.ensure_future(asyncio.to_thread(group))
-            try:
-                while (got := await ahead) is not None:
-                    ahead = asyncio.ensure_future(asyncio.to_thread(group))
-                    ids, event_rows = got
+            produce = _regrouped(event_chunks(big), step, lambda events: self._event_rows(*staged_key, events))
+            async with ReadAhead(produce) as groups:
+                async for ids, event_rows in groups:
                     async with self._short_write() as conn:
                         await self._insert_event_rows(conn, event_rows)
                     written += len(ids)
                     pending.events += len(ids)
-            finally:
-                if not ahead.done():
-                    ahead.cancel()
-                    with contextlib.suppress(BaseException):
-                        await ahead
 
             # 4. one transaction: the stored version out, the staged events in under the key, the row
             swap = self._swap(key, seen, written, pending, (app_part, user_part, own, created, updated))
@@ -360,6 +331,33 @@ class BigWrites:
         finally:
             if pending.sessions:
                 staging.clear()
+
+
+def _regrouped(
+    chunks: Iterator[list[Any]], step: int, rows_of: Callable[[list[Any]], list[Any]]
+) -> Callable[[], tuple[list[str], list[Any]] | None]:
+    """A reader of the next `step` events' ids and rows (`rows_of` a chunk), None at the end: spool
+    chunks (2,000 events) split or joined into the staged writer's transactions."""
+    left: list[tuple[list[str], list[Any]]] = []  # a chunk's ids and rows beyond the last group
+
+    def group() -> tuple[list[str], list[Any]] | None:
+        ids: list[str] = []
+        rows: list[Any] = []
+        while len(ids) < step:
+            if not left:
+                events = next(chunks, None)
+                if events is None:
+                    break
+                left.append(([event.id for event in events], rows_of(events)))
+            more_ids, more_rows = left.pop()
+            take = step - len(ids)
+            ids += more_ids[:take]
+            rows += more_rows[:take]
+            if len(more_ids) > take:
+                left.append((more_ids[take:], more_rows[take:]))
+        return (ids, rows) if ids else None
+
+    return group
 
 
 STAGING = "\x1dvmem-staging\x1d"  # a group separator: no id an agent or ADK (uuid4) chooses starts with it

@@ -216,6 +216,7 @@ class Statements:
                     f"{r.app_name}/{r.user_id}/{r.id}",
                     f"session {r.app_name}/{r.user_id}/{r.id}: stored state is not readable JSON "
                     f"({' '.join(str(exc).split())[:100]}); skipped",
+                    (r.app_name, r.user_id, r.id),
                 )
                 continue
             out.append(
