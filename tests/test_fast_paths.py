@@ -1,7 +1,7 @@
 """`[tuning] fast_paths`: off, every second path takes the plain one, with the same output and rows.
 
 Off, an import validates through pydantic (not `rawsession`);
-reads run through SQLAlchemy (not `driver.DriverPlan`), MySQL reads events a row an event (not
+MySQL reads events a row an event (not
 packed, not GROUP_CONCAT), and the collector is never paused. Each command's output, and the
 database an import writes, is compared both ways (sqlite always; the servers where a path is
 theirs), so the two cannot drift. NaN and infinities are written as null on every write path.
@@ -91,12 +91,11 @@ def _read_commands_agree(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_read_commands_print_the_same_both_ways_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # DriverPlan (aiosqlite's one-call reads) and the gc pause, off and on
     _read_commands_agree(sqlite_url(tmp_path / "r.db"), monkeypatch)
 
 
 def test_read_commands_print_the_same_both_ways_postgres(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _read_commands_agree(pg_url, monkeypatch)  # DriverPlan on asyncpg
+    _read_commands_agree(pg_url, monkeypatch)
 
 
 def test_read_commands_print_the_same_both_ways_mysql(mysql_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
