@@ -159,6 +159,7 @@ class Capability(StrEnum):
     USERS = "users"  # scopes: every (index, user) pair, for export --all-users
     PROFILE = "profile"  # profile: a user profile the service derives
     EMBEDS = "embeds"  # stores vectors of `embedder`: the facade embeds memories and queries for it
+    EDIT = "edit"  # keeps the text it is sent, and deletes: `ltm edit` replaces a memory by delete-and-add
 
 
 # What a backend without the capability cannot do, for the one message of NotSupported.
