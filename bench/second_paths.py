@@ -167,22 +167,32 @@ def main() -> None:
                 target = work / f"{name}.db"
                 target.unlink(missing_ok=True)
                 return str(target)
-            import sqlalchemy
-
             server = {
                 "mysql": "mysql+aiomysql://root@127.0.0.1:3306",
                 "postgresql": "postgresql+asyncpg://127.0.0.1:5432",
             }
-            sync = {
-                "mysql": "mysql+pymysql://root@127.0.0.1:3306/test",
-                "postgresql": "postgresql://127.0.0.1:5432/test",
-            }
-            db = f"fastpaths_bench_{name}"
-            engine = sqlalchemy.create_engine(sync[args.db], isolation_level="AUTOCOMMIT")
-            with engine.connect() as conn:
-                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {db}")
-                conn.exec_driver_sql(f"CREATE DATABASE {db}")
-            engine.dispose()
+            db = f"vmem_second_paths_{os.getpid()}_{name}"
+            drop, create = f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}"
+            if args.db == "mysql":
+                import pymysql
+
+                conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+                with conn.cursor() as cursor:
+                    cursor.execute(drop)
+                    cursor.execute(create)
+                conn.close()
+            else:  # the async driver is the only PostgreSQL one vmem installs
+                import asyncio
+
+                import asyncpg
+
+                async def admin() -> None:
+                    conn = await asyncpg.connect(host="127.0.0.1", port=5432, database="test")
+                    await conn.execute(drop)
+                    await conn.execute(create)
+                    await conn.close()
+
+                asyncio.run(admin())
             return f"{server[args.db]}/{db}"
 
         base = fresh_url("base")

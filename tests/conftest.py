@@ -56,7 +56,6 @@ _SLOW_MODULES = {
     "test_sessions_upgrade.py",
     "test_sessions_interop.py",
     "test_sessions_safety.py",
-    "test_sessions_import_child.py",
     "test_ltm_openviking_e2e.py",
     "test_table_widths.py",
     "test_ltm_transfer.py",

@@ -21,7 +21,6 @@ ENV = {
     "sqlite_busy_timeout": "VMEM_SQLITE_BUSY_TIMEOUT",
     "delete_batch": "VMEM_DELETE_BATCH",
     "big_line_bytes": "VMEM_BIG_LINE",
-    "reader_timeout": "VMEM_READER_TIMEOUT",
     "batch_bytes": "VMEM_BATCH_BYTES",
     "index_rows": "VMEM_INDEX_ROWS",
     "fast_paths": "VMEM_FAST_PATHS",
@@ -57,17 +56,20 @@ def test_config_show_names_each_tuning_value_and_its_source(runner: CliRunner, i
     """The environment wins over the file, as for every other key; sizes are read as people write them."""
     cfg = _write(
         isolated_env / "vmem.toml",
-        '[tuning]\ndelete_batch = 50\nbatch_bytes = "1MiB"\nbig_line_bytes = "64KB"\nreader_timeout = 9\n',
+        '[tuning]\ndelete_batch = 50\nbatch_bytes = "1MiB"\nbig_line_bytes = "64KB"\nsqlite_busy_timeout = 9\n',
     )
-    env = {"VMEM_READER_TIMEOUT": "2.5", "VMEM_FAST_PATHS": "0"}
+    env = {"VMEM_SQLITE_BUSY_TIMEOUT": "2.5", "VMEM_FAST_PATHS": "0"}
     result = runner.invoke(app, ["config", "show", "--json"], env=env)
     assert result.exit_code == 0, result.output
     shown = {k.removeprefix("tuning."): v for k, v in json.loads(result.stdout).items() if k.startswith("tuning.")}
     assert shown == {
-        "sqlite_busy_timeout": {"value": 10.0, "source": "default", "env": "VMEM_SQLITE_BUSY_TIMEOUT"},
+        "sqlite_busy_timeout": {
+            "value": 2.5,
+            "source": "env VMEM_SQLITE_BUSY_TIMEOUT",
+            "env": "VMEM_SQLITE_BUSY_TIMEOUT",
+        },
         "delete_batch": {"value": 50, "source": f"file {cfg}", "env": "VMEM_DELETE_BATCH"},
         "big_line_bytes": {"value": 64_000, "source": f"file {cfg}", "env": "VMEM_BIG_LINE"},
-        "reader_timeout": {"value": 2.5, "source": "env VMEM_READER_TIMEOUT", "env": "VMEM_READER_TIMEOUT"},
         "batch_bytes": {"value": 1024 * 1024, "source": f"file {cfg}", "env": "VMEM_BATCH_BYTES"},
         "index_rows": {"value": 10_000, "source": "default", "env": "VMEM_INDEX_ROWS"},
         "fast_paths": {"value": False, "source": "env VMEM_FAST_PATHS", "env": "VMEM_FAST_PATHS"},
@@ -84,34 +86,36 @@ def test_config_show_names_each_tuning_value_and_its_source(runner: CliRunner, i
     table = runner.invoke(app, ["config", "show"], env=env)
     rows = {line.split()[0]: line.split()[1:] for line in table.stdout.splitlines() if line.startswith("tuning.")}
     assert rows["tuning.delete_batch"] == ["50", "file", "VMEM_DELETE_BATCH"]
-    assert rows["tuning.reader_timeout"] == ["2.5", "env", "VMEM_READER_TIMEOUT", "VMEM_READER_TIMEOUT"]
+    assert rows["tuning.sqlite_busy_timeout"] == ["2.5", "env", "VMEM_SQLITE_BUSY_TIMEOUT", "VMEM_SQLITE_BUSY_TIMEOUT"]
 
 
 def test_each_reader_gets_its_value_from_the_one_accessor(isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file the process loaded answers every read site; a changed variable or directory is read again."""
-    from veadk_mem.sessions import bigline, deletes, import_child
+    from veadk_mem.sessions import bigline, deletes
     from veadk_mem.sessions.engine import Database
 
-    assert (deletes._batch_size(), import_child._timeout(), bigline.big_line_bytes(123_456)) == (200, 300.0, 123_456)
+    def busy() -> float:
+        return Database(str(isolated_env / "x.db")).busy_timeout
+
+    assert (deletes._batch_size(), busy(), bigline.big_line_bytes(123_456)) == (200, 10.0, 123_456)
     cfg = _write(
         isolated_env.parent / "given.toml",
-        "[tuning]\nsqlite_busy_timeout = 0.5\ndelete_batch = 7\nbig_line_bytes = 4096\nreader_timeout = 3\n",
+        "[tuning]\nsqlite_busy_timeout = 3\ndelete_batch = 7\nbig_line_bytes = 4096\n",
     )
     load_settings(cfg)  # as the CLI does with --config
-    assert Database(str(isolated_env / "x.db")).busy_timeout == 0.5
-    assert (deletes._batch_size(), import_child._timeout(), bigline.big_line_bytes(123_456)) == (7, 3.0, 4096)
+    assert (deletes._batch_size(), busy(), bigline.big_line_bytes(123_456)) == (7, 3.0, 4096)
     assert tuning() is tuning()  # read once
     with pytest.raises(ValidationError):
         tuning().delete_batch = 1  # type: ignore[misc]
     monkeypatch.setenv("VMEM_DELETE_BATCH", "11")  # a variable changed: read again, from env and the found file
-    assert (deletes._batch_size(), import_child._timeout()) == (11, 300.0)
+    assert (deletes._batch_size(), busy()) == (11, 10.0)
     other = isolated_env.parent / "other"
     other.mkdir()
-    _write(other / "vmem.toml", "[tuning]\nreader_timeout = 4\n")
+    _write(other / "vmem.toml", "[tuning]\nsqlite_busy_timeout = 4\n")
     monkeypatch.chdir(other)  # ./vmem.toml is another one now
-    assert (deletes._batch_size(), import_child._timeout()) == (11, 4.0)
-    monkeypatch.setenv("VMEM_READER_TIMEOUT", "")  # empty: unset, as it always was
-    assert import_child._timeout() == 4.0
+    assert (deletes._batch_size(), busy()) == (11, 4.0)
+    monkeypatch.setenv("VMEM_SQLITE_BUSY_TIMEOUT", "")  # empty: unset, as it always was
+    assert busy() == 4.0
 
 
 def test_busy_timeout_from_the_config_file_reaches_the_database(
@@ -143,7 +147,11 @@ def test_busy_timeout_from_the_config_file_reaches_the_database(
         ("", {"VMEM_BATCH_BYTES": "lots"}, "environment variable VMEM_BATCH_BYTES: expected a size such as 64MiB"),
         ("", {"VMEM_FAST_PATHS": "maybe"}, "environment variable VMEM_FAST_PATHS: expected a valid boolean"),
         ("big_line_bytes = 10", {}, "vmem.toml: tuning.big_line_bytes: expected 0 or at least 1024 bytes, got 10"),
-        ("reader_timeout = 0", {}, "vmem.toml: tuning.reader_timeout: expected greater than 0, got 0"),
+        (
+            "sqlite_busy_timeout = -1",
+            {},
+            "vmem.toml: tuning.sqlite_busy_timeout: expected greater than or equal to 0, got -1",
+        ),
         ("fast_path = true", {}, r"vmem.toml: unknown key 'tuning.fast_path' \(did you mean 'fast_paths'\?\)"),
     ],
 )

@@ -1,8 +1,7 @@
 """`[tuning] fast_paths`: off, every second path takes the plain one, with the same output and rows.
 
-Off, an import never starts its reader child, validates through pydantic (not `rawsession`),
-and inserts through SQLAlchemy (not the driver plans);
-reads run through SQLAlchemy (not `driver.DriverPlan`), MySQL reads events a row an event (not
+Off, an import validates through pydantic (not `rawsession`);
+MySQL reads events a row an event (not
 packed, not GROUP_CONCAT), and the collector is never paused. Each command's output, and the
 database an import writes, is compared both ways (sqlite always; the servers where a path is
 theirs), so the two cannot drift. NaN and infinities are written as null on every write path.
@@ -21,10 +20,8 @@ from sessions_helpers import APP, build, build_v0, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.sessions import import_child
 from veadk_mem.sessions.importer import import_file
 from veadk_mem.sessions.store import SessionStore
-from veadk_mem.sessions.upsert import Upsert
 
 SESSIONS = {("alice", "s1"): 40, ("alice", "s2"): 3, ("bob", "s3"): 17, ("bob", "empty"): 0}
 
@@ -35,18 +32,6 @@ def _rows(path: Path) -> dict[str, list[Any]]:
             table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
             for table in ("sessions", "events", "app_states", "user_states")
         }
-
-
-def test_off_no_reader_child_however_large_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    jsonl = tmp_path / "a.jsonl"
-    record = json.dumps({"id": "s", "appName": "a", "userId": "u"})
-    jsonl.write_text(f"{record}\n{record}\n", encoding="utf-8")
-    monkeypatch.setattr(import_child, "PROCESS_FROM", 10)
-    monkeypatch.setattr(import_child.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.delenv("VMEM_FAST_PATHS", raising=False)
-    assert import_child.worthwhile(jsonl)
-    monkeypatch.setenv("VMEM_FAST_PATHS", "false")
-    assert not import_child.worthwhile(jsonl)
 
 
 def test_an_import_writes_the_same_rows_with_the_fast_paths_off(
@@ -61,20 +46,16 @@ def test_an_import_writes_the_same_rows_with_the_fast_paths_off(
 
     dump = tmp_path / "dump.jsonl"
     dump.write_text(asyncio.run(export()), encoding="utf-8")
-    monkeypatch.setattr(import_child, "worthwhile", lambda source: True)  # the child, when allowed
-    plans: dict[str, Any] = {}
 
     for name, flag in (("fast", "true"), ("plain", "false")):
         monkeypatch.setenv("VMEM_FAST_PATHS", flag)
 
-        async def go(target: Path = tmp_path / f"{name}.db", key: str = name) -> None:
+        async def go(target: Path = tmp_path / f"{name}.db") -> None:
             async with SessionStore(sqlite_url(target), create=True) as store:
                 report = await import_file(store, dump)
                 assert report.sessions == len(SESSIONS)
-                plans[key] = Upsert(store.db).insert_plans()
 
         asyncio.run(go())
-    assert plans["fast"] is not None and plans["plain"] is None
     fast, plain = _rows(tmp_path / "fast.db"), _rows(tmp_path / "plain.db")
     assert len(fast["events"]) == sum(SESSIONS.values())
     # sessions and events: equal column by column, events' JSON text and times included
@@ -110,12 +91,11 @@ def _read_commands_agree(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_read_commands_print_the_same_both_ways_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # DriverPlan (aiosqlite's one-call reads) and the gc pause, off and on
     _read_commands_agree(sqlite_url(tmp_path / "r.db"), monkeypatch)
 
 
 def test_read_commands_print_the_same_both_ways_postgres(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _read_commands_agree(pg_url, monkeypatch)  # DriverPlan on asyncpg
+    _read_commands_agree(pg_url, monkeypatch)
 
 
 def test_read_commands_print_the_same_both_ways_mysql(mysql_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -202,7 +202,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "veadk_mem.files",
             "veadk_mem.failure",
             "veadk_mem.masking",
-            "veadk_mem.gc_pause",
             "veadk_mem.check_outcome",
             "veadk_mem.timefmt",
             "veadk_mem.plugins",
@@ -307,15 +306,8 @@ DEFERRED: dict[tuple[str, str], str] = {
         "the store's parts load on first use: `session stats` pays for none of the import machinery "
         "(test_sessions_store.test_importing_the_store_leaves_its_parts_unimported)"
     ),
-    ("veadk_mem.sessions.importer", "veadk_mem.sessions.import_child"): (
-        "the reader child is started only for a large file: its process, thread and framing code load then"
-    ),
     ("veadk_mem.sessions.checks", "veadk_mem.config"): (
         "cli/session.py imports the import machinery at startup; config pulls in pydantic, which startup must not"
-    ),
-    ("veadk_mem.gc_pause", "veadk_mem.config"): (
-        "the CLI imports gc_pause at startup (cli/policy.py); config pulls in pydantic, which startup must not "
-        "(test_cli.test_startup_imports_nothing_heavy): the [tuning] fast_paths switch is read when a pause begins"
     ),
 }
 

@@ -64,11 +64,6 @@ FENCES = (
         "add_completion=False, and the scripts in completions/ ask `_VMEM_COMPLETE=complete_bash` for names",
     ),
     Fence(
-        "*._cached_bind_processor",
-        "veadk_mem/sessions/driver.py",
-        "the driver plans reuse SQLAlchemy's per-dialect bind processors; driver.WRITTEN_FOR pins the releases",
-    ),
-    Fence(
         "pickle._Pickler",
         "veadk_mem/sessions/safepickle.py",
         "the pure-Python pickler's save_global writes ADK's EventActions classes without importing ADK",
@@ -127,27 +122,6 @@ def _pin(name: str) -> str:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     [spec] = [d for d in pyproject["project"]["dependencies"] if re.match(rf"{name}(\[[^\]]*\])?>", d)]
     return spec
-
-
-def test_sqlalchemy_internals_are_those_the_driver_plans_were_written_for() -> None:
-    from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select
-    from sqlalchemy.dialects import sqlite
-    from sqlalchemy.types import TypeEngine
-
-    from veadk_mem.sessions import driver
-
-    low, high = driver.WRITTEN_FOR
-    assert low <= _installed("sqlalchemy") < high, (
-        f"SQLAlchemy {version('sqlalchemy')}: driver.py was written for {low} to {high}"
-    )
-    assert _pin("sqlalchemy") == f"sqlalchemy[asyncio]>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
-    assert callable(TypeEngine._cached_bind_processor)
-    table = Table("t", MetaData(), Column("id", String), Column("n", Integer))
-    for stmt in (select(table).where(table.c.id == "x"), insert(table)):
-        compiled = stmt.compile(dialect=sqlite.dialect())
-        for name in driver.COMPILED_ATTRS:
-            assert hasattr(compiled, name), f"SQLAlchemy's compiled statement has no {name}"
-    assert driver.InsertPlan.make(table, sqlite.dialect()) is None  # pysqlite is not a driver the plans cover
 
 
 def test_the_pure_python_pickler_has_what_the_actions_pickler_calls() -> None:

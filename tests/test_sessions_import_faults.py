@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +15,6 @@ from sessions_helpers import APP, interrupt_when, sqlite_rows, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.sessions import import_child
-from veadk_mem.sessions.import_child import ReaderProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,33 +83,6 @@ def test_ctrl_c_during_the_write_pass_says_how_many_sessions_were_committed(pg_u
     assert 0 < stored < 8000, stored
     assert f"interrupted -- {stored:,} session(s) before it were written and committed" in text, text
     assert len(text.strip().splitlines()) <= 2, text  # the error (and at most a progress line), no traceback
-
-
-def test_a_stopped_reader_child_ends_the_import_with_one_line(
-    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Item 11: the write pass's reader child stopped with SIGSTOP: the import waits a bounded
-    time ($VMEM_READER_TIMEOUT), then exits 1 with one line; the stopped child is killed."""
-    stopped: list[int] = []
-    original = ReaderProcess.__init__
-
-    def init(self: ReaderProcess, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        os.kill(self._proc.pid, signal.SIGSTOP)  # a real stop, before it has sent anything
-        stopped.append(self._proc.pid)
-
-    monkeypatch.setattr(import_child, "worthwhile", lambda source: True)
-    monkeypatch.setattr(ReaderProcess, "__init__", init)
-    monkeypatch.setenv("VMEM_READER_TIMEOUT", "1")
-    source = write_export(tmp_path / "s.jsonl", 30, 5)
-    result = runner.invoke(app, ["session", "import", str(source), "--db-url", sqlite_url(tmp_path / "s.db")])
-    assert result.exit_code == 1, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert "reader process sent nothing for 1 s" in lines[0] and "nothing was written" in lines[0]
-    assert stopped
-    with pytest.raises(ProcessLookupError):  # reaped
-        os.kill(stopped[0], 0)
 
 
 def test_a_batch_the_database_rolled_back_for_a_deadlock_is_written_again(

@@ -17,7 +17,6 @@ from sessions_helpers import APP, adk_get, adk_view, interrupt_when, sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
-from veadk_mem.sessions import import_child
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,9 +80,8 @@ def views(url: str, keys: list[tuple[str, str]]) -> list[dict[str, Any]]:
 KEYS = [("u1", "small-1"), ("u-big", "big"), ("u-big", "small-2")]
 
 
-@pytest.mark.parametrize("child", [False, True], ids=["in-process", "reader-child"])
 def test_a_streamed_session_reads_back_through_adk_as_a_decoded_one(
-    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child: bool
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same file imported whole and with its big line streamed: ADK's get_session sees the same
     sessions (ids given to id-less events, state split into app / user rows, times); a re-import is
@@ -92,8 +90,6 @@ def test_a_streamed_session_reads_back_through_adk_as_a_decoded_one(
     whole = sqlite_url(tmp_path / "whole.db")
     assert imported(runner, source, whole).exit_code == 0
     monkeypatch.setenv("VMEM_BIG_LINE", "4096")
-    if child:  # the write pass's reader child (normally from 16 MB) reads the file
-        monkeypatch.setattr(import_child, "PROCESS_FROM", 1)
     streamed = sqlite_url(tmp_path / "streamed.db")
     first = imported(runner, source, streamed, "--json")
     assert first.exit_code == 0, first.output
@@ -193,7 +189,7 @@ def test_nan_in_a_streamed_line_is_refused_as_in_a_short_one(
 
 
 def peak_rss_kb(source: Path, db: Path, big_line: str | None = None) -> int:
-    """The peak RSS (KB) of `vmem session import` (or of its reader child), measured in a fresh process."""
+    """The peak RSS (KB) of `vmem session import`, measured in a fresh process."""
     code = (
         "import resource, subprocess, sys\n"
         "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"

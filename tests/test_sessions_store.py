@@ -14,7 +14,7 @@ import pytest
 from google.adk.events.event_actions import EventActions
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sessions_helpers import APP, adk_events, build, build_v0, sqlite_url
+from sessions_helpers import APP, adk_events, build, sqlite_url
 
 from veadk_mem import events as ev
 from veadk_mem.adkjson import printed_event
@@ -275,44 +275,7 @@ def test_a_long_session_streams_in_bounded_memory(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
-# --- small reads straight on the driver (sessions/driver.py) -----------------------------
-
-
-@pytest.mark.parametrize(
-    "kind",
-    ["sqlite v1", "sqlite v0", "sqlite SqliteSessionService", "postgres v1", "postgres v0", "mysql v1"],
-)
-def test_driver_reads_equal_sqlalchemys_rows(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> None:
-    engine, layout = kind.split(" ", 1)
-    sessions = {("alice", "s1"): 6, ("bob", "s2"): 3}
-    if engine == "sqlite":
-        url = str(tmp_path / "svc.db") if layout == "SqliteSessionService" else sqlite_url(tmp_path / "adk.db")
-    else:
-        url = str(request.getfixturevalue("pg_url" if engine == "postgres" else "mysql_url"))
-    (build_v0 if layout == "v0" else build)(url, sessions)
-
-    async def go() -> None:
-        async with SessionStore(url) as store:
-            session = await store.get_session(APP, "alice", "s1")
-            listed = await store.list_sessions(SessionFilter(app=APP, user="alice"))
-            assert len(session.events) == 6 and [s.id for s in listed] == ["s1"]
-            planned = {key: plan for key, plan in store.db.plans.items() if plan is not None}
-            if engine == "mysql":  # aiomysql keeps SQLAlchemy's path
-                assert planned == {}
-                return
-            # the summary never needs SQLAlchemy's type processing; v0's events do (pickled actions)
-            assert set(planned) >= {"one", ("filter", "f_app", "f_user", False)}
-            assert ("events" in planned) == (layout != "v0")
-            for key, plan in planned.items():
-                stmt = store.db.stmts[key]
-                args = {"k_app": APP, "k_user": "alice", "k_id": "s1", "f_app": APP, "f_user": "alice"}
-                args = {k: v for k, v in args.items() if k in plan.names}
-                async with store.db.engine.connect() as conn:
-                    expected = [tuple(r) for r in (await conn.execute(stmt, args)).all()]
-                    got = [tuple(r) for r in await plan.fetch_all(conn, args)]
-                assert got == expected and got, key
-
-    asyncio.run(go())
+# --- reads beside a writer ------------------------------------------------------------
 
 
 def test_a_writer_left_open_is_rolled_back_when_its_connection_returns(tmp_path: Path) -> None:
@@ -334,7 +297,7 @@ def test_a_writer_left_open_is_rolled_back_when_its_connection_returns(tmp_path:
     asyncio.run(go())
 
 
-def test_driver_reads_wait_on_a_locked_sqlite_file_then_fail_cleanly(tmp_path: Path) -> None:
+def test_reads_wait_on_a_locked_sqlite_file_then_fail_cleanly(tmp_path: Path) -> None:
     import sqlite3
     import time
 
@@ -343,8 +306,7 @@ def test_driver_reads_wait_on_a_locked_sqlite_file_then_fail_cleanly(tmp_path: P
 
     async def go() -> None:
         async with SessionStore(sqlite_url(path), busy_timeout=0.3) as store:
-            await store.get_session(APP, "alice", "s1")  # plans made, connection pooled
-            assert store.db.plans["one"] is not None and store.db.plans["events"] is not None
+            await store.get_session(APP, "alice", "s1")  # statements cached, connection pooled
             holder = sqlite3.connect(path, isolation_level=None)
             holder.execute("BEGIN EXCLUSIVE")  # an agent committing: readers must wait
             try:

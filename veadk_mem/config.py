@@ -300,12 +300,6 @@ class TuningSettings(Section):
         description="JSONL line length from which session import streams a session; 0: 16 MiB, 2 MiB into sqlite",
         json_schema_extra=_env("VMEM_BIG_LINE"),
     )
-    reader_timeout: float = Field(
-        300.0,
-        gt=0,
-        description="Seconds session import waits for its reader process's next bytes",
-        json_schema_extra=_env("VMEM_READER_TIMEOUT"),
-    )
     batch_bytes: Bytes = Field(
         64 * MIB,
         ge=1,

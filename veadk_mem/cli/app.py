@@ -210,10 +210,9 @@ def _spare_the_collector() -> None:
 
     What is loaded by now (Typer, pydantic, vmem's modules) lives as long as the process, so it
     is frozen out of every later collection; and the youngest generation is collected every
-    50,000 net allocations rather than 700, so importing SQLAlchemy and adding up a large answer
-    do not pay a full pass over everything loaded again and again (`session stats --app one`:
-    0.03-0.05 s of its 0.5 s CPU). Reference counting still frees all that is not cyclic, and
-    the paths that build many objects pause the collector anyway (gc_pause.py).
+    50,000 net allocations rather than 700, so importing SQLAlchemy, reading many rows and
+    adding up a large answer do not pay a pass over everything loaded again and again.
+    Reference counting still frees all that is not cyclic; the rest waits for a collection.
     """
     import gc
 

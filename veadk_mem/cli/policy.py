@@ -11,7 +11,6 @@ from veadk_mem.cli.columns import KEY, Column
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput
-from veadk_mem.gc_pause import bulk_objects
 
 if TYPE_CHECKING:
     from veadk_mem.events import Session
@@ -93,13 +92,12 @@ def test_cmd(
     elif db_url:
         raise BadInput("--db-url names the session database: use it with --from-store")
     resolved = _resolve(state, policy, include_assistant)
-    with bulk_objects():
-        sessions = [_stored_session(state, *args)] if from_store else read_sessions(args[0])
-        result = dry_run(sessions, resolved, warn=state.render.warn)
-        if state.json_mode:
-            state.render.pieces(chain(result.json_pieces(), "\n"))
-        else:
-            _table(state, result)
+    sessions = [_stored_session(state, *args)] if from_store else read_sessions(args[0])
+    result = dry_run(sessions, resolved, warn=state.render.warn)
+    if state.json_mode:
+        state.render.pieces(chain(result.json_pieces(), "\n"))
+    else:
+        _table(state, result)
 
 
 def _stored_session(state: AppState, app_name: str, user: str, session_id: str) -> Session:

@@ -8,7 +8,6 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from veadk_mem.events import Session
-from veadk_mem.gc_pause import collect_young
 from veadk_mem.jsonio import Streamed, dumps_pieces, finite
 from veadk_mem.policy.decision import Decision, evaluate
 from veadk_mem.policy.model import ResolvedPolicy, Warn
@@ -37,8 +36,6 @@ class DryRun:
             for decision in evaluate(session.events, self.policy, warn=warn):
                 decision.session_id = session.id
                 events += 1
-                if events % 2048 == 0:
-                    collect_young()  # under bulk_objects, what each event leaves in cycles
                 if decision.memory is not None:
                     saved += 1
                     size += len(decision.memory.encode("utf-8", "surrogatepass"))

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic.alias_generators import to_camel
 
 from veadk_mem.errors import Interrupted, VmemError
-from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.big_writes import BigWrites, ReadAhead, uncancelled
 from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, BigSession, big_line_bytes
 from veadk_mem.sessions.dberrors import concurrent_ddl, partial, retry_db, retryable
@@ -21,8 +20,7 @@ from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import LATEST_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Layout, build_tables
 from veadk_mem.sessions.rawsession import RawSession
 from veadk_mem.sessions.records import ImportReport, Progress, noop
-from veadk_mem.sessions.rows import Columns
-from veadk_mem.sessions.upsert import Batch, Done, Plans, Upsert, column_style, rows_batch
+from veadk_mem.sessions.upsert import Batch, Done, Upsert
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -71,7 +69,7 @@ async def ensure_tables(db: Database) -> bool:
 
 
 class Batches:
-    """`import_records` and `import_columns`: the pipeline of an import's write pass."""
+    """`import_records`: the pipeline of an import's write pass."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -99,7 +97,7 @@ class Batches:
         records_iter = (from_model(r) if isinstance(r, ev.Session) else r for r in records)
         batch_rows = batch_rows or self.batch_rows()
 
-        def reader(upsert: Upsert, plans: Plans | None) -> Take:
+        def reader(upsert: Upsert) -> Take:
             first = [True]
             held: list[Any] = []  # a long line's session met while filling a batch: the next batch
 
@@ -114,7 +112,7 @@ class Batches:
                     held.append(records.pop())
                     if not records:
                         return Batch([], [], big=held.pop()), done
-                return upsert.prepare(records, plans), done and not held
+                return upsert.prepare(records), done and not held
 
             return take
 
@@ -125,7 +123,7 @@ class Batches:
 
         On PostgreSQL and MySQL a batch locks only its own rows, and larger batches cost
         fewer round trips; a sqlite batch holds the whole file's write lock while it is
-        written, and an agent's append waits that long (20,000 rows: 1 to 3 s on a busy machine).
+        written, and an agent's append waits that long.
         """
         return SQLITE_BATCH_ROWS if self.db.dialect == "sqlite" else BATCH_ROWS
 
@@ -140,71 +138,16 @@ class Batches:
 
         return big_line_bytes(SQLITE_BIG_LINE if self.db.dialect == "sqlite" else BIG_LINE)
 
-    def column_style(self) -> str:
-        """How this database's rows hold JSON text (`rows.TEXTS`), so they are the rows ADK writes."""
-        return column_style(self.db)
-
-    def takes_columns(self) -> bool:
-        """True when this database's import can write batches built elsewhere (`import_columns`).
-
-        That is the driver path (`driver.InsertPlan`: aiosqlite, asyncpg) into ADK 2.x's tables
-        or SqliteSessionService's, or into an empty database (or a sqlite file not created
-        yet), which gets ADK 2.x's; never with `[tuning] fast_paths` off.
-        """
-        from veadk_mem.config import tuning
-
-        return (
-            tuning().fast_paths
-            and self.db.dialect in ("sqlite", "postgresql")
-            and self.db.layout
-            in (
-                Layout.EMPTY,
-                Layout.V1,
-                Layout.SQLITE,
-            )
-        )
-
-    async def import_columns(
-        self,
-        batches: Iterator[Columns | int],
-        *,
-        force: bool = True,
-        progress: Progress | None = None,
-        bigs: dict[int, BigSession] | None = None,
-    ) -> ImportReport:
-        """`import_records` of batches whose columns were built elsewhere (`reader.ReaderProcess`).
-
-        Only where `takes_columns()` is True. An int is where a long line starts: its
-        session, checked already, is `bigs[start]`, streamed from the file as it is written.
-        """
-
-        def reader(upsert: Upsert, plans: Plans | None) -> Take:
-            if plans is None:
-                raise RuntimeError(f"internal: no driver plans for an import into {self.db.layout.value}")
-
-            def take() -> tuple[Batch, bool]:
-                columns = next(batches, None)
-                if isinstance(columns, int):
-                    return Batch([], [], big=(bigs or {})[columns]), False
-                return (Batch([], []), True) if columns is None else (rows_batch(columns, plans), False)
-
-            return take
-
-        return await self._import(reader, force, progress)
-
-    async def _import(
-        self, reader: Callable[[Upsert, Plans | None], Take], force: bool, progress: Progress | None
-    ) -> ImportReport:
-        """Create the tables if there are none, then write what `reader(upsert, driver plans)` takes, batch by batch."""
+    async def _import(self, reader: Callable[[Upsert], Take], force: bool, progress: Progress | None) -> ImportReport:
+        """Create the tables if there are none, then write what `reader(upsert)` takes, batch by batch."""
         report = ImportReport()
         report.created_tables = await ensure_tables(self.db)
         report.layout = self.db.layout.value
         run = _Run(self.db, Upsert(self.db), report, force)
         run.big = BigWrites(run.upsert, self.batch_rows)
-        take = reader(run.upsert, run.upsert.insert_plans())
+        take = reader(run.upsert)
         try:
-            with bulk_objects():
-                await run.write_all(take, progress or noop)
+            await run.write_all(take, progress or noop)
         finally:
             report.warnings = _dropped_warnings(self.db, run.upsert.dropped)
         return report
@@ -246,7 +189,6 @@ class _Run:
                     if not ended[0]:
                         await sqlite_gap(self.db.dialect, time.monotonic() - started)
                     advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
-                    collect_young()
         except (asyncio.CancelledError, KeyboardInterrupt):
             # Ctrl-C: say what was committed, as for any other failure part-way
             stopped = Interrupted(self._stopped("interrupted"))

@@ -11,14 +11,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veadk_mem.errors import StoreError
-from veadk_mem.gc_pause import collect_young
-from veadk_mem.sessions.bigline import column_chunks, event_chunks
+from veadk_mem.sessions.bigline import event_chunks
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.preflight import newer as _newer
-from veadk_mem.sessions.rawsession import RawSession
 from veadk_mem.sessions.records import ImportReport
-from veadk_mem.sessions.rows import build_columns
-from veadk_mem.sessions.upsert import Done, Plans, Upsert, column_style
+from veadk_mem.sessions.upsert import Done, Upsert
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -101,12 +98,8 @@ class BigWrites:
         self._insert_session_row = upsert.insert_session_row
         self._event_rows = upsert.event_rows
         self._insert_event_rows = upsert.insert_event_rows
-        self._insert_plans = upsert.insert_plans
         self.held = 0.0  # seconds the last short transaction held sqlite's write lock, its COMMIT included
         self.swaps: list[tuple[int, float]] = []  # (events moved, seconds held) of each final transaction
-
-    def column_style(self) -> str:
-        return column_style(self.db)
 
     async def write(self, big: BigSession, *, force: bool, staging: list[str], done: Done | None) -> ImportReport:
         """Write `big`: on sqlite in short transactions (`_write_big_staged`), else in one (`_write_big`)."""
@@ -114,27 +107,15 @@ class BigWrites:
             return await self._write_big_staged(big, force=force, staging=staging, done=done)
         return await self._write_big(big, force=force, done=done)
 
-    def _chunk_rows(
-        self, big: BigSession, plans: Plans | None, updated: float
-    ) -> Callable[[], tuple[list[str], list[Any]] | None]:
+    def _chunk_rows(self, big: BigSession) -> Callable[[], tuple[list[str], list[Any]] | None]:
         """A reader of `big`'s next spool chunk as (event ids, rows), or None at its end; run in a thread."""
-
-        app, user, sid = big.app_name, big.user_id, big.id
-        encoded = plans is not None and big.columns  # by the check pass already
-        chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
+        chunks = event_chunks(big)
 
         def rows() -> tuple[list[str], list[Any]] | None:
             events = next(chunks, None)
             if events is None:
                 return None
-            if encoded:
-                assert plans is not None
-                return events["id"], plans[1].rows(events)
-            ids = [event.id for event in events]
-            if plans is None:
-                return ids, self.upsert.event_rows(app, user, sid, events)
-            columns = build_columns([RawSession(sid, app, user, {}, updated, events)], self.column_style())
-            return ids, plans[1].rows(columns.events)
+            return [event.id for event in events], self.upsert.event_rows(big.app_name, big.user_id, big.id, events)
 
         return rows
 
@@ -153,7 +134,6 @@ class BigWrites:
         now = time.time()
         updated, created = big.update_time(now), big.create_time(now)
         app_part, user_part, own = split_state(big.state)
-        plans = self.upsert.insert_plans()
         async with self.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin() as transaction:
@@ -165,15 +145,11 @@ class BigWrites:
                 if key in stored:
                     await self.upsert.delete_stored(conn, [key])
                     pending.replaced = 1
-                await self.upsert.insert_session_row(conn, key, own, created, updated, plans)
-                async with ReadAhead(self._chunk_rows(big, plans, updated)) as chunks:
+                await self.upsert.insert_session_row(conn, key, own, created, updated)
+                async with ReadAhead(self._chunk_rows(big)) as chunks:
                     async for ids, event_rows in chunks:
-                        if plans is None:
-                            await self.upsert.insert_event_rows(conn, event_rows)
-                        elif event_rows and not await plans[1].insert(conn, event_rows):
-                            raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
+                        await self.upsert.insert_event_rows(conn, event_rows)
                         pending.events += len(ids)
-                        collect_young()
                 pending.sessions = 1
 
                 async def commit() -> None:
@@ -215,7 +191,6 @@ class BigWrites:
         written: int,
         pending: ImportReport,
         parts: tuple[Any, Any, Any, float, float],
-        plans: Plans | None,
     ) -> None:
         """The staged writer's last transaction: when the key's row is as `seen` (its update time, or
         None) and the staging key holds the `written` events, the stored version out (its events to
@@ -249,7 +224,7 @@ class BigWrites:
                 pending.replaced = 1
             await conn.execute(update(t.events).where(*events_of(staged)).values(session_id=key[2]))
             await self._merge_states(conn, {key[0]: dict(app_part)}, {(key[0], key[1]): dict(user_part)})
-            await self._insert_session_row(conn, key, own, created, updated, plans)
+            await self._insert_session_row(conn, key, own, created, updated)
         pending.sessions = 1
 
     async def _write_big_staged(
@@ -259,8 +234,8 @@ class BigWrites:
         own key with its session row in one short transaction at the end.
 
         sqlite has one writer for the whole file: `_write_big`'s one transaction kept every
-        agent of the file waiting for the whole session (6.4 s for 200,000 events, past ADK's
-        5 s busy timeout). Here each transaction writes `batch_rows()` events and commits,
+        agent of the file waiting for the whole session, past ADK's busy timeout for a long
+        one. Here each transaction writes `batch_rows()` events and commits,
         with `sqlite_gap`'s pause after it. The events go under the session id `staging_id(id)`
         (same app and user), which no ADK reader matches: ADK reads events by (app, user,
         session id), and an agent that creates the session meanwhile (`get_session() or
@@ -288,7 +263,6 @@ class BigWrites:
         now = time.time()
         updated, created = big.update_time(now), big.create_time(now)
         app_part, user_part, own = split_state(big.state)
-        plans = self._insert_plans()
         staged_key = (key[0], key[1], staging_id(key[2]))
         session_is = (s.app_name == key[0], s.user_id == key[1], s.id == key[2])
 
@@ -325,63 +299,16 @@ class BigWrites:
                 await clear(key[2])
             # 3. the events, `step` at a time, under the staging key, each group read and built in a
             #    thread while the last is written
-            encoded = plans is not None and big.columns  # by the check pass already
-            chunks: Iterator[Any] = column_chunks(big) if encoded else event_chunks(big)
-
-            left: list[tuple[list[str], list[Any]]] = []  # a chunk's ids and rows beyond the last group
-
-            def group() -> tuple[list[str], list[Any]] | None:
-                """The next `step` events' ids and rows (a spool chunk is 2,000 events: split or joined)."""
-                ids: list[str] = []
-                rows: list[Any] = []
-                while len(ids) < step:
-                    if not left:
-                        events = next(chunks, None)
-                        if events is None:
-                            break
-                        left.append(built(events))
-                    more_ids, more_rows = left.pop()
-                    take = step - len(ids)
-                    ids += more_ids[:take]
-                    rows += more_rows[:take]
-                    if len(more_ids) > take:
-                        left.append((more_ids[take:], more_rows[take:]))
-                return (ids, rows) if ids else None
-
-            def built(events: Any) -> tuple[list[str], list[Any]]:
-                if encoded:
-                    assert plans is not None
-                    events["session_id"] = [staged_key[2]] * len(events["id"])  # encoded under the real id
-                    return events["id"], plans[1].rows(events)
-                ids = [event.id for event in events]
-                if plans is None:
-                    return ids, self._event_rows(*staged_key, events)
-                columns = build_columns(
-                    [RawSession(staged_key[2], key[0], key[1], {}, updated, events)], self.column_style()
-                )
-                return ids, plans[1].rows(columns.events)
-
-            ahead = asyncio.ensure_future(asyncio.to_thread(group))
-            try:
-                while (got := await ahead) is not None:
-                    ahead = asyncio.ensure_future(asyncio.to_thread(group))
-                    ids, event_rows = got
+            produce = _regrouped(event_chunks(big), step, lambda events: self._event_rows(*staged_key, events))
+            async with ReadAhead(produce) as groups:
+                async for ids, event_rows in groups:
                     async with self._short_write() as conn:
-                        if plans is None:
-                            await self._insert_event_rows(conn, event_rows)
-                        elif not await plans[1].insert(conn, event_rows):
-                            raise RuntimeError(f"internal: no open transaction for the insert into {plans[1].table}")
+                        await self._insert_event_rows(conn, event_rows)
                     written += len(ids)
                     pending.events += len(ids)
-                    collect_young()
-            finally:
-                if not ahead.done():
-                    ahead.cancel()
-                    with contextlib.suppress(BaseException):
-                        await ahead
 
             # 4. one transaction: the stored version out, the staged events in under the key, the row
-            swap = self._swap(key, seen, written, pending, (app_part, user_part, own, created, updated), plans)
+            swap = self._swap(key, seen, written, pending, (app_part, user_part, own, created, updated))
             await uncancelled(swap)  # a Ctrl-C at its COMMIT: committed, and counted
             self.swaps.append((written, self.held))
             staging.clear()
@@ -404,6 +331,33 @@ class BigWrites:
         finally:
             if pending.sessions:
                 staging.clear()
+
+
+def _regrouped(
+    chunks: Iterator[list[Any]], step: int, rows_of: Callable[[list[Any]], list[Any]]
+) -> Callable[[], tuple[list[str], list[Any]] | None]:
+    """A reader of the next `step` events' ids and rows (`rows_of` a chunk), None at the end: spool
+    chunks (2,000 events) split or joined into the staged writer's transactions."""
+    left: list[tuple[list[str], list[Any]]] = []  # a chunk's ids and rows beyond the last group
+
+    def group() -> tuple[list[str], list[Any]] | None:
+        ids: list[str] = []
+        rows: list[Any] = []
+        while len(ids) < step:
+            if not left:
+                events = next(chunks, None)
+                if events is None:
+                    break
+                left.append(([event.id for event in events], rows_of(events)))
+            more_ids, more_rows = left.pop()
+            take = step - len(ids)
+            ids += more_ids[:take]
+            rows += more_rows[:take]
+            if len(more_ids) > take:
+                left.append((more_ids[take:], more_rows[take:]))
+        return (ids, rows) if ids else None
+
+    return group
 
 
 STAGING = "\x1dvmem-staging\x1d"  # a group separator: no id an agent or ADK (uuid4) chooses starts with it

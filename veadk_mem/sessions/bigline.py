@@ -1,7 +1,7 @@
 """Sessions on a JSONL line too large to decode whole: read a value at a time.
 
 A session of 200,000 events is one line of tens of megabytes; decoded whole, its events,
-their stored form and their rows all live at once (1.7 GB for one such line). A line of
+their stored form and their rows would all live at once. A line of
 `big_line_bytes()` and more is never held in memory: the check pass reads it once, a
 block at a time, each event decoded by json's C decoder (`_Scanner`); the events wait,
 decoded, in a private spool file until the line's end has given the session's own fields,
@@ -71,7 +71,6 @@ class BigSession:
     last: float = 0.0  # latest
     spool: IO[bytes] | None = None  # the checked events in stored form (marshal, a chunk a record), for the write
     # pass: an unnamed file (`files.unnamed_spool`), so a killed import leaves nothing behind
-    columns: bool = False  # the spool holds each chunk's event columns (`column_chunks`), not RawEvents
     given_create_time: float | None = None  # the line's createTime (an export's), kept as given
 
     def remove_spool(self) -> None:
@@ -316,21 +315,15 @@ def read_head(line: BigLine) -> dict[str, Any]:
     return head
 
 
-def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, columns: str = "") -> BigSession:
+def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False) -> BigSession:
     """Check the long line's session as `validate.iter_checked` checks any: BadInput naming the first fault.
 
     The line is read once (`_scan`): its events, decoded, wait in a private temporary file
     (marshal, mode 0600, in the stdin spools' directory) until the line's end has given
     the session's own fields (lastUpdateTime comes after the events in ADK's order), then
     are checked a chunk at a time. With `spool`, the checked events are kept in stored
-    form in such a file for the write pass, which then neither parses nor checks them again;
-    with `columns` too, as the columns of their rows (`column_chunks`: the event data
-    encoded already), for a write pass through `driver.InsertPlan`.
+    form in such a file for the write pass, which then neither parses nor checks them again.
     """
-    from veadk_mem.sessions.rows import TEXTS
-
-    dumps = TEXTS[columns][0] if columns else None
-
     directory = spool_dir()
     remove_stale(directory, SPOOL_PREFIX + "*")  # named spools of an older vmem, killed
     seen: set[str] = set()
@@ -356,17 +349,7 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
                 big.first = low if not big.count else min(big.first, low)
                 big.last = high if not big.count else max(big.last, high)
                 big.count += len(events)
-                if out is not None and dumps is not None:  # encoded here, not in the write pass: half the spool
-                    _dump(
-                        [
-                            [e.id for e in events],
-                            [e.invocation_id for e in events],
-                            stamps,
-                            [dumps(e.data) for e in events],
-                        ],
-                        out,
-                    )
-                elif out is not None:
+                if out is not None:
                     _dump(
                         [
                             (e.id, e.invocation_id, e.author, e.timestamp, e.branch, e.error_code, e.data)
@@ -377,7 +360,7 @@ def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False, colu
         assert big is not None
         if out is not None:
             out.flush()
-            big.spool, big.columns, out = out, bool(columns), None
+            big.spool, out = out, None
         return big
     finally:
         if out is not None:  # a failure part-way: the spool goes (unnamed, it leaves no file in any case)
@@ -400,34 +383,12 @@ def _raw_chunks(handle: IO[bytes]) -> Iterator[list[Any]]:
         yield marshal.loads(handle.read(_FRAME.unpack(head)[0]))
 
 
-def column_chunks(big: BigSession) -> Iterator[dict[str, list[Any]]]:
-    """The session's event columns, as `rows.build_columns` gives them, a chunk at a time (a `columns` spool)."""
-    from itertools import repeat
-
-    assert big.spool is not None and big.columns
-    handle = big.spool
-    handle.seek(0)
-    for ids, invocations, stamps, texts in _raw_chunks(handle):
-        n = len(ids)
-        yield {
-            "id": ids,
-            "app_name": list(repeat(big.app_name, n)),
-            "user_id": list(repeat(big.user_id, n)),
-            "session_id": list(repeat(big.id, n)),
-            "invocation_id": invocations,
-            "timestamp": stamps,
-            "event_data": texts,
-        }
-
-
 def event_chunks(big: BigSession) -> Iterator[list[RawEvent]]:
     """The session's events in stored form, a chunk at a time: from its spool (the line checked again without one)."""
     from veadk_mem.sessions.rawsession import RawEvent
 
-    if big.spool is None or big.columns:
-        again = check_big(big.line, None, spool=True)
-        big.remove_spool()
-        big.spool, big.columns = again.spool, False
+    if big.spool is None:
+        big.spool = check_big(big.line, None, spool=True).spool
     assert big.spool is not None
     handle = big.spool
     handle.seek(0)

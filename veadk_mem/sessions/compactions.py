@@ -76,10 +76,9 @@ async def count_compactions(db: Database, conn: AsyncConnection, summaries: Sequ
 async def _count_in_slices(db: Database, conn: AsyncConnection, summary: SessionSummary, found: Any) -> int:
     """One session's compactions counted `LIST_READ_EVENTS` events a statement (sqlite).
 
-    Each statement is a read transaction of its own, whose lock keeps an agent from
-    committing (rollback journal): one statement over a 200,000-event session held it for
-    0.2 to 1.6 s. Two statements a slice, both on the events index: where the slice ends
-    (an index-only read), then the count within it.
+    Each statement is a read transaction of its own, whose lock keeps an agent from committing
+    (rollback journal), so no statement reads a long session whole. Two statements a slice, both
+    on the events index: where the slice ends (an index-only read), then the count within it.
     """
     from sqlalchemy import Text, bindparam, func, literal_column, select, tuple_, type_coerce
 

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from veadk_mem.errors import NotFound
+from veadk_mem.sessions.records import SessionKey
 
 if TYPE_CHECKING:
-    from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionKey, SessionSummary
+    from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionSummary
     from veadk_mem.sessions.store import SessionStore
 
 
@@ -83,11 +84,16 @@ async def _filter_orphans(store: SessionStore, flt: SessionFilter | None) -> dic
 async def undecoded(
     store: SessionStore, flt: SessionFilter | None, listed: list[SessionSummary]
 ) -> list[SessionSummary]:
-    """The sessions of the filter's app / user that `listed` (the reads) left out: stored with a state
-    they cannot decode. None for a filter with a time bound (its times are the reads')."""
-    if flt is None or any(v is not None for v in (flt.since, flt.until, flt.older_than)):
-        return []
-    if flt.app is None and flt.user is None:
-        return []
+    """The sessions matching `flt` that `listed` (the reads) left out: stored with a state they cannot
+    decode. By key as the reads noted them (a time bound is theirs: `delete --older-than` left such a
+    session, exit 0, issue 41 item 4), and for a filter of an app / user without one, every such row."""
     seen = {s.key for s in listed}
-    return [s for s in await store.stored_sessions(app=flt.app, user=flt.user) if s.key not in seen]
+    notes = getattr(listed, "notes", None)
+    keys = [SessionKey(*k) for k in (notes.damaged_keys if notes is not None else [])]
+    found = await store.stored_sessions(keys=[k for k in keys if k not in seen]) if keys else []
+    seen |= {s.key for s in found}
+    if flt is None or any(v is not None for v in (flt.since, flt.until, flt.older_than)):
+        return found
+    if flt.app is None and flt.user is None:
+        return found
+    return found + [s for s in await store.stored_sessions(app=flt.app, user=flt.user) if s.key not in seen]

@@ -190,8 +190,8 @@ class Deletes:
     async def _delete_long_sqlite(self, summary: SessionSummary, report: DeleteReport, recheck: bool) -> None:
         """sqlite: one long session's events in short transactions, newest first, its row with the last ones.
 
-        sqlite has one writer for the whole file, and one transaction deleting 2,000,000 events
-        held it 5-6 s: an agent's append failed with "database is locked". Here each
+        sqlite has one writer for the whole file, and one transaction deleting a long session
+        held it past an agent's busy timeout ("database is locked"). Here each
         transaction deletes `SQLITE_LONG_STEP` events, the next ones as many as take about
         `SQLITE_LONG_HOLD` s (halved or doubled after each, 500 to 20,000), with `sqlite_gap`'s pause
         after it. The session row stays until the transaction that deletes its last events,

@@ -16,7 +16,6 @@ from veadk_mem.config import mask_url, tuning
 from veadk_mem.errors import BadInput, StoreError, VmemError
 from veadk_mem.jsonio import adk_text
 from veadk_mem.sessions.dberrors import describe_db_error
-from veadk_mem.sessions.driver import DriverPlan
 from veadk_mem.sessions.files import create_private
 from veadk_mem.sessions.layout import (
     Layout,
@@ -36,12 +35,11 @@ if TYPE_CHECKING:
 async def sqlite_gap(dialect: str, held: float) -> None:
     """On sqlite, after a write transaction that held the file's lock `held` s: leave it free a moment.
 
-    An agent's write that found the lock taken waits in sqlite's busy handler, which sleeps
-    and tries again (every 100 ms once it has waited a third of a second). A batch begun
-    the instant the last one committed takes the lock again before the agent wakes up, so
-    the agent waited for batch after batch (3 s and more under load, past ADK's 5 s busy
-    timeout once). A pause as long as the batch held the lock, at most 100 ms, lets it in;
-    the next batch is read meanwhile, so an import loses little.
+    An agent's write that found the lock taken waits in sqlite's busy handler, which sleeps and
+    tries again (every 100 ms once it has waited a third of a second). A batch begun the instant
+    the last one committed takes the lock again before the agent wakes up, so the agent waited
+    for batch after batch, up to ADK's busy timeout. A pause as long as the batch held the lock,
+    at most 100 ms, lets it in; the next batch is read meanwhile, so an import loses little.
     """
     if dialect == "sqlite" and held > 0:
         await asyncio.sleep(min(0.1, held))
@@ -73,7 +71,6 @@ class Database:
         self._tables: Tables | None = None
         self._columns: frozenset[str] | None = None
         self.stmts: dict[Any, Any] = {}
-        self.plans: dict[Any, DriverPlan | None] = {}
         self.layout: Layout = Layout.EMPTY
         self.table_names: frozenset[str] = frozenset()  # every table the database had when opened
 
@@ -244,7 +241,7 @@ class Database:
         On MySQL/MariaDB the rows are reached through the primary key, never a scan: a locking
         read that scans a small table locks each row it passes, and one an agent held
         meanwhile stayed locked to the commit even under READ COMMITTED, the agent waiting
-        behind the whole batch (its own session row, 1.0-1.6 s on one machine).
+        behind the whole batch (its own session row).
         """
         if self.dialect == "sqlite":  # BEGIN IMMEDIATE already holds the write lock
             return stmt
@@ -283,8 +280,7 @@ class Database:
             from sqlalchemy import Text
             from sqlalchemy.dialects.postgresql import ARRAY
 
-            # typed by a cast, not by the bind: asyncpg takes a list for text[] as it is, and a
-            # bind with no processor lets the statement run in one driver call (driver.py)
+            # typed by a cast, not by the bind: asyncpg takes a list for text[] as it is
             arrays = [cast(bindparam(n), ARRAY(Text)) for n in ("k_apps", "k_users", "k_ids")]
             k = func.unnest(*arrays).table_valued("a", "u", "i").render_derived()
             return row.in_(select(k.c.a, k.c.u, k.c.i))

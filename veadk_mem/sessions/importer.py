@@ -3,10 +3,8 @@
 The file is read twice: first every record is parsed and checked against the target's
 limits (`limits.py`), the session keys are checked for collisions under the target's
 collation and for stored sessions newer than the file; only then is anything written.
-The second read, which builds the rows, runs in a child process for a large file
-(`import_child.py`), started while the first is under way. Stdin is spooled to a private
-temporary file for the two passes (`files.spooled_stdin`). Records and reports live in
-`records.py`, the file's checks in `validate.py` and `checks.py`.
+Stdin is spooled to a private temporary file for the two passes (`files.spooled_stdin`).
+Records and reports live in `records.py`, the file's checks in `validate.py` and `checks.py`.
 """
 
 from __future__ import annotations
@@ -16,13 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput
-from veadk_mem.gc_pause import bulk_objects, collect_young
 from veadk_mem.sessions.bigline import BigLine, BigSession
 from veadk_mem.sessions.records import FileKey, ImportReport, file_update_time
 from veadk_mem.sessions.validate import iter_checked
 
 if TYPE_CHECKING:
-    from veadk_mem.sessions.import_child import ReaderProcess
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.records import Progress
     from veadk_mem.sessions.store import SessionStore
@@ -65,38 +61,29 @@ async def import_file(
     source_size(source)  # a missing file is exit 2 naming it, before any database is opened
     check = _CheckPass(store, source, name, ImportReport(dry_run=dry_run), checking)
     counts, bigs = check.counts, check.bigs
-    reader: ReaderProcess | None = None
     try:
         offline = store.offline_limits()
         if offline is not None:
-            reader = _reader(store, source, name, dry_run)
             await check.run(offline)
             if dry_run:  # a sqlite file that does not exist yet: nothing in it to clash with
                 return counts
         async with store:
             if offline is None:
-                limits = await store.limits()
-                reader = _reader(store, source, name, dry_run)
-                await check.run(limits)
+                await check.run(await store.limits())
             await _check_stored(store, check.keys, check.states, force)
             if dry_run:
                 counts.layout = store.layout.value
                 return counts
             if on_total is not None:
                 on_total(counts.sessions)
-            if reader is not None:
-                report = await store.import_columns(reader.batches(), force=force, progress=progress, bigs=bigs)
-            else:
-                records = (
-                    bigs[record.start] if isinstance(record, BigLine) else record
-                    for _, record in iter_checked(source, name, big="skip", big_bytes=store.big_line_bytes())
-                )
-                report = await store.import_records(records, force=force, progress=progress)
+            records = (
+                bigs[record.start] if isinstance(record, BigLine) else record
+                for _, record in iter_checked(source, name, big="skip", big_bytes=store.big_line_bytes())
+            )
+            report = await store.import_records(records, force=force, progress=progress)
             report.warnings = list(dict.fromkeys(report.warnings))
             return report
     finally:
-        if reader is not None:
-            reader.close()
         for big in bigs.values():
             big.remove_spool()
 
@@ -117,22 +104,12 @@ class _CheckPass:
         self.bigs: dict[int, BigSession] = {}
 
     async def run(self, limits: Limits) -> None:
-        with bulk_objects():
-            await self._check_all(limits)
-
-    async def _check_all(self, limits: Limits) -> None:
-        store = self.store
-        style = store.column_style() if store.takes_columns() else ""
-        records = iter_checked(
-            self.source, self.name, limits, big="check", columns=style, big_bytes=store.big_line_bytes()
-        )
+        records = iter_checked(self.source, self.name, limits, big="check", big_bytes=self.store.big_line_bytes())
         for n, (where, record) in enumerate(records, 1):
             if n % 500 == 0:
                 # Ctrl-C cancels the running task, which only an await can notice: without
                 # one the whole check pass ran to its end before the command stopped
                 await asyncio.sleep(0)
-                if n % 5000 == 0:
-                    collect_young()
             if isinstance(record, dict):
                 self._state_record(where, record)
             else:
@@ -158,20 +135,6 @@ class _CheckPass:
         self.keys.append(FileKey(record.app_name, record.user_id, record.id, updated, where))
         if self.checking is not None:
             self.checking(1)
-
-
-def _reader(store: SessionStore, source: str | Path, name: str | None, dry_run: bool) -> ReaderProcess | None:
-    """A child process reading the file for the write pass, started now to overlap the check pass; or None."""
-    from veadk_mem.sessions.import_child import ReaderProcess, worthwhile
-
-    if dry_run or not store.takes_columns() or not worthwhile(source):
-        return None
-    try:
-        return ReaderProcess(
-            source, name, batch_rows=store.batch_rows(), big_bytes=store.big_line_bytes(), style=store.column_style()
-        )
-    except OSError:  # no interpreter to start: the write pass reads in this process
-        return None
 
 
 async def _check_stored(

@@ -34,13 +34,17 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from veadk_mem.jsonio import adk_text, stored_json
-from veadk_mem.sessions.timecols import naive_utc
 
 KEY_LEN = 128
 VARCHAR_LEN = 256
 SCHEMA_VERSION_KEY = "schema_version"
 EVENTS_INDEX = "idx_events_app_user_session_ts_id"  # the one index ADK creates besides primary keys
 LATEST_SCHEMA_VERSION = "1"
+
+
+def naive_utc(epoch: float) -> datetime:
+    """Epoch seconds as the naive UTC datetime ADK stores (`datetime.fromtimestamp(t, UTC)` without its zone)."""
+    return datetime.fromtimestamp(epoch, tz=UTC).replace(tzinfo=None)
 
 
 class Layout(StrEnum):

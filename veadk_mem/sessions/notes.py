@@ -19,11 +19,14 @@ class Notes:
 
     warnings: list[str] = field(default_factory=list)
     damaged: list[str] = field(default_factory=list)
+    damaged_keys: list[tuple[str, str, str]] = field(default_factory=list)  # (app, user, id), where known
 
-    def skip(self, session: str, warning: str) -> None:
-        """Note `session` as skipped, with the warning that says why."""
+    def skip(self, session: str, warning: str, key: tuple[str, str, str] | None = None) -> None:
+        """Note `session` (its `key` when known) as skipped, with the warning that says why."""
         self.damaged.append(session)
         self.warnings.append(warning)
+        if key is not None:
+            self.damaged_keys.append(key)
 
 
 class Listing(list[T]):

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from veadk_mem.adkjson import printed_event
 from veadk_mem.errors import NotFound, StoreError, VmemError
-from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.jsonio import compact_json as dumps
 from veadk_mem.jsonio import compact_json_out as dumps_escaped
 from veadk_mem.jsonio import dumps as jsonl_text
@@ -260,7 +259,7 @@ class Reads:
                 ) from None
 
         if 0 <= expected <= BATCH:  # small: one round trip beats a server-side cursor
-            for row in await self.sql.fetch_all(conn, stmt, params, name):
+            for row in (await conn.execute(stmt, params)).all():
                 yield decode(row)
             return
         # Large: stream through a server-side cursor, which PostgreSQL only allows in a transaction.
@@ -334,8 +333,7 @@ class Reads:
 
         rows = self._event_data(conn, summary.app_name, summary.user_id, summary.id, last, summary.event_count)
         validate = ev.Event.model_validate
-        with bulk_objects():
-            events = [validate(d) async for d in rows]
+        events = [validate(d) async for d in rows]
         return ev.Session(
             id=summary.id,
             app_name=summary.app_name,
@@ -555,8 +553,8 @@ class Reads:
         if self.db.dialect == "postgresql":
             engine = self.db.engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
             async with engine.connect() as conn, conn.begin():
-                # asyncpg's adapter opens the transaction at its first statement; a summary may run
-                # straight on the driver, so open it (and its snapshot) here
+                # asyncpg's adapter opens the transaction at its first statement: open it (and its
+                # snapshot) here, before any read
                 await conn.exec_driver_sql("SELECT 1")
                 yield conn
             return

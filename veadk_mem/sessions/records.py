@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 Progress = Callable[[int], None]
 BATCH = 500  # rows per IN list, statement batch and partition
 # An export reads a session of more events than this a page at a time: read whole, its rows, events
-# and line would all be in memory at once (a 200,000-event session: over 1 GB); below it, a whole
-# read in one short transaction, with the next batch read ahead meanwhile, is the faster way.
+# and line would all be in memory at once; below it, a whole read in one short transaction, with
+# the next batch read ahead meanwhile, costs fewer statements.
 PAGED_EVENTS = 20_000
 BATCH_BYTES = 64 << 20  # see batch_bytes()
 

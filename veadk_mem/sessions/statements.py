@@ -1,7 +1,4 @@
-"""Statement building and caching: one prepared statement per query shape.
-
-Small reads run in one driver call where the types allow (driver.py).
-"""
+"""Statement building and caching: one prepared statement per query shape."""
 
 from __future__ import annotations
 
@@ -11,8 +8,6 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.config import tuning
-from veadk_mem.gc_pause import bulk_objects
-from veadk_mem.sessions.driver import DriverPlan
 from veadk_mem.sessions.layout import (
     Layout,
     stored_time,
@@ -162,8 +157,8 @@ class Statements:
         """The summaries of the sessions a filter matches, newest (or oldest) first, a page of them.
 
         On sqlite, a page's keys first, from the sessions table alone, then the counts and
-        states of that page only: sqlite computed the event count of every session it sorted
-        past (OFFSET 32,000: 0.2 to 0.5 s, while the read's lock kept agents from committing).
+        states of that page only: otherwise sqlite computes the event count of every session it
+        sorts past, while the read's lock keeps agents from committing.
         """
         from sqlalchemy import and_, bindparam, select
 
@@ -211,42 +206,32 @@ class Statements:
         """The summaries of `stmt`'s rows; one whose stored state is not JSON is skipped, noted in `notes`."""
         out = []
         shared: dict[Any, Any] = {}  # app and user state repeat on many rows: decode each once
-        rows = await self.fetch_all(conn, stmt, params, key)
-        with bulk_objects():
-            for r in rows:
-                try:
-                    session_state = decode_json(r.state, None)
-                    app_state, user_state = decode_json(r.app_state, shared), decode_json(r.user_state, shared)
-                except (ValueError, TypeError) as exc:  # one corrupt row must not hide every other session
-                    notes.skip(
-                        f"{r.app_name}/{r.user_id}/{r.id}",
-                        f"session {r.app_name}/{r.user_id}/{r.id}: stored state is not readable JSON "
-                        f"({' '.join(str(exc).split())[:100]}); skipped",
-                    )
-                    continue
-                out.append(
-                    SessionSummary(
-                        app_name=r.app_name,
-                        user_id=r.user_id,
-                        id=r.id,
-                        state=merge_state(app_state, user_state, session_state),
-                        event_count=int(r.event_count or 0),
-                        create_time=to_epoch(r.create_time),
-                        update_time=to_epoch(r.update_time),
-                        session_state_keys=len(session_state),
-                    )
+        rows = (await conn.execute(stmt, params)).all()
+        for r in rows:
+            try:
+                session_state = decode_json(r.state, None)
+                app_state, user_state = decode_json(r.app_state, shared), decode_json(r.user_state, shared)
+            except (ValueError, TypeError) as exc:  # one corrupt row must not hide every other session
+                notes.skip(
+                    f"{r.app_name}/{r.user_id}/{r.id}",
+                    f"session {r.app_name}/{r.user_id}/{r.id}: stored state is not readable JSON "
+                    f"({' '.join(str(exc).split())[:100]}); skipped",
+                    (r.app_name, r.user_id, r.id),
                 )
+                continue
+            out.append(
+                SessionSummary(
+                    app_name=r.app_name,
+                    user_id=r.user_id,
+                    id=r.id,
+                    state=merge_state(app_state, user_state, session_state),
+                    event_count=int(r.event_count or 0),
+                    create_time=to_epoch(r.create_time),
+                    update_time=to_epoch(r.update_time),
+                    session_state_keys=len(session_state),
+                )
+            )
         return out
-
-    async def fetch_all(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any], key: Any) -> Sequence[Any]:
-        """Every row of the cached statement `key`, in one driver call where the types allow (driver.py)."""
-        if key is not None and tuning().fast_paths:
-            if key not in self.db.plans:
-                self.db.plans[key] = DriverPlan.make(stmt, self.db.engine.dialect)
-            plan = self.db.plans[key]
-            if plan is not None and not await plan.not_begun(conn):
-                return await plan.fetch_all(conn, params)
-        return (await conn.execute(stmt, params)).all()
 
     def raw_json(self, column: Any, name: str) -> Any:
         """A JSON state column selected as text, decoded by `decode_json` (with a cache) instead of per row."""
@@ -257,7 +242,7 @@ class Statements:
         return type_coerce(column, Text).label(name)
 
     def raw_time(self, column: Any, name: str) -> Any:
-        """On sqlite, DATETIME text parsed by datetime.fromisoformat: much faster than the generic processor."""
+        """On sqlite, DATETIME text parsed by datetime.fromisoformat rather than SQLAlchemy's generic processor."""
         from sqlalchemy import Text, type_coerce
 
         if self.db.dialect == "sqlite" and not self.db.tables.epoch_times:
@@ -370,7 +355,7 @@ class Statements:
                 return rows
             params = self.db.key_params(missed)
             return rows + self.event_rows((await conn.execute(self.batch_events_stmt(), params)).all())
-        return self.event_rows(await self.fetch_all(conn, self.batch_events_stmt(), params, "batch_events"))
+        return self.event_rows((await conn.execute(self.batch_events_stmt(), params)).all())
 
 
 # --- MySQL: an event row's small columns as one text -----------------------------------------

@@ -239,7 +239,7 @@ class _Json:
                 return f"({_arrows(doc, parts)}) @> '{_nested([], [{key: {}}])}'"
             return f"jsonb_path_exists({_arrows(doc, parts)}, '$[*].{key}')"
         if self.dialect == "mysql":
-            # byte for byte (LIKE BINARY): LOCATE compares by the column's collation, 2.6 times slower
+            # byte for byte (LIKE BINARY): LOCATE compares by the column's collation, at a far higher cost
             return f"({doc} LIKE BINARY '%\"{key}\"%' AND JSON_CONTAINS_PATH({doc}, 'one', '{jpath}[*].{key}') = 1)"
         # the first part answers most events with one parse; json_each looks at the others
         return (
@@ -647,15 +647,14 @@ def _pg_settings(flt: SessionFilter) -> str:
 
     A hash aggregate needs room for a group per session, day and kind. Over every event, the
     planner likes to walk ADK's index for its presorted keys, serially, or to sort every event
-    for a group aggregate; a parallel sequential scan into hash aggregates takes less than half
-    the time (measured on the 1,000,000 events of bench/session_stats.py). JIT compilation is
-    off: the query's cost estimate sets it off with inlining and optimization, which each
-    parallel worker compiles again (2.3 s of a 3.8 s query on that database), to speed up
-    expressions that are mostly calls into the JSONB functions (which it does not make faster).
+    for a group aggregate; a parallel sequential scan into hash aggregates does the same work
+    in less time (docs/BENCHMARKS.md, session stats). JIT compilation is off: the query's cost
+    estimate turns it on with inlining and optimization, which each parallel worker compiles
+    again, for expressions that are mostly calls into the JSONB functions, which it cannot speed up.
     """
     settings = {"work_mem": "64MB", "jit": "off"}
     if flt.app is None and flt.user is None:
-        # a sort of every event spilled to disk, 3x slower than hashing
+        # otherwise a sort of every event, spilled to disk
         settings.update({f"enable_{name}": "off" for name in ("indexscan", "bitmapscan", "sort")})
     return "SELECT " + ", ".join(f"set_config('{name}', '{value}', true)" for name, value in settings.items())
 

@@ -28,7 +28,7 @@ result (`notes.Listing`, `notes.Stream`), an import's in its report.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Self
 
@@ -64,7 +64,6 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.preflight import Preflight
     from veadk_mem.sessions.rawsession import RawSession
     from veadk_mem.sessions.read_queries import Reads
-    from veadk_mem.sessions.rows import Columns
     from veadk_mem.sessions.stats import Stats
     from veadk_mem.sessions.watch import Watcher
 
@@ -416,22 +415,3 @@ class SessionStore:
     def big_line_bytes(self) -> int:
         """The JSONL line length from which an import streams a session and writes it on its own."""
         return self._batches.big_line_bytes()
-
-    def takes_columns(self) -> bool:
-        """True when this database's import can write batches built elsewhere (`import_columns`)."""
-        return self._batches.takes_columns()
-
-    def column_style(self) -> str:
-        """How such batches hold JSON text (`rows.TEXTS`), for the rows ADK itself writes here."""
-        return self._batches.column_style()
-
-    async def import_columns(
-        self,
-        batches: Iterator[Columns | int],
-        *,
-        force: bool = True,
-        progress: Progress | None = None,
-        bigs: dict[int, BigSession] | None = None,
-    ) -> ImportReport:
-        """`import_records` of batches whose columns were built elsewhere (`reader.ReaderProcess`)."""
-        return await self._batches.import_columns(batches, force=force, progress=progress, bigs=bigs)

@@ -41,7 +41,6 @@ from typing import IO, TYPE_CHECKING, Any
 
 from veadk_mem import files
 from veadk_mem.errors import BadInput, NotSupported, StoreError, VmemError
-from veadk_mem.gc_pause import bulk_objects
 from veadk_mem.sessions import reshape
 from veadk_mem.sessions.bigline import BigLine, check_big
 from veadk_mem.sessions.layout import (
@@ -439,12 +438,11 @@ class Upgrade:
 
         out = []
         warnings = self.report.warnings
-        with bulk_objects():
-            for row in rows:  # event_from_row skips the columns an old release lacks by name
-                event = ev.Event.model_validate(event_from_row(self.old, row, warnings))
-                values = event_row(self.new, row.app_name, row.user_id, row.session_id, raw_event(event))
-                values["timestamp"] = row.timestamp
-                out.append(values)
+        for row in rows:  # event_from_row skips the columns an old release lacks by name
+            event = ev.Event.model_validate(event_from_row(self.old, row, warnings))
+            values = event_row(self.new, row.app_name, row.user_id, row.session_id, raw_event(event))
+            values["timestamp"] = row.timestamp
+            out.append(values)
         return out
 
     async def _commit_batch(self, conn: AsyncConnection) -> None:

@@ -10,65 +10,38 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.config import tuning
 from veadk_mem.sessions.codec import event_row
-from veadk_mem.sessions.driver import InsertPlan
 from veadk_mem.sessions.layout import Layout, stored_time, to_epoch
 from veadk_mem.sessions.preflight import newer
 from veadk_mem.sessions.records import BATCH, ImportReport
-from veadk_mem.sessions.rows import Columns, Head, Split, build_columns, heads_of, text_style
+from veadk_mem.sessions.rows import Head, Split, heads_of
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from veadk_mem.sessions.bigline import BigSession
-    from veadk_mem.sessions.driver import InsertPlan
     from veadk_mem.sessions.engine import Database
     from veadk_mem.sessions.rawsession import RawEvent, RawSession
 
 Key = tuple[str, str, str]  # (app, user, session id)
-Plans = tuple["InsertPlan", "InsertPlan"]  # driver plans for the sessions and the events table
 # Keys in one MySQL/MariaDB locking read: under 1,000 values (three a key), which MariaDB would
 # turn into a semi-join (in_predicate_conversion_threshold) whose scan of a small sessions table
 # kept every row it passed locked to the commit, an agent's own session included.
 LOCKING_IN_KEYS = 300
 
 
-def column_style(db: Database) -> str:
-    """How this database's rows hold JSON text (`rows.TEXTS`), so they are the rows ADK writes."""
-    return text_style(db.dialect, db.layout is Layout.SQLITE)
-
-
 @dataclass(slots=True)
 class Batch:
-    """Records for one transaction: session heads and state records in file order, and the rows.
-
-    On the driver path the rows are built (`session_rows`, `event_rows`: one per session, then
-    their events session after session); otherwise `sessions` keeps the sessions for `event_row`.
-    """
+    """Records for one transaction: session heads and state records in file order, and the sessions."""
 
     records: list[Head | dict[str, Any]]
     splits: list[Split]  # split_state of each session, in order
-    sessions: list[RawSession] | None = None
-    session_rows: list[tuple[Any, ...]] = field(default_factory=list)
-    event_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    sessions: list[RawSession] = field(default_factory=list)
     big: BigSession | None = None  # or, alone, a session of a long line, streamed as it is written
 
     @property
     def heads(self) -> list[Head]:
         return [r for r in self.records if not isinstance(r, dict)]
-
-
-def rows_batch(columns: Columns, plans: Plans) -> Batch:
-    """A batch of `columns` with its rows built by the driver plans (times converted, tuples in column order)."""
-    session_plan, event_plan = plans
-    return Batch(
-        columns.records,
-        columns.splits,
-        None,
-        session_plan.rows(columns.sessions) if columns.sessions.get("id") else [],
-        event_plan.rows(columns.events) if columns.events.get("id") else [],
-    )
 
 
 @dataclass(slots=True)
@@ -124,19 +97,15 @@ class Upsert:
         pending.sessions += len(sessions)
         pending.events += sum(heads[i].events for i in sessions.values())
         pending.replaced += len(existing)
-        if batch.sessions is None:
-            await self._insert_prepared(conn, batch, heads, kept)
-        else:
-            await self._insert_sessions(conn, batch, heads, sessions)
+        await self._insert_sessions(conn, batch, heads, sessions)
 
     async def _insert_sessions(
         self, conn: AsyncConnection, batch: Batch, heads: list[Head], sessions: dict[Key, int]
     ) -> None:
-        """Insert the sessions of `batch` (the path without driver plans) that `sessions` keeps, and their events."""
+        """Insert the sessions of `batch` that `sessions` keeps, and their events."""
         from sqlalchemy import insert
 
         t = self.db.tables
-        assert batch.sessions is not None
         session_rows: list[dict[str, Any]] = []
         event_rows: list[dict[str, Any]] = []
         for (app, user, sid), i in sessions.items():
@@ -188,7 +157,7 @@ class Upsert:
             )
 
     def event_rows(self, app: str, user: str, sid: str, events: list[RawEvent]) -> list[dict[str, Any]]:
-        """The events' rows for SQLAlchemy's insert (the path without driver plans); notes fields a v0 table drops."""
+        """The events' rows for SQLAlchemy's insert; notes fields a v0 table drops."""
         t = self.db.tables
         if not t.missing:
             return [event_row(t, app, user, sid, event) for event in events]
@@ -216,49 +185,10 @@ class Upsert:
         for i in range(0, len(event_rows), BATCH * 2):
             await conn.execute(stmt, event_rows[i : i + BATCH * 2])
 
-    def insert_plans(self) -> Plans | None:
-        """Driver plans for the sessions and events tables (ADK 2.x or SqliteSessionService tables), else
-        None: also with `[tuning] fast_paths` off, when every row goes through SQLAlchemy's insert."""
-
-        if "insert_plans" not in self.db.stmts:
-            t = self.db.tables
-            plans = None
-            if t.layout in (Layout.V1, Layout.SQLITE) and tuning().fast_paths:
-                sessions, events = (InsertPlan.make(table, self.db.engine.dialect) for table in (t.sessions, t.events))
-                plans = None if sessions is None or events is None else (sessions, events)
-            self.db.stmts["insert_plans"] = plans
-        cached: Plans | None = self.db.stmts["insert_plans"]
-        return cached
-
-    def prepare(self, records: list[RawSession | dict[str, Any]], plans: Plans | None) -> Batch:
-        """`records` as a batch: with driver plans, every row built; else the sessions kept for `event_row`.
-
-        Runs in the reading thread: building the rows (JSON text, times) is most of a write's
-        Python work, and here it overlaps the database's own work on the previous batch.
-        """
-        if plans is not None:
-            return rows_batch(build_columns(records, column_style(self.db)), plans)
+    def prepare(self, records: list[RawSession | dict[str, Any]]) -> Batch:
+        """`records` as a batch: heads, split states and the sessions for `event_row` (run in the reading thread)."""
         mixed, splits = heads_of(records)
         return Batch(mixed, splits, [r for r in records if not isinstance(r, dict)])
-
-    async def _insert_prepared(self, conn: AsyncConnection, batch: Batch, heads: list[Head], kept: list[bool]) -> None:
-        """Insert the built rows of the sessions `kept` says are written, and their events."""
-        session_rows, event_rows = batch.session_rows, batch.event_rows
-        if not all(kept):
-            session_rows = [row for row, keep in zip(session_rows, kept, strict=True) if keep]
-            wanted: list[tuple[Any, ...]] = []
-            start = 0
-            for head, keep in zip(heads, kept, strict=True):
-                end = start + head.events
-                if keep:
-                    wanted += event_rows[start:end]
-                start = end
-            event_rows = wanted
-        plans = self.insert_plans()
-        assert plans is not None
-        for plan, rows in zip(plans, (session_rows, event_rows), strict=True):
-            if rows and not await plan.insert(conn, rows):
-                raise RuntimeError(f"internal: no open transaction for the insert into {plan.table}")
 
     async def stored_times(self, conn: AsyncConnection, keys: list[tuple[str, str, str]]) -> dict[Any, float]:
         """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL).
@@ -386,24 +316,14 @@ class Upsert:
         own: dict[str, Any],
         created: float,
         updated: float,
-        plans: Plans | None,
     ) -> None:
         """The one row in `sessions` of a session written on its own (`_write_big`, `_write_big_staged`)."""
         from sqlalchemy import insert
 
-        from veadk_mem.sessions.rows import TEXTS
-
         t = self.db.tables
-        if plans is not None:
-            row: dict[str, list[Any]] = {"app_name": [key[0]], "user_id": [key[1]], "id": [key[2]]}
-            row["state"] = [TEXTS[column_style(self.db)][1](own)]
-            row |= {"create_time": [created], "update_time": [updated]}
-            if not await plans[0].insert(conn, plans[0].rows(row)):
-                raise RuntimeError(f"internal: no open transaction for the insert into {plans[0].table}")
-        else:
-            session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
-            session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
-            await conn.execute(insert(t.sessions), [session_row])
+        session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
+        session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
+        await conn.execute(insert(t.sessions), [session_row])
 
 
 def _state_parts(batch: Batch, kept: list[bool], pending: ImportReport) -> StateParts:

@@ -1,5 +1,5 @@
 """Reading an import file's records, each checked: the import's check pass, its write pass
-(in this process or in `import_child.py`'s child) and `upgrade`'s file check read through here.
+and `upgrade`'s file check read through here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ def iter_checked(
     limits: Limits | None = None,
     *,
     big: str | None = None,
-    columns: str = "",
     big_bytes: int | None = None,
 ) -> Iterator[tuple[str, Any]]:
     """(where, record) for each session and app_state / user_state record, validated.
@@ -33,8 +32,7 @@ def iter_checked(
     `big` streams JSONL lines of `big_bytes` (`bigline.big_line_bytes()`) and more instead of decoding
     them: "check" checks such a line and gives a `bigline.BigSession` (its events spooled:
     the caller removes the spool, `BigSession.remove_spool`), "skip" only locates
-    it (a `bigline.BigLine`: the write pass, after the check pass checked it); `columns` (a
-    `rows.TEXTS` style) spools a checked one's events as row columns (`bigline.check_big`). Without it,
+    it (a `bigline.BigLine`: the write pass, after the check pass checked it). Without it,
     a record is a RawSession or a state record dict.
     """
     from veadk_mem.events import TIMES_KIND, iter_documents
@@ -50,7 +48,7 @@ def iter_checked(
             found: tuple[str, Any]
             if isinstance(data, bigline.BigLine):
                 checked = big == "check"
-                found = where, bigline.check_big(data, limits, spool=True, columns=columns) if checked else data
+                found = where, bigline.check_big(data, limits, spool=True) if checked else data
             else:
                 found = check_record(where, data, limits)
         except RecursionError:
