@@ -167,13 +167,8 @@ def _hash_store(db: Path, count: int) -> None:
     asyncio.run(build())
 
 
-def test_a_kill_part_way_leaves_one_model_and_the_next_run_resumes(tmp_path: Path) -> None:
-    db = tmp_path / "ltm.db"
-    count = 1200
-    _hash_store(db, count)
-    before = _rows(db)
-    old_model = _index_model(db)
-    assert {r[1] for r in before} == {"hash-v1-384"}
+def _interrupt_while_staging(db: Path, how: signal.Signals) -> tuple[int, int, str]:
+    """Start `ltm reembed` to MiniLM, send `how` once it has staged a batch; (staged then, exit code, stderr)."""
     env = {
         **os.environ,
         "LONG_TERM_MEMORY_LOCAL_PATH": str(db),
@@ -181,7 +176,7 @@ def test_a_kill_part_way_leaves_one_model_and_the_next_run_resumes(tmp_path: Pat
         "VMEM_BATCH_BYTES": "64KiB",  # batches of about 240 memories: several commits before the swap
     }
     command = [sys.executable, "-m", "veadk_mem", "ltm", "reembed", "--model", MINILM_NAME]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     staged = 0
     deadline = time.monotonic() + 120
     try:
@@ -195,11 +190,36 @@ def test_a_kill_part_way_leaves_one_model_and_the_next_run_resumes(tmp_path: Pat
                 break
             time.sleep(0.01)
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        os.kill(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, how)
+        _, err = proc.communicate(timeout=120)
     finally:
-        proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return staged, proc.returncode, err
+
+
+def test_ctrl_c_part_way_stops_the_worker_before_the_swap(tmp_path: Path) -> None:
+    """SIGINT while staging: exit 130 and nothing changed (the worker thread does not run on to the swap)."""
+    db = tmp_path / "ltm.db"
+    _hash_store(db, 1200)
+    before, old_model = _rows(db), _index_model(db)
+    staged, code, err = _interrupt_while_staging(db, signal.SIGINT)
+    assert 0 < staged < 1200, staged
+    assert code == 130, err
+    assert "interrupted: nothing was changed" in err
+    assert _rows(db) == before and _index_model(db) == old_model
+
+
+def test_a_kill_part_way_leaves_one_model_and_the_next_run_resumes(tmp_path: Path) -> None:
+    db = tmp_path / "ltm.db"
+    count = 1200
+    _hash_store(db, count)
+    before = _rows(db)
+    old_model = _index_model(db)
+    assert {r[1] for r in before} == {"hash-v1-384"}
+    staged, code, _ = _interrupt_while_staging(db, signal.SIGKILL)
+    assert code == -signal.SIGKILL
     assert 0 < staged < count, staged
 
     # Killed while staging: the memories, their vectors and the index's model are as they were.

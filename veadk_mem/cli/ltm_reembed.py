@@ -7,6 +7,7 @@ Thin: the plan and the work are in `veadk_mem.ltm.reembed` and the local backend
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Annotated, Any
 
 import typer
@@ -65,8 +66,13 @@ def reembed(
             if dry_run or not job.report.indexes:
                 return job.report
             with render.progress(f"re-embedding with {job.embedder.name}", total=job.to_embed) as advance:
-                return await asyncio.to_thread(job.run, batch_bytes=limit, progress=advance)
+                try:
+                    return await asyncio.to_thread(job.run, batch_bytes=limit, progress=advance, stop=stopping.is_set)
+                except asyncio.CancelledError:  # Ctrl-C: asyncio waits for the worker thread, so stop it
+                    stopping.set()  # before its swap commits (else it would run on to the end)
+                    raise
 
+    stopping = threading.Event()
     try:
         report = run(go())
     except KeyboardInterrupt:

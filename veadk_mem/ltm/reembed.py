@@ -61,10 +61,17 @@ class ReembedJob:
         """Memories this run will embed, at most (those staged by an interrupted run are not)."""
         return sum(i.memories for i in self.report.indexes)
 
-    def run(self, *, batch_bytes: int, progress: Callable[[int], None] | None = None) -> ReembedReport:
-        """Do it (blocking: run it in a worker thread)."""
+    def run(
+        self,
+        *,
+        batch_bytes: int,
+        progress: Callable[[int], None] | None = None,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> ReembedReport:
+        """Do it (blocking: run it in a worker thread); `stop` ends it before the swap commits
+        (`local_reembed.Stopped`), the store unchanged."""
         done: ReembedReport = self.backend.reembed(
-            self.report, self.embedder, batch_bytes=batch_bytes, progress=progress
+            self.report, self.embedder, batch_bytes=batch_bytes, progress=progress, stop=stop
         )
         return done
 

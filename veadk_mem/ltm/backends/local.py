@@ -722,9 +722,11 @@ class LocalBackend(LongTermMemoryBackend):
         *,
         batch_bytes: int,
         progress: Callable[[int], None] | None,
+        stop: local_reembed.Stop = lambda: False,
     ) -> local_reembed.ReembedReport:
         """Move the planned indexes to the embedder's model in place: staged, then swapped in one
-        transaction (`local_reembed`); a blocking call, run in a worker thread."""
+        transaction (`local_reembed`); a blocking call, run in a worker thread, which `stop`
+        ends (`local_reembed.Stopped`) before the swap commits."""
         names = [i.index for i in report.indexes]
         users = self.conn.execute(
             f"SELECT DISTINCT index_name, user_id FROM memories WHERE index_name IN ({','.join('?' * len(names))})",
@@ -732,7 +734,7 @@ class LocalBackend(LongTermMemoryBackend):
         ).fetchall()
         try:
             done = local_reembed.reembed(
-                self.conn, report, embedder, self.embedding_text, batch_bytes=batch_bytes, progress=progress
+                self.conn, report, embedder, self.embedding_text, batch_bytes=batch_bytes, progress=progress, stop=stop
             )
         except sqlite3.Error as exc:
             raise self._failed(exc, "re-embedding memories") from None

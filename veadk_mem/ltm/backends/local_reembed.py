@@ -30,6 +30,13 @@ STAGE_SCHEMA = (
     "chunks INTEGER NOT NULL, vector BLOB NOT NULL)"
 )
 PAGE = 500  # memories read per query while staging (then cut by bytes)
+Stop = Callable[[], bool]  # asked between batches and before the swap commits: True means stop now
+
+
+class Stopped(Exception):
+    """The run was asked to stop (Ctrl-C): the store keeps its model; what was staged stays staged."""
+
+
 SWAP_TRIES = 5  # staging rounds when other writers keep adding memories before the swap
 
 
@@ -148,12 +155,15 @@ def _stage(
     text_of: Callable[[str], str],
     batch_bytes: int,
     progress: Callable[[int], None] | None,
+    stop: Stop,
 ) -> int:
     """Embed and stage every memory of the indexes not staged for the embedder's model; how many."""
     import numpy as np
 
     done = 0
     for batch in _batches(conn, names, embedder.name, batch_bytes):
+        if stop():
+            raise Stopped
         records = [MemoryRecord(text=str(r[1]), user_id="") for r in batch]
         embed_records(embedder, records, text_of)
         staged = []
@@ -173,7 +183,7 @@ def _stage(
     return done
 
 
-def _swap(conn: sqlite3.Connection, names: list[str], embedder: Embedder) -> bool:
+def _swap(conn: sqlite3.Connection, names: list[str], embedder: Embedder, stop: Stop) -> bool:
     """Move the staged vectors in and record the model, in one transaction; False (nothing changed)
     when a memory was saved since staging and has no staged vector yet."""
     conn.execute("BEGIN IMMEDIATE")
@@ -195,6 +205,8 @@ def _swap(conn: sqlite3.Connection, names: list[str], embedder: Embedder) -> boo
             f"(SELECT rowid FROM memories WHERE index_name IN ({_marks(names)})) OR model != ?",
             (*names, embedder.name),
         )
+        if stop():  # asked to stop while the swap ran: it never happened
+            raise Stopped
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -210,8 +222,10 @@ def reembed(
     *,
     batch_bytes: int,
     progress: Callable[[int], None] | None = None,
+    stop: Stop = lambda: False,
 ) -> ReembedReport:
-    """Move the report's indexes to the embedder's model (see the module's docstring)."""
+    """Move the report's indexes to the embedder's model (see the module's docstring); `Stopped`
+    when `stop` says so before the swap commits."""
     names = [i.index for i in report.indexes]
     if not names:
         return report
@@ -220,8 +234,8 @@ def reembed(
     conn.execute("DELETE FROM reembed_stage WHERE model != ?", (embedder.name,))
     report.reused = _staged(conn, names, embedder.name)
     for _ in range(SWAP_TRIES):
-        report.embedded += _stage(conn, names, embedder, text_of, batch_bytes, progress)
-        if _swap(conn, names, embedder):
+        report.embedded += _stage(conn, names, embedder, text_of, batch_bytes, progress, stop)
+        if _swap(conn, names, embedder, stop):
             return report
     raise BadInput(
         f"memories kept arriving in {', '.join(names)} while re-embedding: nothing was changed",
