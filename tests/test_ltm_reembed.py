@@ -247,3 +247,15 @@ def test_a_kill_part_way_leaves_one_model_and_the_next_run_resumes(tmp_path: Pat
     assert np.allclose(stored, minilm.embed([rows[i][0] for i in sample]), atol=1e-5)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM reembed_stage").fetchone()[0] == 0
+
+
+def test_a_batch_is_cut_by_memories_as_well_as_bytes(tmp_path: Path) -> None:
+    """Short memories: 64 MiB of their text would be a million vectors in one batch."""
+    from veadk_mem.ltm.backends import local_reembed
+
+    db = tmp_path / "ltm.db"
+    _hash_store(db, local_reembed.BATCH_MEMORIES + 52)
+    with sqlite3.connect(db) as conn:
+        conn.execute(local_reembed.STAGE_SCHEMA)
+        sizes = [len(b) for b in local_reembed._batches(conn, ["a"], MINILM_NAME, 64 << 20)]
+    assert sizes == [local_reembed.BATCH_MEMORIES, 52]

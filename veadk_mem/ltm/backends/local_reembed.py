@@ -30,6 +30,9 @@ STAGE_SCHEMA = (
     "chunks INTEGER NOT NULL, vector BLOB NOT NULL)"
 )
 PAGE = 500  # memories read per query while staging (then cut by bytes)
+# Memories per staged batch at most: with short texts the vectors (1.5 KB a chunk at 384-d), not
+# the text, are what a batch holds, so the bytes alone would let one batch grow to a gigabyte.
+BATCH_MEMORIES = 2048
 Stop = Callable[[], bool]  # asked between batches and before the swap commits: True means stop now
 
 
@@ -132,7 +135,8 @@ def _staged(conn: sqlite3.Connection, names: list[str], model: str) -> int:
 
 
 def _batches(conn: sqlite3.Connection, names: list[str], model: str, batch_bytes: int) -> Iterator[list[Any]]:
-    """The unstaged memories in rowid order, in batches of at most about `batch_bytes` of text."""
+    """The unstaged memories in rowid order, in batches of at most about `batch_bytes` of text
+    and BATCH_MEMORIES memories."""
     after = -1
     batch: list[Any] = []
     size = 0
@@ -141,7 +145,7 @@ def _batches(conn: sqlite3.Connection, names: list[str], model: str, batch_bytes
         for row in rows:
             batch.append(row)
             size += len(row[1].encode("utf-8", "surrogatepass"))
-            if size >= batch_bytes:
+            if size >= batch_bytes or len(batch) >= BATCH_MEMORIES:
                 yield batch
                 batch, size = [], 0
     if batch:
