@@ -62,6 +62,7 @@ _SLOW_MODULES = {
     "test_ltm_transfer.py",
     "test_output_cli.py",
     "test_sessions_watch.py",  # a `vmem session watch` child per test, seconds of polling
+    "test_ltm_sync_live.py",  # `vmem ltm sync --follow` children beside an ADK agent process
 }
 # Single many-second tests elsewhere (the offline model end to end, 700-event streams, two processes).
 _SLOW_TESTS = {
@@ -139,7 +140,7 @@ _CONFIG_ENV_PREFIXES = (
     "POLICY_",
 )
 # ... except the ones that say where the test-only venvs are (tests/llama_venv.py, tests/redis_stack.py).
-_TEST_ENV_KEPT = ("VMEM_LLAMA_VENV", "VMEM_REDIS8_VENV")
+_TEST_ENV_KEPT = ("VMEM_LLAMA_VENV", "VMEM_REDIS8_VENV", "VMEM_VEADK_VENV")
 
 
 @pytest.fixture(autouse=True)

@@ -312,10 +312,46 @@ class TuningSettings(Section):
         description="Bytes a bulk batch holds at most (64MiB, 64MB or a number of bytes)",
         json_schema_extra=_env("VMEM_BATCH_BYTES"),
     )
+    index_rows: int = Field(
+        10_000,
+        ge=0,
+        description="Rows from which doctor asks for an index ADK's queries need (a smaller table is read whole)",
+        json_schema_extra=_env("VMEM_INDEX_ROWS"),
+    )
     fast_paths: bool = Field(
         True,
         description="Use vmem's faster second implementations where they exist",
         json_schema_extra=_env("VMEM_FAST_PATHS"),
+    )
+
+    sync_cursor: str = Field(
+        "",
+        description="ltm sync's cursor file; empty: sync.db in vmem's data directory, beside the replay ledger",
+        json_schema_extra=_env("VMEM_SYNC_CURSOR"),
+    )
+    sync_page: int = Field(
+        200,
+        ge=1,
+        description="Sessions per page ltm sync lists, and events per page it reads of a session",
+        json_schema_extra=_env("VMEM_SYNC_PAGE"),
+    )
+    sync_poll: float = Field(
+        1.0,
+        gt=0,
+        description="Seconds ltm sync --follow waits between polls while agents write",
+        json_schema_extra=_env("VMEM_SYNC_POLL"),
+    )
+    sync_poll_max: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds ltm sync --follow backs off to when idle, or while a store is down",
+        json_schema_extra=_env("VMEM_SYNC_POLL_MAX"),
+    )
+    sync_overlap: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds of updates ltm sync lists again (an agent may commit an older update time late)",
+        json_schema_extra=_env("VMEM_SYNC_OVERLAP"),
     )
 
     @field_validator("big_line_bytes")
@@ -401,6 +437,23 @@ class RetentionSettings(RetentionRule):
         return RetentionRule(**base)
 
 
+class HistorySettings(Section):
+    """`[history]`: the log of every change vmem makes to a store (`vmem history`)."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    enabled: bool = Field(
+        True,
+        description="Record every change vmem makes to a store in the history",
+        json_schema_extra=_env("VMEM_HISTORY_ENABLED"),
+    )
+    path: str = Field(
+        "",
+        description="sqlite file of the history; empty means $XDG_DATA_HOME/vmem/history.db",
+        json_schema_extra=_env("VMEM_HISTORY_PATH"),
+    )
+
+
 class VmemSettings(BaseSettings):
     """Every setting vmem reads; built by `load_settings`."""
 
@@ -415,6 +468,7 @@ class VmemSettings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     tuning: TuningSettings = Field(default_factory=TuningSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
 
     @classmethod
     def settings_customise_sources(
@@ -532,7 +586,7 @@ def env_layer(environ: dict[str, str], dotenv: dict[str, str]) -> tuple[dict[str
     labels: dict[str, str] = {}
     for key in KEYS:
         for origin, values in (("env", environ), (".env", dotenv)):
-            unset = key.path[0] in ("tuning", "retention") and values.get(key.env) == ""  # `VMEM_X=`: unset
+            unset = key.path[0] in ("tuning", "retention", "history") and values.get(key.env) == ""  # `VMEM_X=`: unset
             if key.env in values and not unset:
                 _set(data, key.path, values[key.env])
                 labels[key.dotted] = f"{origin} {key.env}"
@@ -751,6 +805,13 @@ def tuning() -> TuningSettings:
     return load_settings().settings.tuning
 
 
+def data_dir() -> Path:
+    """vmem's data directory: $XDG_DATA_HOME/vmem (XDG_DATA_HOME defaults to ~/.local/share), where
+    the replay ledger and ltm sync's cursor live."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "vmem"
+
+
 # --- presentation helpers (no Rich here: the CLI renders) ----------------------------
 
 
@@ -785,6 +846,8 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
             shown = mask_url(value)  # a URL setting may carry a password or token in its user info or query
         else:
             shown = value
+        if key.dotted == "tuning.sync_cursor" and not value:  # the file named, not an empty default
+            shown = str(data_dir() / "sync.db")
         rows.append({"key": key.dotted, "value": shown, "env": key.env, "source": loaded.source_of(key.dotted)})
     for name, policy in loaded.settings.policy.named().items():
         rows.append({"key": f"policy.{name}", "value": policy, "env": "", "source": loaded.source_of(f"policy.{name}")})

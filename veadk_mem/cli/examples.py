@@ -21,6 +21,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what would go, from where", "vmem forget user-42 --dry-run"),
         ("remove it all without asking", "vmem forget user-42 --yes"),
     ],
+    "history": [
+        ("what vmem changed in the last day", "vmem history --since 1d"),
+        ("one user's session deletes", "vmem history -u alice --command 'session delete'"),
+        ("one entry whole, for a request", "vmem history show 12 --json"),
+    ],
     "browse": [
         ("look around the configured session database", "vmem browse"),
         ("one user's sessions, changing nothing", "vmem browse -u user-42 --read-only"),
@@ -53,6 +58,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what the [retention] rules would remove", "vmem session prune --dry-run"),
         ("apply them from cron", "vmem session prune --yes --json"),
         ("one app only", "vmem session prune --app support_bot --yes"),
+    ],
+    "session index": [
+        ("which indexes serve ADK's queries", "vmem session index"),
+        ("the statements --create would run", "vmem session index --create --dry-run"),
+        ("add the missing ones", "vmem session index --create"),
     ],
     "session vacuum": [
         ("free space, and what would run", "vmem session vacuum --dry-run"),
@@ -87,6 +97,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("search a user's memories", 'vmem ltm search "allergies" -u user-42'),
         ("back up every user's memories", "vmem ltm export --all-users -o ltm.jsonl"),
     ],
+    "ltm sync": [
+        ("catch up once, from cron", "vmem ltm sync --app my_agent --once"),
+        ("run as a service, JSON lines for logs", "vmem ltm sync --follow --json"),
+        ("the cursor, the lag and counts", "vmem ltm sync --app my_agent --status"),
+    ],
     "ltm save": [
         ("what would be saved, without saving", "vmem ltm save sessions/ --dry-run"),
         ("save every session of an app", "vmem ltm save --from-store --app my_agent"),
@@ -109,6 +124,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what deleting a session's memories would do", "vmem ltm delete -u user-42 -s SESSION_ID --dry-run"),
         ("one memory by id", "vmem ltm delete -u user-42 --id MEMORY_ID"),
         ("all of a user's memories", "vmem ltm delete -u user-42 --all --yes"),
+    ],
+    "ltm edit": [
+        ("see the change first", 'vmem ltm edit MEMORY_ID -u user-42 --text "..." --dry-run'),
+        ("correct a wrong memory", 'vmem ltm edit MEMORY_ID -u user-42 --text "likes tea"'),
     ],
     "ltm export": [
         ("every user's memories", "vmem ltm export --all-users -o ltm.jsonl"),

@@ -160,6 +160,7 @@ class Capability(StrEnum):
     PROFILE = "profile"  # profile: a user profile the service derives
     EMBEDS = "embeds"  # stores vectors of `embedder`: the facade embeds memories and queries for it
     REEMBED = "reembed"  # reembed_plan and reembed: moves its vectors to another model in place, recording it
+    EDIT = "edit"  # keeps the text it is sent, and deletes: `ltm edit` replaces a memory by delete-and-add
 
 
 # What a backend without the capability cannot do, for the one message of NotSupported.

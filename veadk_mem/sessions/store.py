@@ -36,6 +36,7 @@ from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.engine import Database, StoreHealth
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.notes import Listing, Notes, Stream
+from veadk_mem.sessions.pruned import pruned_events
 from veadk_mem.sessions.records import (
     PAGED_EVENTS,
     DeleteReport,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
     from veadk_mem.sessions.batches import Batches
     from veadk_mem.sessions.bigline import BigSession
+    from veadk_mem.sessions.changes import Changes
     from veadk_mem.sessions.deletes import Deletes
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.preflight import Preflight
@@ -207,6 +209,13 @@ class SessionStore:
         """One session's summary; NotFound (exit 3) when it does not exist."""
         return await self._reads(Notes()).get_summary(app, user, session_id)
 
+    async def pruned_events(self, app: str, user: str, session_id: str) -> int:
+        """The older events `session prune` trimmed from this session (0: none, or no longer true)."""
+        try:
+            return await pruned_events(self.db, app, user, session_id)
+        except Exception as exc:
+            raise self.db.fail(exc) from None
+
     async def find_sessions(self, keys: Sequence[SessionKey]) -> Listing[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""
         notes = Notes()
@@ -262,6 +271,12 @@ class SessionStore:
         """Every matching session with its events, oldest update first, one at a time."""
         notes = Notes()
         return Stream(self._reads(notes).iter_sessions(flt), notes)
+
+    def changes(self) -> Changes:
+        """The keyset reads `vmem ltm sync` follows the database by (`changes.Changes`)."""
+        from veadk_mem.sessions.changes import Changes
+
+        return Changes(self._reads(Notes()))
 
     # --- export (export.py) -----------------------------------------------------
 

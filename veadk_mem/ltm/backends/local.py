@@ -218,6 +218,7 @@ class LocalBackend(LongTermMemoryBackend):
         {
             Capability.LIST,
             Capability.DELETE,
+            Capability.EDIT,
             Capability.HASHES,
             Capability.INDEXES,
             Capability.USERS,
