@@ -106,9 +106,13 @@ _vmem() {
     " ltm export --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm export -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm export --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm export --index") cmds=(); opts=(); named=1 ;;
+    " ltm export -i") cmds=(); opts=(); named=1 ;;
     " ltm import --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm import -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm import --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm import --index") cmds=(); opts=(); named=1 ;;
+    " ltm import -i") cmds=(); opts=(); named=1 ;;
     " ltm copy --from-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm copy --to-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm copy --time-format") cmds=(compact local iso); opts=(); named= ;;

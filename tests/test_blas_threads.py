@@ -101,7 +101,7 @@ def test_a_users_own_setting_wins(tmp_path: Path) -> None:
 def test_prepare_blas_changes_nothing_once_numpy_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
     import numpy  # noqa: F401
 
-    from veadk_mem.embedding.openblas import THREAD_VARIABLES, prepare_blas
+    from veadk_mem.blas import THREAD_VARIABLES, prepare_blas
 
     env: dict[str, str] = {}
     assert prepare_blas(env) is False and env == {}

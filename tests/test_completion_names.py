@@ -86,3 +86,25 @@ def test_an_unreachable_database_completes_nothing_quickly(tmp_path: Path, shell
     assert _bash(["vmem", "session", "get", "--db-url", url, ""], shell_env, tmp_path) == []
     assert time.monotonic() - start < 15  # the query gives up after 1 s; the rest is Python starting, under load
     assert not (tmp_path / "missing.db").exists()  # a sqlite file is never created by a TAB
+
+
+def test_indexes_of_the_local_store_complete_and_other_backends_give_nothing(
+    tmp_path: Path, shell_env: dict[str, str]
+) -> None:
+    """`--index <TAB>` (#45 item 5): the local store's indexes, read from its index table; a
+    backend that cannot list its indexes cheaply (a server round trip) completes nothing."""
+    sessions = ROOT / "docs" / "examples" / "sessions"
+    env = {**shell_env, "LONG_TERM_MEMORY_LOCAL_PATH": str(tmp_path / "ltm.db"), "MODEL_EMBEDDING_PROVIDER": "hash"}
+    for name in ("support_app-sessions.json", "ltm_demo-session-1.json"):
+        save = [sys.executable, "-m", "veadk_mem", "ltm", "save", str(sessions / name)]
+        subprocess.run(save, check=True, capture_output=True, env=env)
+    assert _bash(["vmem", "ltm", "export", "--index", ""], env, tmp_path) == ["ltm_demo", "support_app"]
+    assert _bash(["vmem", "ltm", "export", "-i", "sup"], env, tmp_path) == ["support_app"]
+    assert _bash(["vmem", "ltm", "export", "-i", "SUP"], env, tmp_path) == []  # an index name is exact
+    assert _bash(["vmem", "ltm", "export", "-b", "redis", "-i", ""], env, tmp_path) == []
+    missing = {**env, "LONG_TERM_MEMORY_LOCAL_PATH": str(tmp_path / "none.db")}
+    assert _bash(["vmem", "ltm", "export", "-i", ""], missing, tmp_path) == []
+    assert not (tmp_path / "none.db").exists()  # a TAB never creates the store
+    fish = f"source {ROOT / 'completions' / 'vmem.fish'}; complete -C 'vmem ltm export --index s'"
+    out = subprocess.run(["fish", "--no-config", "-c", fish], capture_output=True, text=True, env=env, timeout=60)
+    assert [line.split("\t")[0] for line in out.stdout.splitlines()] == ["support_app"], out.stderr

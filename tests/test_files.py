@@ -397,7 +397,8 @@ def test_a_gz_name_is_written_gzip_whole_or_not_at_all(small_disk: Path, folder:
     with files.atomic_output(target, compress=True) as handle:
         handle.write(text)
     assert target.read_bytes() == first  # no name or time in the header
-    assert files.gzipped("b.JSONL.GZ") and not files.gzipped("b.jsonl") and not files.gzipped("gz")
+    assert files.compression("b.JSONL.GZ") == "gzip" and files.compression("b.jsonl.zst") == "zstd"
+    assert files.compression("b.jsonl") is None and files.compression("gz") is None
     full = small_disk / "big.jsonl.gz"
     _fill(small_disk, leave=16 * 1024)
     refused = pytest.raises(StoreError, match=f"^no space left on device writing {full}$")
@@ -425,3 +426,74 @@ def test_session_and_ltm_export_write_gzip_by_the_name(runner: CliRunner, sessio
     missing = tmp_path / "gone.db"
     result = runner.invoke(app, ["session", "export", "-o", str(tmp_path / "x.jsonl.gz"), "--db-url", str(missing)])
     assert result.exit_code == 1 and not (tmp_path / "x.jsonl.gz").exists()  # the database down: no file
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def zstd_site() -> Path:
+    """The `zstandard` package in a folder of its own (build/zstd-site), never in .venv: vmem's
+    environment stays as a user installs it; a subprocess finds it on PYTHONPATH."""
+    import sys
+
+    site = ROOT / "build" / "zstd-site"
+    if not (site / "zstandard").is_dir():
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--target", str(site), "zstandard"]
+        subprocess.run(pip, check=True, capture_output=True)
+    return site
+
+
+def _vmem_with(site: Path | None, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    paths = [str(ROOT)] + ([str(site)] if site else [])
+    full = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(paths)}
+    return subprocess.run([sys.executable, "-m", "veadk_mem", *args], capture_output=True, text=True, env=full)
+
+
+def test_a_zst_name_is_written_zstandard_when_the_package_is_there(
+    zstd_site: Path, sessions_db: Path, tmp_path: Path
+) -> None:
+    """`-o FILE.zst` (#45 item 12): one zstandard frame whose text is the plain export's, whole or absent."""
+    import sys
+
+    plain, packed = tmp_path / "s.jsonl", tmp_path / "s.jsonl.zst"
+    for out in (plain, packed):
+        result = _vmem_with(zstd_site, "session", "export", "-o", str(out), "--db-url", str(sessions_db))
+        assert result.returncode == 0, result.stderr
+    assert packed.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # the zstandard frame's magic number
+    unpack = (
+        "import sys, zstandard; data = open(sys.argv[1], 'rb').read(); "
+        "sys.stdout.buffer.write(zstandard.ZstdDecompressor().decompressobj().decompress(data))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(zstd_site)}
+    text = subprocess.run([sys.executable, "-c", unpack, str(packed)], capture_output=True, env=env, check=True).stdout
+    assert text == plain.read_bytes() and len(text) > 0 and _mode(packed) == 0o600
+    store = tmp_path / "ltm.db"
+    _ltm_store(store)
+    memories = tmp_path / "m.jsonl.zst"
+    env_ltm = {"LONG_TERM_MEMORY_LOCAL_PATH": str(store)}
+    result = _vmem_with(zstd_site, "ltm", "export", "-u", "u1", "-o", str(memories), env=env_ltm)
+    assert result.returncode == 0, result.stderr
+    out = subprocess.run([sys.executable, "-c", unpack, str(memories)], capture_output=True, env=env, check=True)
+    assert len(out.stdout.decode("utf-8").splitlines()) == 201
+    gone = tmp_path / "x.jsonl.zst"
+    result = _vmem_with(zstd_site, "session", "export", "-o", str(gone), "--db-url", str(tmp_path / "none.db"))
+    assert result.returncode == 1 and not gone.exists()  # the database down: no file
+    assert sorted(p.name for p in tmp_path.iterdir() if ".part" in p.name) == []
+
+
+def test_a_zst_name_without_the_package_is_exit_2_with_the_install_line(
+    runner: CliRunner, sessions_db: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "s.jsonl.zst"
+    for argv in (
+        ["session", "export", "-o", str(target), "--db-url", str(sessions_db)],
+        ["session", "export", "-o", str(target), "--db-url", str(tmp_path / "none.db")],  # said before connecting
+        ["ltm", "export", "-u", "u1", "-o", str(target)],
+    ):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 2, result.output
+        assert "needs the zstandard package" in result.stderr and "hint: pip install zstandard" in result.stderr
+        assert list(tmp_path.glob("s.jsonl.zst*")) == []

@@ -299,6 +299,10 @@ HEAVY: dict[str, str] = {
 
 # Light modules imported late on purpose, each (importer, imported) with why.
 DEFERRED: dict[tuple[str, str], str] = {
+    ("veadk_mem.cli.names", "veadk_mem.ltm.backends.local"): (
+        "the CLI imports names.py at startup to attach completers; the local backend (and the ltm base "
+        "under it) loads only when --index is completed, for its store's default path"
+    ),
     ("veadk_mem.sessions.store", "veadk_mem.sessions.validate"): (
         "the store's parts load on first use: `session stats` pays for none of the import machinery "
         "(test_sessions_store.test_importing_the_store_leaves_its_parts_unimported)"

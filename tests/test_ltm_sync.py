@@ -233,3 +233,21 @@ def test_a_big_session_is_read_by_pages_bounded_by_bytes(
     code, out, err = sync(runner, url, "--once")
     assert code == 0, err
     assert out["totals"]["events"] == 42 and out["totals"]["saved"] == 15
+
+
+def test_a_sync_that_saves_is_one_history_entry_and_one_that_saves_nothing_none(runner: CliRunner, db: str) -> None:
+    """`ltm sync --once` is a change to the store (#42 item 4): recorded with what it saved."""
+    import os
+
+    from veadk_mem.ops.history import HistoryLog
+
+    log = Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "history.db"
+    append(db, "u", "s0", turns("s0", 2))
+    code, out, err = sync(runner, db, "--once")
+    assert code == 0, err
+    assert out["totals"]["saved"] == 2
+    [entry] = HistoryLog(log).entries()
+    assert entry["command"] == "ltm sync" and entry["counts"] == {"sessions": 1, "memories": 2}
+    assert entry["store"] == "local" and entry["outcome"] == "ok"
+    assert sync(runner, db, "--once")[0] == 0  # nothing new: no entry
+    assert len(HistoryLog(log).entries()) == 1

@@ -109,6 +109,10 @@ def test_sigint_stops_after_the_batch_in_flight_and_progress_goes_to_stderr(tmp_
     assert child.stop(signal.SIGINT) == 0
     assert child.lines()[-1] == {**child.lines()[-1], "event": "stopped", "saved": 1}
     assert "Traceback" not in child.stderr()
+    from veadk_mem.ops.history import HistoryLog  # a follow records what it saved when it stops (#42 item 4)
+
+    [entry] = HistoryLog(Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "history.db").entries()
+    assert (entry["command"], entry["counts"]) == ("ltm sync", {"sessions": 1, "memories": 1})
 
 
 def test_follow_waits_for_a_store_down_at_start_says_so_once_then_syncs(tmp_path: Path) -> None:

@@ -49,8 +49,10 @@ def test_usage_errors_read_like_vmem_errors(runner: CliRunner) -> None:
     assert lines[0].startswith("vmem: error: session list: No such option: --bogus")
     assert lines[1] == "  hint: see 'vmem session list --help'"
     assert len(lines) == 2 and result.stdout == ""
-    missing = runner.invoke(app, ["session", "get", "only-app"])
+    missing = runner.invoke(app, ["session", "get"])
     assert missing.exit_code == 2 and missing.stderr.startswith("vmem: error: session get: Missing argument")
+    two = runner.invoke(app, ["session", "get", "an-app", "a-user"])  # one argument is an id; three a session
+    assert two.exit_code == 2 and two.stderr.startswith("vmem: error: give APP USER SESSION_ID, or one session id")
     unknown = runner.invoke(app, ["sesion", "list"])
     assert unknown.exit_code == 2 and unknown.stderr.startswith("vmem: error: No such command")
     both = runner.invoke(app, ["session", "list", "--json", "--csv"])
@@ -64,7 +66,7 @@ def test_help_shows_real_metavars() -> None:
         assert "{" not in usage and "[[" not in usage, usage
         assert not re.search(r"<(str|int|float|path|list\[str\])>", text), (node.key, text)
     assert _help_text(next(n for n in walk(command_tree()) if n.key == "session get")).startswith(
-        "Usage: vmem session get [OPTIONS] APP USER SESSION_ID"
+        "Usage: vmem session get [OPTIONS] APP|ID_OR_PREFIX [USER] [SESSION_ID]"
     )
     assert "[PATH]" in _help_text(next(n for n in walk(command_tree()) if n.key == "config init"))
 

@@ -120,8 +120,7 @@ COMMANDS: list[tuple[str, Callable[[dict[str, str]], list[str]]]] = [
     ),
     ("policy show", lambda w: ["policy", "show"]),
     ("config show", lambda w: ["config", "show", "--db-url", w["db"]]),
-    ("doctor", lambda w: ["doctor", "--db-url", w["db"]]),
-]
+]  # doctor prints checks, not a table, on a terminal: its widths are tests/test_doctor_messages.py's
 
 
 def _text(value: Any, fmt: Callable[[Any], str] | None) -> str:
@@ -343,3 +342,21 @@ def test_session_list_of_61_sessions_fits_80_columns_in_61_lines(tmp_path: Path,
     assert "hidden" not in wide.stderr and "created" in ANSI.sub("", wide.stdout)
     blocks = runner.invoke(app, ["session", "list", "--db-url", str(db), "--records"], env=env)
     assert ANSI.sub("", blocks.stdout).count("─[ ") == 61 and "too narrow" not in blocks.stderr
+
+
+@pytest.mark.parametrize("by", [None, "app", "user", "day", "week", "age"])
+def test_session_stats_keeps_one_line_per_row_at_80_columns(tmp_path: Path, runner: CliRunner, by: str) -> None:
+    """#45 item 1: the age table (a bar and two 'older' columns) and the group tables (four token
+    columns) became record blocks at 80 columns, with the 'too narrow' note each time; they drop
+    their lower-priority columns by their declared order instead, and name them. (Keys wider
+    than the terminal still make records: `world`'s 51-character ids, not here.)"""
+    db = str(tmp_path / "sessions.db")
+    for source in (EXAMPLES / "support_app-sessions.json", EXAMPLES / "ltm_demo-history.jsonl"):
+        assert runner.invoke(app, ["session", "import", str(source), "--db-url", db]).exit_code == 0
+    argv = ["session", "stats", "--db-url", db, *(["--by", by] if by else [])]
+    result = runner.invoke(app, argv, env={"COLUMNS": "80", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    err = " ".join(ANSI.sub("", result.stderr).split())
+    assert "one block per row" not in err and "─[ 1 ]" not in result.stdout, result.stdout + err
+    assert max(len(line) for line in ANSI.sub("", result.stdout).splitlines()) <= 80
+    assert "hidden" in err  # what went is named once

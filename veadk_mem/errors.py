@@ -61,6 +61,14 @@ class BadInput(VmemError):
     exit_code = 2
 
 
+class AmbiguousId(BadInput):
+    """A short id names several records (`candidates`, each a line for a person): exit 2."""
+
+    def __init__(self, message: str, *, candidates: list[str], hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.candidates = candidates
+
+
 class NotFound(VmemError):
     """The named session, user, memory or file does not exist: exit 3."""
 

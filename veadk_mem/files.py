@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, StoreError
 
@@ -69,6 +69,8 @@ def check_target(path: Path | str, *, option: str = "", replace_link: bool = Fal
             )
     elif target.is_dir():
         raise BadInput(f"{where}: is a directory, expected a file name")
+    if option and compression(target) == "zstd":  # a named .zst: the package it needs, before any work
+        _zstandard(where)
 
 
 class _PartIO(io.FileIO):
@@ -94,18 +96,22 @@ def atomic_output(
     replace_link: bool = False,
     mode: int = PRIVATE,
     family: re.Pattern[str] | None = None,
-    compress: bool = False,
+    compress: bool | str | None = False,
 ) -> Iterator[IO[str]]:
     """A UTF-8 text stream that becomes `path` whole when the block ends without error.
 
     overwrite: False never replaces an existing file, even one that appears while writing.
     mode: the file's mode once in place (the part is 0600 until then).
     family: names of other targets whose stale parts are also this writer's (`remove_stale_parts`).
-    compress: the file is gzip (`gunzip -c` gives the text), complete with its trailer before it
-    is put in place; its header holds no name and no time, so one text gives one file.
+    compress: "gzip" (or True) makes the file gzip (`gunzip -c` gives the text), complete with its
+    trailer before it is put in place; its header holds no name and no time, so one text gives one
+    file. "zstd" makes it one zstandard frame (`zstd -dc`), with the `zstandard` package: without
+    it, BadInput (exit 2) naming the install line, before any file is made.
     """
     target = Path(path)
     where = _where(target, option)
+    method = "gzip" if compress is True else compress if isinstance(compress, str) else None
+    zstd = _zstandard(where) if method == "zstd" else None
     check_target(target, option=option, replace_link=replace_link)
     remove_stale_parts(target, family)
     try:
@@ -118,7 +124,11 @@ def atomic_output(
     _lock(fd)
     raw = _PartIO(fd, "w")
     buffered = io.BufferedWriter(raw)
-    gz = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, mtime=0) if compress else None
+    gz: Any = None  # a GzipFile or a zstandard stream writer over `buffered`
+    if method == "gzip":
+        gz = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, mtime=0)
+    elif zstd is not None:
+        gz = zstd.ZstdCompressor().stream_writer(buffered, closefd=False)
     handle = io.TextIOWrapper(gz or buffered, encoding="utf-8")
     published = False
     try:
@@ -150,9 +160,23 @@ def atomic_output(
             part.unlink(missing_ok=True)
 
 
-def gzipped(path: Path | str) -> bool:
-    """Whether an `-o` file is to be gzip, by its name (`backup.jsonl.gz`), as gzip names its files."""
-    return Path(path).name.lower().endswith(".gz")
+def compression(path: Path | str) -> str | None:
+    """How an `-o` file is to be compressed, by its name as the tools name theirs: "gzip" for
+    `backup.jsonl.gz`, "zstd" for `backup.jsonl.zst`, else None."""
+    name = Path(path).name.lower()
+    return "gzip" if name.endswith(".gz") else "zstd" if name.endswith(".zst") else None
+
+
+def _zstandard(where: str) -> Any:
+    """The `zstandard` module, or BadInput (exit 2) saying how to install it: an optional package."""
+    try:
+        import zstandard
+    except ImportError:
+        raise BadInput(
+            f"{where}: writing zstandard (.zst) needs the zstandard package",
+            hint="pip install zstandard (into vmem's environment), or name the file .gz",
+        ) from None
+    return zstandard
 
 
 def write_text(

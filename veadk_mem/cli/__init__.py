@@ -5,6 +5,6 @@ package before any command module, and so before anything imports numpy: the one
 where OPENBLAS_NUM_THREADS and its kin still take effect (see prepare_blas).
 """
 
-from veadk_mem.embedding.openblas import prepare_blas
+from veadk_mem.blas import prepare_blas
 
 prepare_blas()

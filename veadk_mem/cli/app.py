@@ -22,12 +22,14 @@ from veadk_mem.cli import retention as retention_cmd
 from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.names import attach as attach_names
 from veadk_mem.cli.state import AppState, get_state, library_warnings
-from veadk_mem.cli.terminal import write_text
+from veadk_mem.cli.terminal import terminal_safe, write_text
 from veadk_mem.cli.typer_internals import NoArgsIsHelpError, UsageError, enable_completion
 from veadk_mem.cli.wiring import add_global_options, usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from veadk_mem.cli.typer_internals import Context as ClickContext
 
 
@@ -77,7 +79,7 @@ class VmemGroup(TyperGroup):
 
             if isinstance(ctx.obj, AppState) and ctx.obj.verbose:
                 _traceback(exc)
-            _report(ctx, redact(exc.message), exc.hint)
+            _report(ctx, redact(exc.message), exc.hint, getattr(exc, "candidates", ()))
             raise typer.Exit(exc.exit_code) from None
         except (typer.TyperException, typer.Exit, typer.Abort):
             raise
@@ -124,9 +126,12 @@ def _silence_stdout() -> None:
         os.close(devnull)
 
 
-def _report(ctx: ClickContext, message: str, hint: str | None) -> None:
+def _report(ctx: ClickContext, message: str, hint: str | None, candidates: Sequence[str] = ()) -> None:
+    """The error line, the candidates an ambiguous name matched (one a line, even with --quiet), the hint."""
     state = ctx.obj if isinstance(ctx.obj, AppState) else AppState()
     state.render.error(message)
+    if candidates:
+        write_text(sys.stderr, "".join(f"{terminal_safe(c)}\n" for c in candidates))
     if hint:
         state.render.hint(hint)
 

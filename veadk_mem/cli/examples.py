@@ -46,7 +46,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "session get": [
         ("merged state and event timeline", "vmem session get my_agent user-42 SESSION_ID"),
-        ("only the last 20 events", "vmem session get my_agent user-42 SESSION_ID --events 20"),
+        ("by the start of its id, in any app", "vmem session get 3f9a2c"),
         ("the ADK session JSON", "vmem session get my_agent user-42 SESSION_ID --json"),
     ],
     "session delete": [
@@ -85,7 +85,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "session watch": [
         ("follow a user's sessions as events arrive", "vmem session watch support_bot alice"),
-        ("one session, only new events", "vmem session watch support_bot alice ID --events 0"),
+        ("one session by the start of its id, only new events", "vmem session watch 3f9a2c --events 0"),
         ("the text, as it comes", "vmem session watch support_bot alice --json | jq .content"),
     ],
     "session upgrade": [

@@ -15,6 +15,7 @@ from veadk_mem.cli.columns import Column
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, get_state, run
 from veadk_mem.errors import BadInput, VmemError
+from veadk_mem.ops.history import Change, record
 from veadk_mem.ops.sync import Outage, SyncBatch, SyncJob, follow
 
 PROGRESS_EVERY = 10.0  # seconds between follow's progress lines on stderr
@@ -165,7 +166,9 @@ def _once(state: AppState, job: Any) -> None:
         finally:
             await job.close()
 
-    totals, report = run(go())
+    with state.recording("ltm sync", job.settings.long_term_memory.backend) as change:
+        totals, report = run(go())
+        _count(change, totals)
     if render.json_mode:
         render.json({"totals": totals.to_json(), "status": report})
     else:
@@ -189,6 +192,7 @@ async def _follow(state: AppState, job: Any) -> None:
     stopping = asyncio.Event()
     _stop_on_signals(stopping)
     totals = SyncBatch()
+    journal = _Journal(state, job)
     said = time.monotonic()
     waiting = False
     try:
@@ -200,6 +204,7 @@ async def _follow(state: AppState, job: Any) -> None:
                     (render.warn if item.kind == "lost" else render.message)(item.message)
                 continue
             totals.add(item)
+            journal.add(item)
             if render.json_mode and (item.busy or item.errors):
                 render.jsonl([{"event": "batch", **item.to_json()}])
             if not waiting and job.app and not totals.listed and job.syncer is not None:
@@ -212,6 +217,7 @@ async def _follow(state: AppState, job: Any) -> None:
                     lag = await job.syncer.lag() if job.syncer is not None else None
                 render.message(_progress(totals, lag))
     finally:
+        journal.flush()
         await job.close()
     if render.json_mode:
         render.jsonl([{"event": "stopped", **totals.to_json()}])
@@ -227,3 +233,33 @@ def _progress(totals: Any, lag: float | None) -> str:
     if lag is not None:
         line += f", lag {lag:.1f} s"
     return line
+
+
+def _count(change: Any, batch: SyncBatch) -> None:
+    """A sync's history counts: the sessions whose events it saved and the memories stored."""
+    change.count(sessions=batch.synced + batch.moved_on + batch.due, memories=batch.saved)
+
+
+class _Journal:
+    """A follow's history: one entry a minute at most while it saves, and the rest when it stops
+    (an entry per poll would fill the history of a busy service with rows of one memory)."""
+
+    EVERY = 60.0
+
+    def __init__(self, state: AppState, job: Any) -> None:
+        self.state, self.job = state, job
+        self.pending = SyncBatch()
+        self.since = time.monotonic()
+
+    def add(self, batch: SyncBatch) -> None:
+        self.pending.add(batch)
+        if time.monotonic() - self.since >= self.EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        change = Change("ltm sync", self.job.settings.long_term_memory.backend)
+        _count(change, self.pending)
+        if change.changed:
+            settings = self.state.loaded.settings.history
+            record(settings, change, argv=self.state.argv or ["vmem"], warn=self.state.render.warn)
+        self.pending, self.since = SyncBatch(), time.monotonic()

@@ -20,17 +20,21 @@ NAME_TIMEOUT = 1.0  # seconds a completion waits on a server before it completes
 KINDS = {"app_name": "app", "app": "app", "user": "user", "session_id": "session", "session_ids": "session"}
 COLUMNS = {"app": "app_name", "user": "user_id", "session": "id"}
 NAMED_GROUPS = ("session", "browse")  # the commands whose names come from the session database
+INDEX_GROUPS = ("ltm",)  # the commands whose --index names come from the long-term store
 
 
 def attach(group: Any, path: tuple[str, ...] = ()) -> None:
-    """Give the app, user and session parameters of the session commands their completer."""
+    """Give the app, user and session parameters of the session commands their completer, and
+    the --index of the ltm commands theirs."""
     for name, cmd in getattr(group, "commands", {}).items():
         here = (*path, name)
-        if here[0] not in NAMED_GROUPS:
+        if here[0] not in NAMED_GROUPS + INDEX_GROUPS:
             continue
         attach(cmd, here)
         for param in getattr(cmd, "params", ()):
-            kind = KINDS.get(param.name or "")
+            kind = KINDS.get(param.name or "") if here[0] in NAMED_GROUPS else None
+            if here[0] in INDEX_GROUPS and param.name == "index":
+                kind = "index"
             if kind is not None:
                 set_completer(param, _completer(kind))
 
@@ -46,8 +50,8 @@ def _completer(kind: str) -> Any:
 
 
 def names(kind: str, ctx: Any, prefix: str) -> list[str]:
-    """The `kind` names (app, user, session) starting with `prefix`, narrowed by the app and
-    user already on the command line."""
+    """The `kind` names (app, user, session; index) starting with `prefix`, narrowed by the app
+    and user already on the command line."""
     from veadk_mem.config import load_settings
     from veadk_mem.sessions.url import session_db_url, sqlite_file
 
@@ -56,6 +60,8 @@ def names(kind: str, ctx: Any, prefix: str) -> list[str]:
         params.update({k: v for k, v in (c.params or {}).items() if v is not None})
     overrides = {"short_term_memory.db_url": params["db_url"]} if params.get("db_url") else None
     settings = load_settings(params.get("config"), overrides).settings
+    if kind == "index":
+        return _index_names(settings, params.get("backend") or settings.long_term_memory.backend, prefix)
     url = session_db_url(settings)
     given = {"app": params.get("app_name") or params.get("app"), "user": params.get("user")}
     where = {k: str(v) for k, v in given.items() if v and k != kind}
@@ -125,3 +131,23 @@ def _server_names(url: str, kind: str, where: dict[str, str], prefix: str) -> li
         return await asyncio.wait_for(read(), NAME_TIMEOUT)
 
     return asyncio.run(bounded())
+
+
+def _index_names(settings: Any, backend: str, prefix: str) -> list[str]:
+    """The local store's indexes starting with `prefix`: one read of its index table (a few rows).
+    Other backends list their indexes only through a server round trip or not at all: nothing."""
+    import sqlite3
+    from urllib.parse import quote
+
+    if backend != "local":
+        return []
+    from veadk_mem.ltm.backends.local import default_path
+
+    path = settings.long_term_memory.local_path or str(default_path())
+    sql = f"SELECT name FROM ltm_indexes WHERE name LIKE ? ESCAPE '!' ORDER BY name LIMIT {NAME_LIMIT}"
+    conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=NAME_TIMEOUT)
+    try:
+        found = [str(r[0]) for r in conn.execute(sql, [_like(prefix)])]
+    finally:
+        conn.close()
+    return [name for name in found if name.startswith(prefix)]  # sqlite's LIKE ignores ASCII case

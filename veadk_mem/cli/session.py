@@ -168,26 +168,50 @@ def list_cmd(
 @table_shaped
 def get_cmd(
     ctx: typer.Context,
-    app_name: Annotated[str, typer.Argument(metavar="APP", help="App name.")],
-    user: Annotated[str, typer.Argument(metavar="USER", help="User id.")],
-    session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="Session id.")],
+    app_name: Annotated[
+        str, typer.Argument(metavar="APP|ID_OR_PREFIX", help="App name; alone, a session id or its start.")
+    ],
+    user: Annotated[str | None, typer.Argument(metavar="USER", help="User id.", show_default=False)] = None,
+    session_id: Annotated[
+        str | None, typer.Argument(metavar="SESSION_ID", help="Session id.", show_default=False)
+    ] = None,
     events: Annotated[int | None, typer.Option("--events", min=0, metavar="N", help="Only the last N events.")] = None,
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
     """Show a session: merged state and its event timeline; --json prints ADK's session JSON.
 
+    One argument finds the session by its id, or the start of it, in any app and for any
+    user (as git's short ids): several matches are listed (exit 2), none is exit 3.
     --jsonl prints its ADK events one per line; --csv and --tsv the timeline.
     """
     state = _state(ctx, db_url, json_flag)
+    named = _named(app_name, user, session_id)
     if state.json_mode or state.fmt == "jsonl":
-        run(_get_json(state, app_name, user, session_id, events))
+        run(_get_json(state, named, events))
     else:
-        run(_get_table(state, app_name, user, session_id, events))
+        run(_get_table(state, named, events))
 
 
-async def _get_json(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
+def _named(first: str, user: str | None, session_id: str | None) -> tuple[str, str, str] | str:
+    """APP USER SESSION_ID as given, or the one ID_OR_PREFIX a store resolves (`_resolved`)."""
+    if user is None:
+        return first
+    if session_id is None:
+        raise BadInput("give APP USER SESSION_ID, or one session id (or the start of one)")
+    return first, user, session_id
+
+
+async def _resolved(store: SessionStore, named: tuple[str, str, str] | str) -> tuple[str, str, str]:
+    if isinstance(named, tuple):
+        return named
+    key = await store.resolve_id(named)
+    return key.app_name, key.user_id, key.id
+
+
+async def _get_json(state: AppState, named: tuple[str, str, str] | str, last: int | None) -> None:
     async with _store(state) as store:
+        app_name, user, session_id = await _resolved(store, named)
         # Streamed, one event per line: a 100k-event session never sits in memory.
         # Read by pages, each event a line of text as it is encoded: memory holds a page.
         if state.fmt == "jsonl":
@@ -205,11 +229,12 @@ def _say_pruned(state: AppState, pruned: int) -> None:
         state.render.message(f"{counted(pruned, 'older event')} pruned (retention keep_last_events)")
 
 
-async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
+async def _get_table(state: AppState, named: tuple[str, str, str] | str, last: int | None) -> None:
     from veadk_mem.sessions.timeline import Timeline, window
 
     render = state.render
     async with _store(state) as store:
+        app_name, user, session_id = await _resolved(store, named)
         summary = await store.get_summary(app_name, user, session_id)
         view = window(summary.event_count, last, cap=render.out.is_terminal and not render.fmt)
         pruned = await store.pruned_events(app_name, user, session_id)
@@ -669,24 +694,30 @@ TOP_COLUMNS = [
     *(replace(c, drop=drop) for c, drop in zip(TOKEN_COLUMNS, (6, 7, 8, 3), strict=True)),
     Column.time("updated", "update_time", drop=5),
 ]  # on a narrow terminal: thought, output, prompt tokens, then updated, events and the total go first
+GROUP_FIGURES = [
+    FIGURE_COLUMNS[0],
+    replace(FIGURE_COLUMNS[1], drop=4),
+    FIGURE_COLUMNS[2],
+    *(replace(c, drop=drop) for c, drop in zip(TOKEN_COLUMNS, (6, 7, 8, 3), strict=True)),
+]  # a group's figures on a narrow terminal: as TOP_COLUMNS, the last update going after the tokens
 AGE_COLUMNS = [
     Column.id("last update", "age"),
     Column("sessions", "sessions", _n, justify="right"),
-    Column("events", "events", _n, justify="right"),
+    Column("events", "events", _n, justify="right", drop=2),
     Column("bytes", "bytes", _bytes, justify="right", no_wrap=True),
-    Column("", "bar", no_wrap=True, people_only=True),
+    Column("", "bar", no_wrap=True, people_only=True, drop=3),
     Column("older sessions", "older_sessions", _n, justify="right"),
-    Column("older bytes", "older_bytes", _bytes, justify="right"),
-]
+    Column("older bytes", "older_bytes", _bytes, justify="right", drop=1),
+]  # on a narrow terminal: the bar, then events, then older bytes go first (#45 item 1: one line per age)
 SPARK_DAYS = 30  # days the terminal's sparkline covers
 
 
 def _group_columns(by: str, people: bool) -> list[Column]:
     if by == "age":
         return AGE_COLUMNS if people else [c for c in AGE_COLUMNS if c.key != "bar"]
-    cols = [*GROUP_KEYS[by], *FIGURE_COLUMNS, *([] if people else KIND_COLUMNS)]  # kinds: in the totals
+    cols = [*GROUP_KEYS[by], *GROUP_FIGURES, *([] if people else KIND_COLUMNS)]  # kinds: in the totals
     if by in ("app", "user"):
-        cols.append(Column.time("last update", "last_update"))
+        cols.append(Column.time("last update", "last_update", drop=5))
     return cols
 
 
@@ -849,8 +880,10 @@ def _stats_for_people(state: AppState, stats: Any, where: str) -> None:
 @app.command("watch")
 def watch_cmd(
     ctx: typer.Context,
-    app_name: Annotated[str, typer.Argument(metavar="APP", help="App name.")],
-    user: Annotated[str, typer.Argument(metavar="USER", help="User id.")],
+    app_name: Annotated[
+        str, typer.Argument(metavar="APP|ID_OR_PREFIX", help="App name; alone, a session id or its start.")
+    ],
+    user: Annotated[str | None, typer.Argument(metavar="USER", help="User id.", show_default=False)] = None,
     session_id: Annotated[
         str | None,
         typer.Argument(metavar="SESSION_ID", help="Session id; default: the user's newest, switching to newer ones."),
@@ -878,21 +911,21 @@ def watch_cmd(
     Draws the timeline `session get` draws, on a terminal one line per event under one
     header, in widths that stay put (# is the event's place in the session); --json prints
     one ADK event JSON per line (camelCase, flushed per line). Each poll is one short read after the last event seen,
-    so the agent never waits on it. Exits 3 when the session is deleted.
+    so the agent never waits on it. One argument is a session id or its start, as in `session get`.
+    Exits 3 when the session is deleted.
     """
     import contextlib
 
     state = _state(ctx, db_url, json_flag)
     start = parse_time(since, "--since") if since else None
+    named: tuple[str, str, str | None] | str = app_name if user is None else (app_name, user, session_id)
     with contextlib.suppress(KeyboardInterrupt):
-        run(_watch(state, app_name, user, session_id, start, events, interval, max_interval))
+        run(_watch(state, named, start, events, interval, max_interval))
 
 
 async def _watch(
     state: AppState,
-    app_name: str,
-    user: str,
-    session_id: str | None,
+    named: tuple[str, str, str | None] | str,
     since: float | None,
     last: int,
     interval: float,
@@ -905,6 +938,12 @@ async def _watch(
 
     render = state.render
     async with _store(state) as store:
+        session_id: str | None
+        if isinstance(named, str):
+            key = await store.resolve_id(named)
+            app_name, user, session_id = key.app_name, key.user_id, key.id
+        else:
+            app_name, user, session_id = named
         watcher = store.watch(
             app_name,
             user,

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.embedding.openblas import prepare_blas
+from veadk_mem.blas import prepare_blas
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # belt and braces: nothing here may reach for a hub
 prepare_blas()  # the CLI did it first; this is for library use that loads the model before numpy

@@ -144,7 +144,7 @@ def atomic_output(path: str) -> AbstractContextManager[IO[str]]:
     """The export's `-o` file, written by the one writer (`veadk_mem.files`): it appears whole
     or not at all, 0600, never through a link; a full disk is exit 1 naming it; gzip when its
     name ends in `.gz`."""
-    return files.atomic_output(path, option="-o", compress=files.gzipped(path))
+    return files.atomic_output(path, option="-o", compress=files.compression(path))
 
 
 # --- reading an export --------------------------------------------------------------------

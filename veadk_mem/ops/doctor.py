@@ -45,10 +45,9 @@ async def check_session_db(settings: VmemSettings) -> Check:
     started = time.perf_counter()
     try:
         health = await SessionStore(url).health()
-    except Exception as exc:  # any driver error is a failed check
+    except Exception as exc:  # any driver error is a failed check, said as every session command says it
         took = (time.perf_counter() - started) * 1000
-        detail = f"{shown}: {type(exc).__name__}: {_first_line(exc)}"
-        return Check(name, "fail", detail, store=shown, latency_ms=took)
+        return Check(name, "fail", _said(exc, shown, url), store=shown, latency_ms=took)
     counts = health.counts
     facts = health.as_facts()
     orphans = ""
@@ -57,8 +56,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
             by_app = await _orphans_by_app(given)
         except Exception as exc:  # the tables were read just now: name it, as any driver error
             took = (time.perf_counter() - started) * 1000
-            detail = f"{shown}: {type(exc).__name__}: {_first_line(exc)}"
-            return Check(name, "fail", detail, store=shown, latency_ms=took)
+            return Check(name, "fail", _said(exc, shown, url), store=shown, latency_ms=took)
         facts["orphan_events"] = by_app
         orphans = _orphan_note(by_app)
     took = (time.perf_counter() - started) * 1000
@@ -91,9 +89,19 @@ def _orphan_note(by_app: dict[str, int]) -> str:
     )
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else ""
+def _said(exc: BaseException, shown: str, url: str) -> str:
+    """A driver's failure as the session commands report it (`describe_db_error`: authentication
+    failed, cannot connect ...), its hint after a semicolon; never the driver's raw wrapper."""
+    from veadk_mem.sessions.dberrors import describe_db_error
+
+    try:
+        from sqlalchemy.engine import make_url
+
+        password = str(make_url(url).password or "")
+    except Exception:  # a URL the driver took cannot fail here; be safe all the same
+        password = ""
+    err = describe_db_error(exc, shown, password)
+    return f"{err.message}; hint: {err.hint}" if err.hint else err.message
 
 
 async def run_checks(settings: VmemSettings) -> list[Check]:

@@ -24,6 +24,14 @@ def partial(message: str) -> str:
 _AUTH_HINTS = ("password authentication failed", "access denied", "invalidpassword", "authentication failed")
 
 
+def _refused_login(orig: BaseException, low: str) -> bool:
+    """The server refused the login: a wrong password, or (SQLSTATE class 28) a user it does not
+    know or may not let in from here."""
+    if any(h in low for h in _AUTH_HINTS) or type(orig).__name__ == "InvalidPasswordError":
+        return True
+    return str(getattr(orig, "sqlstate", "") or getattr(orig, "pgcode", "") or "").startswith("28")
+
+
 def describe_db_error(
     exc: BaseException, url: str, password: str = "", busy_timeout: float = 0, *, unchanged: bool = True
 ) -> VmemError:
@@ -58,7 +66,7 @@ def describe_db_error(
             hint="MariaDB/MySQL does this for a statement larger than its max_allowed_packet; "
             "else check the server's log",
         )
-    if any(h in low for h in _AUTH_HINTS) or type(orig).__name__ == "InvalidPasswordError":
+    if _refused_login(orig, low):
         return StoreError(f"{where}: authentication failed: {text}", hint="check the user and password")
     if isinstance(orig, OSError) or "connect" in low or "refused" in low or "name or service" in low:
         return StoreError(f"{where}: cannot connect: {text}", hint="is the database server running and reachable?")

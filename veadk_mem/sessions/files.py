@@ -35,7 +35,7 @@ def check_output(output: Path) -> None:
 def atomic_output(output: Path) -> AbstractContextManager[IO[str]]:
     """The export's `-o` file, written by the one writer: whole, 0600, never through a link; gzip
     when its name ends in `.gz`."""
-    return files.atomic_output(output, option="-o", compress=files.gzipped(output))
+    return files.atomic_output(output, option="-o", compress=files.compression(output))
 
 
 # --- stdin spool and stale temporary files --------------------------------------------------

@@ -30,7 +30,37 @@ if TYPE_CHECKING:
 
 FIRST_PAGE = 8  # events of a session's first page: its size is not known yet; later pages grow to `page`
 MEMORY_FACTOR = 4  # memory a page or batch takes per byte of its events' JSON: rows, decoded, encoded
+ID_CANDIDATES = 20  # sessions an id prefix lists at most when it is ambiguous
 READ_ATTEMPTS = 3  # reads of a session an agent keeps changing on sqlite before vmem gives up
+
+
+async def keys_by_id(db: Database, conn: AsyncConnection, prefix: str, *, exact: bool) -> list[SessionKey]:
+    """One bounded query on the sessions table's key columns (never on events): an id equal to
+    `prefix`, or a range of ids from it (`>=` and `<` its successor: a range a key index can seek)."""
+    from sqlalchemy import select
+
+    c = db.tables.sessions.c
+    col = c.id.collate("C") if db.dialect == "postgresql" else c.id  # byte order, not the locale's
+    if exact:
+        terms = [c.id == prefix]
+    else:
+        terms = [col >= prefix]
+        if prefix and ord(prefix[-1]) < 0x10FFFF:
+            terms.append(col < prefix[:-1] + chr(ord(prefix[-1]) + 1))
+    stmt = select(c.app_name, c.user_id, c.id).where(*terms).order_by(col, c.app_name, c.user_id)
+    rows = await conn.execute(stmt.limit(ID_CANDIDATES * 4))
+    # MySQL's collations compare case- and pad-insensitively: keep only what begins with `prefix` as written
+    keys = [SessionKey(r.app_name, r.user_id, r.id) for r in rows]
+    return [k for k in keys if (k.id == prefix if exact else k.id.startswith(prefix))][:ID_CANDIDATES]
+
+
+def elsewhere_hint(session_id: str, keys: Sequence[SessionKey]) -> str | None:
+    """Where else a session id that is not where it was asked for exists; None when nowhere."""
+    if not keys:
+        return None
+    places = "; ".join(f"in app {k.app_name} for user {k.user_id}" for k in keys[:3])
+    more = f" (and {len(keys) - 3} more)" if len(keys) > 3 else ""
+    return f"session {session_id} exists {places}{more}"
 
 
 class SessionChanged(Exception):
@@ -156,8 +186,23 @@ class Reads:
         if not found and f"{app}/{user}/{session_id}" in self.notes.damaged:
             raise StoreError(self.notes.warnings[-1].removesuffix("; skipped"))
         if not found:
-            raise NotFound(f"session {app}/{user}/{session_id}: not found in {self.db.display_url}")
+            elsewhere = await keys_by_id(self.db, conn, session_id, exact=True)
+            raise NotFound(
+                f"session {app}/{user}/{session_id}: not found in {self.db.display_url}",
+                hint=elsewhere_hint(session_id, elsewhere),
+            )
         return found[0]
+
+    async def sessions_by_id(self, prefix: str) -> list[SessionKey]:
+        """The sessions, in any app and for any user, whose id is `prefix` or starts with it
+        (git's short ids): the exact id's sessions alone when it names one, else at most
+        ID_CANDIDATES of those it begins, ordered by id."""
+        try:
+            async with self.db.reader.connect() as conn:
+                exact = await keys_by_id(self.db, conn, prefix, exact=True)
+                return exact or await keys_by_id(self.db, conn, prefix, exact=False)
+        except Exception as exc:
+            raise self.db.fail(exc) from None
 
     async def find_sessions(self, keys: Sequence[SessionKey]) -> list[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""

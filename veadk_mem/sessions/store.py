@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Self
 
+from veadk_mem.errors import AmbiguousId, BadInput, NotFound
 from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.engine import Database, StoreHealth
 from veadk_mem.sessions.layout import Layout
@@ -208,6 +209,30 @@ class SessionStore:
     async def get_summary(self, app: str, user: str, session_id: str) -> SessionSummary:
         """One session's summary; NotFound (exit 3) when it does not exist."""
         return await self._reads(Notes()).get_summary(app, user, session_id)
+
+    async def sessions_by_id(self, prefix: str) -> list[SessionKey]:
+        """The sessions whose id is `prefix` or begins with it, across apps and users
+        (`Reads.sessions_by_id`: the exact id's alone when it names one; at most 20)."""
+        return await self._reads(Notes()).sessions_by_id(prefix)
+
+    async def resolve_id(self, prefix: str) -> SessionKey:
+        """The one session whose id is `prefix` or begins with it, across apps and users;
+        NotFound when none, AmbiguousId (exit 2, with the candidates) when several."""
+        from veadk_mem.sessions.read_queries import ID_CANDIDATES
+
+        if not prefix:
+            raise BadInput("an empty session id names no session")
+        keys = await self.sessions_by_id(prefix)
+        if not keys:
+            raise NotFound(f"no session id is or begins with {prefix!r} in {self.display_url}")
+        if len(keys) > 1:
+            shown = "at least " if len(keys) >= ID_CANDIDATES else ""
+            raise AmbiguousId(
+                f"session id {prefix!r} is ambiguous: {shown}{len(keys)} sessions match",
+                candidates=[str(k) for k in keys],
+                hint="give more of the id, or APP USER SESSION_ID",
+            )
+        return keys[0]
 
     async def pruned_events(self, app: str, user: str, session_id: str) -> int:
         """The older events `session prune` trimmed from this session (0: none, or no longer true)."""

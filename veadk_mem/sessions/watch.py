@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from veadk_mem.errors import NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.layout import Layout, stored_time
+from veadk_mem.sessions.read_queries import elsewhere_hint, keys_by_id
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.engine import Database
@@ -184,7 +185,11 @@ class Watcher:
             if self.fixed is not None and not self._started:
                 if not await self._exists(conn, self.fixed):
                     where = self.db.display_url
-                    raise NotFound(f"session {self.app}/{self.user}/{self.fixed}: not found in {where}")
+                    elsewhere = await keys_by_id(self.db, conn, self.fixed, exact=True)
+                    raise NotFound(
+                        f"session {self.app}/{self.user}/{self.fixed}: not found in {where}",
+                        hint=elsewhere_hint(self.fixed, elsewhere),
+                    )
                 self._started = True
                 out.append(Notice("session", f"following session {self.fixed}", self.fixed))
             if self.fixed is None:

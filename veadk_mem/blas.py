@@ -1,4 +1,8 @@
-"""What OpenBLAS needs to know before numpy loads it, worked out without importing numpy."""
+"""What OpenBLAS needs to know before numpy loads it, worked out without importing numpy.
+
+A foundation module of its own, not part of `veadk_mem.embedding`: the CLI imports it before
+every command, which then imported the embedding package (its registry and the API embedders'
+modules) for these few lines, whether the command embeds or not (#45 item 13)."""
 
 from __future__ import annotations
 
