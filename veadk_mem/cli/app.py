@@ -16,7 +16,7 @@ from veadk_mem.cli import config as config_cmd
 from veadk_mem.cli import doctor as doctor_cmd
 from veadk_mem.cli import history as history_cmd
 from veadk_mem.cli import ltm as ltm_cmd
-from veadk_mem.cli import ltm_sync, ltm_transfer
+from veadk_mem.cli import ltm_reembed, ltm_sync, ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import retention as retention_cmd
 from veadk_mem.cli import session as session_cmd
@@ -184,6 +184,7 @@ app.add_typer(session_cmd.app, name="session")
 ltm_cmd.app.command("export")(ltm_transfer.export)
 ltm_cmd.app.command("import")(ltm_transfer.import_)
 ltm_cmd.app.command("copy")(ltm_transfer.copy)
+ltm_cmd.app.command("reembed")(ltm_reembed.reembed)
 ltm_cmd.app.command("sync")(ltm_sync.sync)
 app.add_typer(ltm_cmd.app, name="ltm")
 app.add_typer(policy_cmd.app, name="policy")

@@ -141,6 +141,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what a move would copy", "vmem ltm copy --from-backend local \\\n    --to-backend redis --dry-run"),
         ("copy one user", "vmem ltm copy --from-backend local \\\n    --to-backend redis -u user-42"),
     ],
+    "ltm reembed": [
+        ("what moving to the multilingual model would do", "vmem ltm reembed --model multilingual-e5-small --dry-run"),
+        ("move one app's index", "vmem ltm reembed -a support --model multilingual-e5-small"),
+    ],
     "policy": [
         ("what VeADK would save from a session", "vmem policy test session.json"),
         ("the configured policy, field by field", "vmem policy show"),

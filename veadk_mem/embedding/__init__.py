@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from veadk_mem.embedding.ark import ARK_MODELS
-from veadk_mem.embedding.names import E5_NAME, E5_VECTOR_NAME
+from veadk_mem.embedding.names import E5_NAME, E5_VECTOR_NAME, MINILM_NAME
 from veadk_mem.embedding.registry import load_embedder
 
-__all__ = ["E5_NAME", "E5_VECTOR_NAME", "auto_provider", "create_embedder", "provider_for_model"]
+__all__ = ["E5_NAME", "E5_VECTOR_NAME", "MINILM_NAME", "auto_provider", "create_embedder", "provider_for_model"]
 
 if TYPE_CHECKING:
     from veadk_mem.config import EmbeddingSettings

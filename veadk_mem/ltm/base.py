@@ -159,6 +159,7 @@ class Capability(StrEnum):
     USERS = "users"  # scopes: every (index, user) pair, for export --all-users
     PROFILE = "profile"  # profile: a user profile the service derives
     EMBEDS = "embeds"  # stores vectors of `embedder`: the facade embeds memories and queries for it
+    REEMBED = "reembed"  # reembed_plan and reembed: moves its vectors to another model in place, recording it
     EDIT = "edit"  # keeps the text it is sent, and deletes: `ltm edit` replaces a memory by delete-and-add
 
 
@@ -169,6 +170,11 @@ LACKING: dict[Capability, tuple[str, str]] = {
     Capability.USERS: ("cannot list its users", "name one with --user"),
     Capability.PROFILE: ("has no user profile (VeADK returns an empty string for it)", ""),
     Capability.INDEXES: ("cannot tell which indexes hold a user's memories", "name the app with --app"),
+    Capability.REEMBED: (
+        "cannot re-embed in place: only the local store records its vectors' model (VeADK's Redis and "
+        "OpenSearch layouts do not; hosted services embed on their side)",
+        "vmem ltm export, then vmem ltm import into a new index with the new model configured",
+    ),
 }
 
 

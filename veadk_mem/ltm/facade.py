@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from veadk_mem.embedding import E5_NAME, E5_VECTOR_NAME, create_embedder, provider_for_model
+from veadk_mem.embedding import E5_NAME, E5_VECTOR_NAME, MINILM_NAME, create_embedder, provider_for_model
 from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
 from veadk_mem.ltm.base import Capability, LongTermMemoryBackend, MemoryRecord, embed_records
 from veadk_mem.ltm.convert import to_memory_entries
@@ -212,6 +212,10 @@ class LongTermMemory:
                 # a store made with the multilingual model keeps it, whatever local model is configured
                 settings = settings.model_copy(update={"local_model": E5_NAME})
                 key, provider = E5_VECTOR_NAME, "local"
+            elif found == "local" and stored_model == MINILM_NAME and settings.local_model != "":
+                # and one made with MiniLM keeps MiniLM
+                settings = settings.model_copy(update={"local_model": ""})
+                key, provider = MINILM_NAME, "local"
             elif found == "local" and local_model_available(settings.local_model):
                 key, provider = "local", "local"
         # One embedder per kind, shared by the indexes that use it (a model loads once).

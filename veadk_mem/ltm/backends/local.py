@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from veadk_mem import failure as fail
 from veadk_mem.errors import BadInput, StoreError, VmemError
+from veadk_mem.ltm.backends import local_reembed
 from veadk_mem.ltm.base import BackendHealth, Capability, LongTermMemoryBackend, MemoryRecord
 from veadk_mem.ltm.keywords import FUSION_DEPTH, fts_query, fuse_scores, index_terms, reads
 from veadk_mem.ltm.provenance import Provenance, from_fields
@@ -222,6 +223,7 @@ class LocalBackend(LongTermMemoryBackend):
             Capability.INDEXES,
             Capability.USERS,
             Capability.EMBEDS,
+            Capability.REEMBED,
         }
     )
     search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
@@ -415,12 +417,12 @@ class LocalBackend(LongTermMemoryBackend):
         _MATRICES[key] = built
         return built
 
-    def _cache_stem(self, user_id: str) -> Path | None:
+    def _cache_stem(self, user_id: str, index: str | None = None) -> Path | None:
         if self.path == ":memory:":
             return None
         # The store's random id keeps a recreated store from ever reading an old store's cache.
         store_id = self.conn.execute("SELECT value FROM ltm_meta WHERE key = 'store_id'").fetchone()[0]
-        digest = hashlib.sha256(f"{store_id}\0{self.index}\0{user_id}".encode()).hexdigest()[:24]
+        digest = hashlib.sha256(f"{store_id}\0{index or self.index}\0{user_id}".encode()).hexdigest()[:24]
         return Path(self.path + ".cache") / digest
 
     def _read_cache(self, user_id: str, generation: int) -> _Matrix | None:
@@ -702,11 +704,46 @@ class LocalBackend(LongTermMemoryBackend):
         self._drop_cache(user_id)  # no copy of deleted vectors may stay behind
         return deleted
 
-    def _drop_cache(self, user_id: str) -> None:
-        stem = self._cache_stem(user_id)
+    def _drop_cache(self, user_id: str, index: str | None = None) -> None:
+        stem = self._cache_stem(user_id, index)
         if stem is not None and stem.parent.is_dir():
             for old in stem.parent.glob(f"{stem.name}-g*"):
                 old.unlink(missing_ok=True)
+
+    def reembed_plan(self, indexes: list[str] | None, embedder: Embedder) -> local_reembed.ReembedReport:
+        """What `reembed` would move to the embedder's model: these indexes of the file, or all of them."""
+        if self._missing():
+            return local_reembed.ReembedReport(embedder.name, embedder.dim)
+        return local_reembed.plan(self.conn, indexes, embedder.name, embedder.dim)
+
+    def reembed(
+        self,
+        report: local_reembed.ReembedReport,
+        embedder: Embedder,
+        *,
+        batch_bytes: int,
+        progress: Callable[[int], None] | None,
+        stop: local_reembed.Stop = lambda: False,
+    ) -> local_reembed.ReembedReport:
+        """Move the planned indexes to the embedder's model in place: staged, then swapped in one
+        transaction (`local_reembed`); a blocking call, run in a worker thread, which `stop`
+        ends (`local_reembed.Stopped`) before the swap commits."""
+        names = [i.index for i in report.indexes]
+        users = self.conn.execute(
+            f"SELECT DISTINCT index_name, user_id FROM memories WHERE index_name IN ({','.join('?' * len(names))})",
+            names,
+        ).fetchall()
+        try:
+            done = local_reembed.reembed(
+                self.conn, report, embedder, self.embedding_text, batch_bytes=batch_bytes, progress=progress, stop=stop
+            )
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "re-embedding memories") from None
+        for index, user in users:  # the cached matrices of the old model are of no more use
+            self._drop_cache(str(user), str(index))
+        if self._embedder is not None and self.index in names:
+            self._embedder = embedder
+        return done
 
     async def known_indexes(self, user_id: str) -> list[str]:
         """Every index in this file that holds memories of the user."""
