@@ -14,6 +14,7 @@ from veadk_mem.cli import browse as browse_cmd
 from veadk_mem.cli import completion as completion_cmd
 from veadk_mem.cli import config as config_cmd
 from veadk_mem.cli import doctor as doctor_cmd
+from veadk_mem.cli import erasure as erasure_cmd
 from veadk_mem.cli import ltm as ltm_cmd
 from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
@@ -169,6 +170,7 @@ def root(
 session_cmd.app.command("prune")(retention_cmd.prune)
 session_cmd.app.command("vacuum")(retention_cmd.vacuum)
 app.add_typer(session_cmd.app, name="session")
+ltm_cmd.app.command("show")(erasure_cmd.show)
 ltm_cmd.app.command("export")(ltm_transfer.export)
 ltm_cmd.app.command("import")(ltm_transfer.import_)
 ltm_cmd.app.command("copy")(ltm_transfer.copy)

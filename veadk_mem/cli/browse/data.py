@@ -203,7 +203,7 @@ def delete_plan_text(plan: DeleteReport) -> str:
 
     if not plan.sessions:
         return "no sessions match: nothing to delete"
-    return captured(lambda state: session_cmd._show_plan(state, plan, to_stderr=True))
+    return captured(lambda state: session_cmd.show_plan(state, plan, to_stderr=True))
 
 
 def memory_plan_text(index: str, records: list[Any]) -> str:
