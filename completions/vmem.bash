@@ -27,7 +27,7 @@ _vmem() {
     " session upgrade") opts=(--backup --dry-run --drop-old --keep-undecodable --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session stats") opts=(--app -a --user -u --since --until --by --top --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " session watch") opts=(--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=(); named=1 ;;
-    " session prune") opts=(--app -a --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " session prune") opts=(--app -a --with-memories --policy --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session vacuum") opts=(--dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm") opts=(); cmds=(save search list profile delete show export import copy) ;;
     " ltm save") opts=(--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
@@ -85,6 +85,7 @@ _vmem() {
     " session stats --user") cmds=(); opts=(); named=1 ;;
     " session stats -u") cmds=(); opts=(); named=1 ;;
     " session watch --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session prune --policy") cmds=(default all custom); opts=(); named= ;;
     " session prune --time-format") cmds=(compact local iso); opts=(); named= ;;
     " session prune --app") cmds=(); opts=(); named=1 ;;
     " session prune -a") cmds=(); opts=(); named=1 ;;

@@ -329,6 +329,8 @@ complete -c vmem -n "__vmem_at 'session watch'" -l 'time-format' -x -a 'compact 
 complete -c vmem -n "__vmem_at 'session watch'" -a '(__vmem_names)'
 complete -c vmem -n "__vmem_at 'session prune'" -l 'app' -x -a '(__vmem_names)' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session prune'" -s 'a' -x -a '(__vmem_names)' -d 'Only this app.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'with-memories' -d 'Also delete the memories made from these sessions, then verify them gone.'
+complete -c vmem -n "__vmem_at 'session prune'" -l 'policy' -x -a 'default all custom' -d 'Policy whose memory strings to look for (preset, [policy.NAME], file, JSON; all-presets: every one).'
 complete -c vmem -n "__vmem_at 'session prune'" -l 'dry-run' -d 'Show what would be removed; change nothing.'
 complete -c vmem -n "__vmem_at 'session prune'" -l 'yes' -d 'Do not ask for confirmation.'
 complete -c vmem -n "__vmem_at 'session prune'" -s 'y' -d 'Do not ask for confirmation.'

@@ -139,7 +139,7 @@ _CONFIG_ENV_PREFIXES = (
     "POLICY_",
 )
 # ... except the ones that say where the test-only venvs are (tests/llama_venv.py, tests/redis_stack.py).
-_TEST_ENV_KEPT = ("VMEM_LLAMA_VENV", "VMEM_REDIS8_VENV")
+_TEST_ENV_KEPT = ("VMEM_LLAMA_VENV", "VMEM_REDIS8_VENV", "VMEM_VEADK_VENV")
 
 
 @pytest.fixture(autouse=True)

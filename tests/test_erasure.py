@@ -359,3 +359,61 @@ def test_the_memory_hash_is_the_policy_string(tmp_path: Path) -> None:
     ]}  # fmt: skip
     [memory] = memory_strings(parse_session(body, "t").events, resolve_policy("default"))
     assert content_hash(memory) == content_hash(user_string("héllo ☃"))
+
+
+# --- session prune --with-memories (#43 item 3) ---------------------------------------------
+
+
+def test_prune_without_with_memories_leaves_memories(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("max", "old"): ["I own a boat"]})  # events (and so the session) from T0: months ago
+    save_from_store(db, "max", "old")
+    monkeypatch.setenv("VMEM_RETENTION_MAX_AGE", "30d")
+    code, out, err = cli("session", "prune", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    assert json.loads(out)["deleted"]["sessions"] == 1 and "memories" not in json.loads(out)
+    assert texts_of(memories("max")) == ["I own a boat"]
+
+
+def test_prune_with_memories_takes_those_of_pruned_sessions(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("ned", "old"): ["I own a boat", "my dog is Rex"]})
+    save_from_store(db, "ned", "old")
+    agent_saved("ned", ["I keep my own memory"])  # made by no session: stays
+    monkeypatch.setenv("VMEM_RETENTION_MAX_AGE", "30d")
+    code, out, err = cli("session", "prune", "--with-memories", "--db-url", db, "--dry-run", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["dry_run"] is True and sorted(m["text"] for m in plan["memories"]["memories"]) == [
+        "I own a boat",
+        "my dog is Rex",
+    ]
+    assert len(memories("ned")) == 3
+    code, out, err = cli("session", "prune", "--with-memories", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    assert done["deleted"]["sessions"] == 1 and done["memories"]["deleted"]["memories"] == 2
+    assert done["memories"]["verification"]["clean"] is True
+    assert texts_of(memories("ned")) == ["I keep my own memory"]
+
+
+def test_prune_with_memories_takes_those_of_trimmed_events_only(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("oli", "long"): ["first thing", "second thing", "third thing"]})  # 6 events, 3 invocations
+    adk_write(db, {("oli", "other"): ["second thing"]}, app_name="elsewhere")  # another app: does not count
+    save_from_store(db, "oli", "long")
+    agent_saved("oli", ["third thing"], index="shop")  # already there (same hash): nothing new
+    monkeypatch.setenv("VMEM_RETENTION_KEEP_LAST_EVENTS", "2")
+    code, out, err = cli("session", "prune", "--with-memories", "--app", APP, "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    assert done["trimmed"] == {"sessions": 1, "events": 4}
+    assert sorted(m["text"] for m in done["memories"]["memories"]) == ["first thing", "second thing"]
+    assert done["memories"]["verification"]["clean"] is True
+    assert texts_of(memories("oli")) == ["third thing"]  # the kept invocation's memory stays

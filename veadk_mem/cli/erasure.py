@@ -150,6 +150,11 @@ def confirm_erasure(state: AppState, yes: bool) -> Any:
 def render_plan(state: AppState, report: ErasureReport, *, to_stderr: bool = False) -> None:
     """The sessions and memories an erasure takes (or took), and the memories it keeps, with why."""
     show_plan(state, report.sessions, to_stderr=to_stderr)
+    render_memories(state, report, to_stderr=to_stderr)
+
+
+def render_memories(state: AppState, report: ErasureReport, *, to_stderr: bool = False) -> None:
+    """The memories an erasure takes (or took) and those it keeps, with why."""
     rows = [m.to_json() for m in report.memories]
     title = f"memories in {report.backend}"
     state.render.table(rows, MEMORY_COLUMNS, title=title, empty="no memories made from them", to_stderr=to_stderr)
@@ -175,6 +180,12 @@ def render_erasure(state: AppState, report: ErasureReport) -> None:
         )
         for m in report.kept:
             render.message(f"kept memory {m.record.id} ({m.index}): {m.kept}")
+    verified(state, report)
+
+
+def verified(state: AppState, report: ErasureReport) -> None:
+    """The verification's outcome: one line when clean; each memory left, and exit 1, when not."""
+    render = state.render
     verification = report.verification
     if verification is None:
         return

@@ -31,15 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.ltm.base import Capability
 from veadk_mem.ltm.provenance import policy_name
-from veadk_mem.ops.memory_match import candidate_policies, session_hashes, user_indexes
+from veadk_mem.ops.memory_match import EventChoice, Produced, candidate_policies, session_hashes, user_indexes
 from veadk_mem.sessions.delete_flow import PlannedDelete, carry_out, plan_delete
-from veadk_mem.sessions.records import SessionFilter
+from veadk_mem.sessions.records import DeleteReport, SessionFilter
+from veadk_mem.sessions.retention import prune, refuse_dangerous, retention_plan, trimmed_event_ids
 
 if TYPE_CHECKING:
+    from veadk_mem.config import RetentionSettings
     from veadk_mem.ltm.base import MemoryRecord
     from veadk_mem.ltm.facade import LongTermMemory
     from veadk_mem.policy.model import ResolvedPolicy
-    from veadk_mem.sessions.records import DeleteReport, SessionKey, SessionSummary
+    from veadk_mem.sessions.records import SessionKey, SessionSummary
+    from veadk_mem.sessions.retention import PruneReport, RetentionPlan
     from veadk_mem.sessions.store import SessionStore
 
 PROFILE_TYPES = ("sys_profile_v1",)  # memories a service derives from all of a user's sessions
@@ -136,28 +139,53 @@ class _Group:
 
     app_name: str
     user_id: str
-    sessions: set[str] = field(default_factory=set)
+    sessions: set[str] = field(default_factory=set)  # erased whole
+    trimmed: dict[str, frozenset[str]] = field(default_factory=dict)  # session id -> its events trimmed
     hashes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def add(self, made: dict[str, list[Produced]]) -> None:
+        for digest, where in made.items():
+            self.hashes.setdefault(digest, []).extend((p.session_id, p.event_id) for p in where)
 
 
 async def _groups(
-    store: SessionStore, sessions: list[SessionSummary], policies: list[ResolvedPolicy]
+    store: SessionStore,
+    sessions: list[SessionSummary],
+    policies: list[ResolvedPolicy],
+    trimmed: dict[SessionKey, frozenset[str]] | None = None,
 ) -> dict[tuple[str, str], _Group]:
+    """The erased sessions (and trimmed events) by (app, user), with the memory strings they made."""
     groups: dict[tuple[str, str], _Group] = {}
     for s in sessions:
         group = groups.setdefault((s.app_name, s.user_id), _Group(s.app_name, s.user_id))
         group.sessions.add(s.id)
-        for digest, made in (await session_hashes(store, s.app_name, s.user_id, s.id, policies)).items():
-            group.hashes.setdefault(digest, []).extend((p.session_id, p.event_id) for p in made)
+        group.add(await session_hashes(store, s.app_name, s.user_id, s.id, policies))
+    for key, ids in (trimmed or {}).items():
+        if not ids:
+            continue
+        group = groups.setdefault((key.app_name, key.user_id), _Group(key.app_name, key.user_id))
+        group.trimmed[key.id] = ids
+        group.add(await session_hashes(store, key.app_name, key.user_id, key.id, policies, EventChoice(ids)))
     return groups
+
+
+def _is_profile(record: MemoryRecord) -> bool:
+    """A profile a service derives from all of the user's sessions (VikingDB's `sys_profile_v1`)."""
+    kind = (record.origin or {}).get("memory_type") or record.metadata.get("memory_type")
+    return kind in PROFILE_TYPES
 
 
 def _match(record: MemoryRecord, group: _Group, own_index: bool) -> MatchedMemory | None:
     """How this memory came from one of the group's sessions, or None."""
     source = record.source
     index, user = "", group.user_id
-    if source is not None and source.session_id in group.sessions and source.app_name in ("", group.app_name):
-        return MatchedMemory(index, user, record, "provenance", [source.session_id], list(source.event_ids))
+    if _is_profile(record):  # made of every session of the user, the erased ones among them
+        return MatchedMemory(index, user, record, "user profile", sorted(group.sessions))
+    if source is not None and source.app_name in ("", group.app_name):
+        trimmed = group.trimmed.get(source.session_id)
+        whole = source.session_id in group.sessions
+        if whole or (trimmed is not None and source.event_ids and trimmed.issuperset(source.event_ids)):
+            return MatchedMemory(index, user, record, "provenance", [source.session_id], list(source.event_ids))
     if record.session_id in group.sessions and record.app_name in ("", group.app_name):
         return MatchedMemory(
             index, user, record, "session id", [record.session_id], [record.event_id] if record.event_id else []
@@ -195,8 +223,7 @@ async def _keep_shared(
 ) -> None:
     """Mark the memories a session that stays also makes (same content hash), and services' profiles, as kept."""
     for m in matched:
-        origin = m.record.origin or {}
-        if origin.get("memory_type") in PROFILE_TYPES or m.record.metadata.get("memory_type") in PROFILE_TYPES:
+        if _is_profile(m.record):
             m.kept = "a profile the service derives from all of the user's sessions: delete it with `vmem ltm delete`"
     for (app, user), group in groups.items():
         wanted = {m.record.content_hash: m for m in matched if m.user_id == user and not m.kept}
@@ -205,7 +232,8 @@ async def _keep_shared(
         for other in await store.list_sessions(SessionFilter(app=app, user=user)):
             if other.id in group.sessions:
                 continue
-            for digest in (await session_hashes(store, app, user, other.id, policies)).keys() & wanted.keys():
+            rest = EventChoice(group.trimmed[other.id], inside=False) if other.id in group.trimmed else None
+            for digest in (await session_hashes(store, app, user, other.id, policies, rest)).keys() & wanted.keys():
                 m = wanted.pop(digest)
                 m.kept = f"session {app}/{user}/{other.id}, which stays, makes the same memory"
                 for same in matched:  # the same text in another index is one memory string too
@@ -226,10 +254,7 @@ async def plan_erasure(
 ) -> tuple[ErasureReport, PlannedDelete]:
     """The sessions to delete and the memories that go with them (NotFound: an unknown session id;
     NotSupported: a backend that cannot list or delete; a store failure: unreachable). Touches nothing."""
-    kind = ltm.backend_type()
-    if kind is not None:  # before anything is read: tos_context cannot delete a memory
-        kind.require(Capability.LIST)
-        kind.require(Capability.DELETE)
+    _check_backend(ltm)
     planned = await plan_delete(store, keys=keys, flt=flt, purge_state=purge_state)
     policies = candidate_policies(ltm, policy)
     report = ErasureReport(
@@ -238,25 +263,95 @@ async def plan_erasure(
         policies=[policy_name(p) or "default" for p in policies],
         sessions=planned.report,
     )
-    groups = await _groups(store, planned.chosen, policies)
+    await _find_memories(store, ltm, report, await _groups(store, planned.chosen, policies), policies)
+    return report, planned
+
+
+async def _find_memories(
+    store: SessionStore,
+    ltm: LongTermMemory,
+    report: ErasureReport,
+    groups: dict[tuple[str, str], _Group],
+    policies: list[ResolvedPolicy],
+) -> None:
+    """The report's memories (to delete) and kept ones, for what the groups erase."""
     matched: list[MatchedMemory] = []
     for group in groups.values():
         matched.extend(await _memories(ltm, group))
     await _keep_shared(store, matched, groups, policies)
     report.memories = [m for m in matched if not m.kept]
     report.kept = [m for m in matched if m.kept]
-    return report, planned
+
+
+def _check_backend(ltm: LongTermMemory) -> None:
+    """NotSupported (exit 4) before anything is read when the backend cannot list or delete (tos_context)."""
+    kind = ltm.backend_type()
+    if kind is not None:
+        kind.require(Capability.LIST)
+        kind.require(Capability.DELETE)
+
+
+async def _delete_memories(ltm: LongTermMemory, report: ErasureReport) -> None:
+    by_scope: dict[tuple[str, str], list[MemoryRecord]] = {}
+    for m in report.memories:
+        by_scope.setdefault((m.index, m.user_id), []).append(m.record)
+    for (index, user), records in by_scope.items():
+        report.deleted_memories += await ltm.delete(app_name=None, user_id=user, records=records, index=index)
+
+
+async def prune_erasure(
+    store: SessionStore,
+    ltm: LongTermMemory,
+    settings: RetentionSettings,
+    *,
+    app: str | None = None,
+    policy: str | None = None,
+    dry_run: bool = False,
+    yes: bool = False,
+    confirm: Callable[[RetentionPlan], None] | None = None,
+) -> tuple[PruneReport, ErasureReport]:
+    """`session prune --with-memories`: the memories of the sessions the rules delete and of the events
+    they trim go first (after the confirmation), then the prune runs as without; then the verification."""
+    _check_backend(ltm)
+    plan = await retention_plan(store, settings, app=app)
+    refuse_dangerous(plan, app=app, yes=yes)
+    doomed = [s.summary() for s in plan.doomed]
+    trims: dict[SessionKey, frozenset[str]] = {}
+    for a in plan.apps:
+        keep = a.keep_last_events
+        if keep is None:
+            continue
+        for s in a.trims:
+            trims[s.summary().key] = frozenset(await trimmed_event_ids(store.db, s, keep))
+    policies = candidate_policies(ltm, policy)
+    events = sum(s.event_count for s in doomed)
+    report = ErasureReport(
+        backend=ltm.backend_name,
+        session_db=store.display_url,
+        policies=[policy_name(p) or "default" for p in policies],
+        sessions=DeleteReport(sessions=doomed, events=events, dry_run=True),
+    )
+    await _find_memories(store, ltm, report, await _groups(store, doomed, policies, trims), policies)
+    if dry_run:
+        return await prune(store, settings, app=app, dry_run=True, yes=yes, planned=plan), report
+
+    async def first(_plan: RetentionPlan) -> None:
+        await _delete_memories(ltm, report)
+
+    pruned = await prune(store, settings, app=app, yes=yes, confirm=confirm, planned=plan, first=first)
+    if pruned.deleted is not None:
+        report.sessions = pruned.deleted
+        report.deleted_sessions = len(pruned.deleted.sessions)
+    report.dry_run, report.done = False, True
+    report.verification = await verify(ltm, report.memories, report.kept)
+    return pruned, report
 
 
 async def carry_out_erasure(
     store: SessionStore, ltm: LongTermMemory, report: ErasureReport, planned: PlannedDelete
 ) -> ErasureReport:
     """Delete the planned memories, then the sessions, then verify the memories are gone."""
-    by_scope: dict[tuple[str, str], list[MemoryRecord]] = {}
-    for m in report.memories:
-        by_scope.setdefault((m.index, m.user_id), []).append(m.record)
-    for (index, user), records in by_scope.items():
-        report.deleted_memories += await ltm.delete(app_name=None, user_id=user, records=records, index=index)
+    await _delete_memories(ltm, report)
     report.sessions = await carry_out(store, planned)
     report.deleted_sessions = len(report.sessions.sessions)
     report.dry_run, report.done = False, True

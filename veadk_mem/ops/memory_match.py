@@ -37,6 +37,14 @@ class Produced:
     policy: str
 
 
+@dataclass(frozen=True)
+class EventChoice:
+    """Some events of a session: those with these ids (`inside`), or all but them."""
+
+    ids: frozenset[str]
+    inside: bool = True
+
+
 def candidate_policies(ltm: LongTermMemory, spec: str | None) -> list[ResolvedPolicy]:
     """The policies whose memory strings are looked for: `spec` (else the configured default), or with
     `all-presets` the configured default, every [policy.NAME] and every preset (one of each distinct policy)."""
@@ -53,12 +61,19 @@ def candidate_policies(ltm: LongTermMemory, spec: str | None) -> list[ResolvedPo
 
 
 async def session_strings(
-    store: SessionStore, app_name: str, user_id: str, session_id: str, policies: list[ResolvedPolicy]
+    store: SessionStore,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    policies: list[ResolvedPolicy],
+    events: EventChoice | None = None,
 ) -> AsyncIterator[tuple[str, Produced, Any]]:
-    """(content hash, where, decision) of every memory string the policies make of the session's events,
-    the events streamed a page at a time; a text no store can hold (a lone surrogate) is passed over."""
+    """(content hash, where, decision) of every memory string the policies make of the session's events
+    (those `events` chooses), streamed a page at a time; a text no store can hold (a lone surrogate) is passed over."""
     names = [policy_name(p) or "default" for p in policies]
     async for event in store.iter_events(app_name, user_id, session_id):
+        if events is not None and (event.id in events.ids) != events.inside:
+            continue
         seen: set[str] = set()
         for policy, name in zip(policies, names, strict=True):
             decision = decide(event, policy)
@@ -74,11 +89,16 @@ async def session_strings(
 
 
 async def session_hashes(
-    store: SessionStore, app_name: str, user_id: str, session_id: str, policies: list[ResolvedPolicy]
+    store: SessionStore,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    policies: list[ResolvedPolicy],
+    events: EventChoice | None = None,
 ) -> dict[str, list[Produced]]:
-    """content hash -> the events (and policy) that produce it, for one session."""
+    """content hash -> the events (and policy) that produce it, for one session (the events `events` chooses)."""
     found: dict[str, list[Produced]] = {}
-    async for digest, where, _decision in session_strings(store, app_name, user_id, session_id, policies):
+    async for digest, where, _decision in session_strings(store, app_name, user_id, session_id, policies, events):
         found.setdefault(digest, []).append(where)
     return found
 
