@@ -132,11 +132,10 @@ def test_vmem_erases_what_veadk_saved(
     adk_write(db, {(USER, "gone"): GONE, (USER, "stays"): STAYS})
     embedding = veadk_venv.embedding_env(embeddings)
     request = {"op": "save", "backend": backend, "index": index, "policy": None}
-    saved: dict[str, list[str]] = {}
-    for sid in ("gone", "stays"):
+    for sid, texts in (("gone", GONE), ("stays", STAYS)):
         session = adk_session_json(db, sid)
-        saved[sid] = veadk_venv.run({**request, "session": session}, {**veadk_env, **embedding}, tmp_path)
-    assert len(saved["gone"]) == len(GONE) and len(saved["stays"]) == len(STAYS)  # VeADK's default policy: user text
+        handed = veadk_venv.run({**request, "session": session}, {**veadk_env, **embedding}, tmp_path)
+        assert handed == 2 * len(texts)  # a user turn and a reply each: VeADK's default policy keeps the user's
 
     for key, value in {
         **vmem_env,
@@ -150,6 +149,8 @@ def test_vmem_erases_what_veadk_saved(
     assert code == 0, err
     listed = json.loads(out)
     assert listed and all(entry["source"] is None for entry in listed)  # VeADK recorded no source
+    events = [e for e in listed if "sys_profile_v1" not in json.dumps(e, ensure_ascii=False)]
+    assert len(events) == len(GONE) + len(STAYS)  # one memory per user turn, the replies dropped
 
     code, out, err = cli(
         "session", "delete", APP, USER, "gone", "--with-memories", "--db-url", db, "--dry-run", "--json"

@@ -8,7 +8,7 @@ from the environment as an agent's is (DATABASE_*, MODEL_EMBEDDING_*). Nothing h
 
 Protocol: one JSON request on stdin, one JSON answer on stdout.
   {"op": "save", "backend": B, "index": I, "session": ADK session JSON, "policy": P|null}
-      -> {"result": [the memory strings VeADK computed and saved]}
+      -> {"result": the number of events handed to VeADK}
   {"op": "search", "backend": B, "index": I, "app_name": A, "user_id": U, "query": Q, "top_k": K}
       -> {"result": [the texts of VeADK's search_memory answer]}
   an error -> {"error": traceback}
@@ -33,18 +33,12 @@ def memory(request: dict[str, Any]) -> Any:
     return LongTermMemory(backend=request["backend"], index=request["index"])
 
 
-async def save(request: dict[str, Any]) -> list[str]:
+async def save(request: dict[str, Any]) -> int:
     from google.adk.sessions import Session
 
     session = Session.model_validate(request["session"])
-    ltm = memory(request)
-    policy = request.get("policy")
-    include_assistant = request["backend"] == "openviking"
-    strings = ltm._filter_and_convert_events(  # what add_session_to_memory hands the backend, for the test to see
-        session.events, include_assistant=include_assistant, auto_save_memory_policy=policy
-    )
-    await ltm.add_session_to_memory(session, auto_save_memory_policy=policy)
-    return strings
+    await memory(request).add_session_to_memory(session, auto_save_memory_policy=request.get("policy"))
+    return len(session.events)
 
 
 async def search(request: dict[str, Any]) -> list[str]:

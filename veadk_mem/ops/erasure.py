@@ -34,7 +34,6 @@ from veadk_mem.ltm.provenance import policy_name
 from veadk_mem.ops.memory_match import EventChoice, Produced, candidate_policies, session_hashes, user_indexes
 from veadk_mem.sessions.delete_flow import PlannedDelete, carry_out, plan_delete
 from veadk_mem.sessions.records import DeleteReport, SessionFilter
-from veadk_mem.sessions.retention import prune, refuse_dangerous, retention_plan, trimmed_event_ids
 
 if TYPE_CHECKING:
     from veadk_mem.config import RetentionSettings
@@ -312,6 +311,8 @@ async def prune_erasure(
 ) -> tuple[PruneReport, ErasureReport]:
     """`session prune --with-memories`: the memories of the sessions the rules delete and of the events
     they trim go first (after the confirmation), then the prune runs as without; then the verification."""
+    from veadk_mem.sessions.retention import prune, refuse_dangerous, retention_plan, trimmed_event_ids
+
     _check_backend(ltm)
     plan = await retention_plan(store, settings, app=app)
     refuse_dangerous(plan, app=app, yes=yes)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
 from veadk_mem.ltm.base import Capability, content_hash
 from veadk_mem.ltm.provenance import policy_name
-from veadk_mem.policy import decide
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -70,6 +69,8 @@ async def session_strings(
 ) -> AsyncIterator[tuple[str, Produced, Any]]:
     """(content hash, where, decision) of every memory string the policies make of the session's events
     (those `events` chooses), streamed a page at a time; a text no store can hold (a lone surrogate) is passed over."""
+    from veadk_mem.policy import decide
+
     names = [policy_name(p) or "default" for p in policies]
     async for event in store.iter_events(app_name, user_id, session_id):
         if events is not None and (event.id in events.ids) != events.inside:

@@ -23,7 +23,6 @@ from veadk_mem.ops.memory_match import (
     session_store,
     session_strings,
 )
-from veadk_mem.policy import configured_policy, decide
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
@@ -131,6 +130,8 @@ def _event(app: str, user: str, session: str, decision: Decision, policy: str, d
 
 async def _from_provenance(settings: VmemSettings, ltm: LongTermMemory, store: SessionStore, show: MemoryShow) -> None:
     """The recorded events, read from their session and decided again by the recorded policy."""
+    from veadk_mem.policy import configured_policy, decide
+
     source = show.record.source
     assert source is not None
     app, user = source.app_name or show.record.app_name, source.user_id or show.user_id
