@@ -9,16 +9,17 @@ _vmem() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" session prune"|" session vacuum"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm show"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path"|" retention"|" retention show") path="$path $w" ;;
+      " doctor"|" forget"|" history"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" session prune"|" session vacuum"|" session index"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm edit"|" ltm show"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path"|" retention"|" retention show") path="$path $w" ;;
     esac
   done
   case "$path" in
-    "") opts=(--config -c --json --quiet -q --verbose -v --version); cmds=(doctor forget completion browse session ltm policy config retention) ;;
+    "") opts=(--config -c --json --quiet -q --verbose -v --version); cmds=(doctor forget history completion browse session ltm policy config retention) ;;
     " doctor") opts=(--db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " forget") opts=(--app -a --session -s --policy --db-url --dry-run --yes -y --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " history") opts=(--since --user -u --command --limit -n --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " completion") opts=(--install --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=(bash zsh fish) ;;
     " browse") opts=(--db-url --app -a --user -u --read-only --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
-    " session") opts=(); cmds=(list get delete export import upgrade stats watch prune vacuum) ;;
+    " session") opts=(); cmds=(list get delete export import upgrade stats watch prune vacuum index) ;;
     " session list") opts=(--app -a --user -u --since --until --limit -n --offset --compactions --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " session get") opts=(--events --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=(); named=1 ;;
     " session delete") opts=(--app -a --user -u --older-than --since --until --purge-state --with-memories --policy --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
@@ -29,12 +30,14 @@ _vmem() {
     " session watch") opts=(--since --events --interval --max-interval --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=(); named=1 ;;
     " session prune") opts=(--app -a --with-memories --policy --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session vacuum") opts=(--dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
-    " ltm") opts=(); cmds=(save search list profile delete show export import copy) ;;
+    " session index") opts=(--create --dry-run --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
+    " ltm") opts=(); cmds=(save search list profile delete edit show export import copy) ;;
     " ltm save") opts=(--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm search") opts=(--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " ltm list") opts=(--user -u --app -a --limit -n --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " ltm profile") opts=(--app -a --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm delete") opts=(--user -u --id --session -s --all --app -a --since --until --dry-run --yes -y --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " ltm edit") opts=(--text -t --user -u --app -a --dry-run --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm show") opts=(--user -u --app -a --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm export") opts=(--user -u --all-users --app -a --index -i --output -o --vectors --backend -b --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm import") opts=(--backend -b --index -i --dry-run --rehash --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
@@ -53,6 +56,7 @@ _vmem() {
     " doctor --time-format") cmds=(compact local iso); opts=(); named= ;;
     " forget --policy") cmds=(default all custom); opts=(); named= ;;
     " forget --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " history --time-format") cmds=(compact local iso); opts=(); named= ;;
     " completion --time-format") cmds=(compact local iso); opts=(); named= ;;
     " browse --time-format") cmds=(compact local iso); opts=(); named= ;;
     " browse --app") cmds=(); opts=(); named=1 ;;
@@ -90,6 +94,7 @@ _vmem() {
     " session prune --app") cmds=(); opts=(); named=1 ;;
     " session prune -a") cmds=(); opts=(); named=1 ;;
     " session vacuum --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " session index --time-format") cmds=(compact local iso); opts=(); named= ;;
     " ltm save --policy") cmds=(default all custom); opts=(); named= ;;
     " ltm save -p") cmds=(default all custom); opts=(); named= ;;
     " ltm save --time-format") cmds=(compact local iso); opts=(); named= ;;
@@ -99,6 +104,7 @@ _vmem() {
     " ltm list --time-format") cmds=(compact local iso); opts=(); named= ;;
     " ltm profile --time-format") cmds=(compact local iso); opts=(); named= ;;
     " ltm delete --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm edit --time-format") cmds=(compact local iso); opts=(); named= ;;
     " ltm show --time-format") cmds=(compact local iso); opts=(); named= ;;
     " ltm export --backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm export -b") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;

@@ -9,6 +9,8 @@ function __vmem_path
                 set path $path $t
             case 'forget'
                 set path $path $t
+            case 'history'
+                set path $path $t
             case 'completion'
                 set path $path $t
             case 'browse'
@@ -35,6 +37,8 @@ function __vmem_path
                 set path $path $t
             case 'session vacuum'
                 set path $path $t
+            case 'session index'
+                set path $path $t
             case 'ltm'
                 set path $path $t
             case 'ltm save'
@@ -46,6 +50,8 @@ function __vmem_path
             case 'ltm profile'
                 set path $path $t
             case 'ltm delete'
+                set path $path $t
+            case 'ltm edit'
                 set path $path $t
             case 'ltm show'
                 set path $path $t
@@ -89,6 +95,7 @@ end
 complete -c vmem -f
 complete -c vmem -n "__vmem_at ''" -a 'doctor' -d 'Check the reachability of every configured store; exit 1 when one fails.'
 complete -c vmem -n "__vmem_at ''" -a 'forget' -d 'Remove a user\'s sessions and memories everywhere.'
+complete -c vmem -n "__vmem_at ''" -a 'history' -d 'Every change vmem made to a store: when, who, the command, what changed, the outcome.'
 complete -c vmem -n "__vmem_at ''" -a 'completion' -d 'Print the shell completion script for this vmem.'
 complete -c vmem -n "__vmem_at ''" -a 'browse' -d 'Browse sessions and memories in the terminal: apps, users, sessions, timelines, memories.'
 complete -c vmem -n "__vmem_at ''" -a 'session' -d 'Inspect, clean, back up and migrate ADK session databases.'
@@ -138,6 +145,26 @@ complete -c vmem -n "__vmem_at 'forget'" -l 'wide' -d 'Tables on a terminal: eve
 complete -c vmem -n "__vmem_at 'forget'" -l 'records' -d 'Tables on a terminal: one block per row.'
 complete -c vmem -n "__vmem_at 'forget'" -l 'time-format' -x -a 'compact local iso' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
 complete -c vmem -n "__vmem_at 'forget'" -F
+complete -c vmem -n "__vmem_at 'history'" -l 'since' -d 'Entries since: ISO date/time (UTC) or 7d ago.'
+complete -c vmem -n "__vmem_at 'history'" -l 'user' -d 'Only this OS user\'s.'
+complete -c vmem -n "__vmem_at 'history'" -s 'u' -d 'Only this OS user\'s.'
+complete -c vmem -n "__vmem_at 'history'" -l 'command' -d 'Only this command\'s (\'session delete\'; \'ltm\': all ltm).'
+complete -c vmem -n "__vmem_at 'history'" -l 'limit' -d 'Show at most N, newest first (0: all).'
+complete -c vmem -n "__vmem_at 'history'" -s 'n' -d 'Show at most N, newest first (0: all).'
+complete -c vmem -n "__vmem_at 'history'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'history'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'history'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'history'" -l 'quiet' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'history'" -s 'q' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'history'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'history'" -s 'v' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'history'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
+complete -c vmem -n "__vmem_at 'history'" -l 'records' -d 'Tables on a terminal: one block per row.'
+complete -c vmem -n "__vmem_at 'history'" -l 'time-format' -x -a 'compact local iso' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
+complete -c vmem -n "__vmem_at 'history'" -l 'jsonl' -d 'One JSON object per line on stdout.'
+complete -c vmem -n "__vmem_at 'history'" -l 'csv' -d 'CSV on stdout: a header line, a row a record.'
+complete -c vmem -n "__vmem_at 'history'" -l 'tsv' -d 'TSV on stdout: a header line, a row a record.'
+complete -c vmem -n "__vmem_at 'history'" -F
 complete -c vmem -n "__vmem_at 'completion'" -l 'install' -d 'Write it where the shell looks for it instead of printing it.'
 complete -c vmem -n "__vmem_at 'completion'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
 complete -c vmem -n "__vmem_at 'completion'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
@@ -176,6 +203,7 @@ complete -c vmem -n "__vmem_at 'session'" -a 'stats' -d 'Sizes, growth and token
 complete -c vmem -n "__vmem_at 'session'" -a 'watch' -d 'Follow a session live: print its events as the agent appends them, until Ctrl-C.'
 complete -c vmem -n "__vmem_at 'session'" -a 'prune' -d 'Apply the [retention] rules: delete what they remove, in session delete\'s short transactions.'
 complete -c vmem -n "__vmem_at 'session'" -a 'vacuum' -d 'Return disk after deletes: sqlite VACUUM, PostgreSQL VACUUM (ANALYZE), MySQL OPTIMIZE TABLE (--yes).'
+complete -c vmem -n "__vmem_at 'session'" -a 'index' -d 'The indexes ADK\'s get_session and list_sessions need; --create adds the missing ones.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'app' -x -a '(__vmem_names)' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -s 'a' -x -a '(__vmem_names)' -d 'Only this app.'
 complete -c vmem -n "__vmem_at 'session list'" -l 'user' -x -a '(__vmem_names)' -d 'Only this user.'
@@ -359,11 +387,28 @@ complete -c vmem -n "__vmem_at 'session vacuum'" -s 'v' -d 'Tracebacks and extra
 complete -c vmem -n "__vmem_at 'session vacuum'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
 complete -c vmem -n "__vmem_at 'session vacuum'" -l 'records' -d 'Tables on a terminal: one block per row.'
 complete -c vmem -n "__vmem_at 'session vacuum'" -l 'time-format' -x -a 'compact local iso' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'create' -d 'Add the missing indexes (ADK\'s own for events).'
+complete -c vmem -n "__vmem_at 'session index'" -l 'dry-run' -d 'Print the statements --create would run.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'db-url' -d 'SQLAlchemy URL or sqlite file path; wins over config and environment.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'session index'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'session index'" -l 'quiet' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'session index'" -s 'q' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'session index'" -s 'v' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
+complete -c vmem -n "__vmem_at 'session index'" -l 'records' -d 'Tables on a terminal: one block per row.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'time-format' -x -a 'compact local iso' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'jsonl' -d 'One JSON object per line on stdout.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'csv' -d 'CSV on stdout: a header line, a row a record.'
+complete -c vmem -n "__vmem_at 'session index'" -l 'tsv' -d 'TSV on stdout: a header line, a row a record.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'save' -d 'Save sessions\' memories through the save policy.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'search' -d 'Search a user\'s memories by meaning, by keywords, or both.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'list' -d 'A user\'s memories, newest first.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'profile' -d 'The backend\'s profile of a user.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'delete' -d 'Delete a user\'s memories.'
+complete -c vmem -n "__vmem_at 'ltm'" -a 'edit' -d 'Replace a wrong memory\'s text: re-embedded, its source kept, the old text in the history.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'show' -d 'A memory, where it came from, and why the policy kept it.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'export' -d 'Write long-term memory as JSONL: a header line, then one memory per line, streamed.'
 complete -c vmem -n "__vmem_at 'ltm'" -a 'import' -d 'Load an export into a backend: every line checked first, then saved through VeADK\'s layout.'
@@ -475,6 +520,24 @@ complete -c vmem -n "__vmem_at 'ltm delete'" -s 'v' -d 'Tracebacks and extra det
 complete -c vmem -n "__vmem_at 'ltm delete'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
 complete -c vmem -n "__vmem_at 'ltm delete'" -l 'records' -d 'Tables on a terminal: one block per row.'
 complete -c vmem -n "__vmem_at 'ltm delete'" -l 'time-format' -x -a 'compact local iso' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'text' -d 'The memory\'s corrected text.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -s 't' -d 'The memory\'s corrected text.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'user' -d 'The memory\'s user (else looked up).'
+complete -c vmem -n "__vmem_at 'ltm edit'" -s 'u' -d 'The memory\'s user (else looked up).'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'app' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -s 'a' -d 'App name; picks the index when long_term_memory.index is empty.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'dry-run' -d 'Show the old and new text; change nothing.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'json' -d 'Print JSON on stdout.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'config' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'ltm edit'" -s 'c' -d 'TOML config file (else $VMEM_CONFIG, ./vmem.toml, XDG).'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'quiet' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -s 'q' -d 'Only data and errors; no progress or notes.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'verbose' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -s 'v' -d 'Tracebacks and extra detail on errors.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'wide' -d 'Tables on a terminal: every column, values whole (wrapped).'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'records' -d 'Tables on a terminal: one block per row.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -l 'time-format' -x -a 'compact local iso' -d 'Times in tables on a terminal: 3d ago, local time or ISO UTC.'
+complete -c vmem -n "__vmem_at 'ltm edit'" -F
 complete -c vmem -n "__vmem_at 'ltm show'" -l 'user' -d 'The memory\'s user (else every user).'
 complete -c vmem -n "__vmem_at 'ltm show'" -s 'u' -d 'The memory\'s user (else every user).'
 complete -c vmem -n "__vmem_at 'ltm show'" -l 'app' -d 'App name; picks the index.'

@@ -222,6 +222,14 @@ async def test_delete_shows_the_plan_and_asks(db: str) -> None:
     async with SessionStore(db) as store:
         with pytest.raises(NotFound):
             await store.get_summary(APP, "u1", "s-beta")
+    from veadk_mem.ops.history import HistoryLog, default_path
+
+    [entry] = HistoryLog(default_path()).entries()  # the refusal recorded nothing; the delete, once
+    assert (entry["command"], entry["counts"], entry["ids"]) == (
+        "session delete",
+        {"sessions": 1, "events": 3},
+        [f"{APP}/u1/s-beta"],
+    )
 
 
 @pytest.mark.slow  # a Textual app per test: seconds each

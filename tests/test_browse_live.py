@@ -75,15 +75,17 @@ async def test_f_follows_the_session_as_adk_appends_and_f_again_stops(live_db: s
         app.screen.query_one("#sessions", DataTable).move_cursor(row=ids.index("s-beta"))
         await pilot.press("enter")
         await until(pilot, lambda: timeline_count(app) == SESSIONS[("u1", "s-beta")], "the 3-event timeline")
+        await until(pilot, lambda: "3 events; updated" in status(app), "the open's own status line")
         await pilot.press("f")
-        await until(pilot, lambda: "watching" in status(app), "follow started")
+        await until(pilot, lambda: getattr(app.screen, "watcher", None) is not None, "follow started")
         await adk_append(live_db, "u1", "s-beta", "a live turn")
         await until(pilot, lambda: timeline_count(app) == 4, "the appended event in the timeline", timeout=30)
         screen = app.screen
         assert isinstance(screen, SessionScreen) and screen.timeline is not None
         assert "a live turn" in screen.timeline.row(3).json
         await pilot.press("f")
-        await until(pilot, lambda: "follow: stopped" in status(app), "follow stopped")
+        await until(pilot, lambda: getattr(app.screen, "watcher", 0) is None, "follow stopped")
+        assert "follow: stopped" in status(app)
         await adk_append(live_db, "u1", "s-beta", "after the stop")
         await pilot.pause(2.0)  # the watcher polls every 0.5 s: four polls would have shown it
         assert timeline_count(app) == 4
@@ -110,6 +112,10 @@ async def test_a_memory_is_deleted_only_after_its_plan_and_a_yes(one_db: str, se
         await until(pilot, lambda: isinstance(app.screen, MemoriesScreen) and len(screen.rows) == 2, "two left")
     left = {m["id"] for m in await ltm.list_memories(user_id="u1", app_name=APP)}
     assert left == kept - {doomed.id}
+    from veadk_mem.ops.history import HistoryLog, default_path
+
+    [entry] = HistoryLog(default_path()).entries()
+    assert (entry["command"], entry["counts"], entry["ids"]) == ("ltm delete", {"memories": 1}, [doomed.id])
 
 
 @pytest.mark.slow

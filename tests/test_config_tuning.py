@@ -23,6 +23,7 @@ ENV = {
     "big_line_bytes": "VMEM_BIG_LINE",
     "reader_timeout": "VMEM_READER_TIMEOUT",
     "batch_bytes": "VMEM_BATCH_BYTES",
+    "index_rows": "VMEM_INDEX_ROWS",
     "fast_paths": "VMEM_FAST_PATHS",
 }
 
@@ -63,6 +64,7 @@ def test_config_show_names_each_tuning_value_and_its_source(runner: CliRunner, i
         "big_line_bytes": {"value": 64_000, "source": f"file {cfg}", "env": "VMEM_BIG_LINE"},
         "reader_timeout": {"value": 2.5, "source": "env VMEM_READER_TIMEOUT", "env": "VMEM_READER_TIMEOUT"},
         "batch_bytes": {"value": 1024 * 1024, "source": f"file {cfg}", "env": "VMEM_BATCH_BYTES"},
+        "index_rows": {"value": 10_000, "source": "default", "env": "VMEM_INDEX_ROWS"},
         "fast_paths": {"value": False, "source": "env VMEM_FAST_PATHS", "env": "VMEM_FAST_PATHS"},
     }
     table = runner.invoke(app, ["config", "show"], env=env)

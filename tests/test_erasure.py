@@ -340,7 +340,7 @@ def test_the_tos_context_backend_cannot_erase_exit_4(tmp_path: Path, monkeypatch
     from veadk_mem.ltm.backends.tos_context import TosContextBackend
     from veadk_mem.ltm.base import Capability
 
-    assert not TosContextBackend.can(Capability.DELETE)
+    assert Capability.DELETE not in TosContextBackend.capabilities
     db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
     adk_write(db, {("lu", "s1"): ["I swim"]})
     monkeypatch.setenv("LONG_TERM_MEMORY_BACKEND", "tos_context")

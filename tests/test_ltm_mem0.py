@@ -357,3 +357,24 @@ def test_provenance_travels_in_the_metadata_and_agent_memories_are_not_recorded(
     source_at = rows[0].index("source")
     assert sorted(r[source_at] for r in rows[1:])[-1] == "not recorded"
     assert any(r[source_at].startswith("default: session-1/") for r in rows[1:])
+
+
+def test_ltm_edit_with_inference_off_replaces_the_memory_and_with_it_on_is_exit_4(
+    runner: CliRunner, server: Mem0Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ltm edit` (#42 item 5): Mem0 keeps text verbatim only with its inference off; then the
+    memory is replaced by delete-and-add, else exit 4 saying how to turn it off."""
+    code, _, err = invoke(runner, "ltm", "save", str(SESSION), "--no-infer")
+    assert code == 0, err
+    _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-42")
+    old = json.loads(out)[0]
+    code, _, err = invoke(runner, "ltm", "edit", old["id"], "-u", "user-42", "--text", "I am allergic to hazelnuts")
+    assert code == 4 and "mem0 backend cannot edit" in err and "DATABASE_MEM0_INFER=false" in err
+    monkeypatch.setenv("DATABASE_MEM0_INFER", "false")
+    code, out, err = invoke(runner, "--json", "ltm", "edit", old["id"], "-u", "user-42", "--text", "hazelnuts")
+    assert code == 0, err
+    new_id = json.loads(out)["new_id"]
+    _, out, _ = invoke(runner, "--json", "ltm", "list", "-u", "user-42")
+    listed = {m["id"]: m for m in json.loads(out)}
+    assert old["id"] not in listed and listed[new_id]["content"]["parts"][0]["text"] == "hazelnuts"
+    assert server.requests("POST", "/v3/memories/add/")[-1][2]["infer"] is False

@@ -300,3 +300,24 @@ def test_without_aiohttp_every_command_exits_4_with_the_install_line(
     assert result.exit_code == 4, said
     assert "aiohttp is not installed" in said and "pip install 'opensearch-py[async]'" in said
     assert "Traceback" not in said and "unexpected" not in said
+
+
+async def test_ltm_edit_replaces_a_memory_veadks_reader_then_finds(
+    server: opensearch_server.Server, index: str
+) -> None:
+    """`ltm edit` (#42 item 5) on OpenSearch's layout: the corrected text replaces the old in
+    the index VeADK's llama-index retriever reads, re-embedded."""
+    from veadk_mem.ltm.edit import edit_memory
+    from veadk_mem.ltm.facade import LongTermMemory
+
+    backend = _backend(server.port, index)
+    ltm = LongTermMemory(backend=backend)
+    try:
+        ids = await ltm.save_records("gina", _records("gina", MEMORIES), index)
+        done = await edit_memory(ltm, memory_id=ids[0], text="I am allergic to hazelnuts", user_id="gina")
+        texts = {r.id: r.text for r in await backend.list_memories("gina")}
+        assert ids[0] not in texts and texts[done.new_id] == done.new.text and len(texts) == len(MEMORIES)
+    finally:
+        await ltm.close()
+    found = _veadk_search(server.port, f"{index}_gina", "hazelnuts allergy", 1)
+    assert found == [done.new.text]

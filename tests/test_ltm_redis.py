@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from veadk_mem.config import load_settings
 from veadk_mem.embedding.hash import HashEmbedder
-from veadk_mem.errors import BadInput, StoreError
+from veadk_mem.errors import BadInput, NotFound, StoreError
 from veadk_mem.ltm.backends.redis import RedisBackend, index_name
 from veadk_mem.ltm.base import MemoryRecord
 from veadk_mem.ltm.facade import LongTermMemory
@@ -511,3 +511,33 @@ def test_the_pool_internals_are_those_redis_wire_was_written_for() -> None:
     for name in redis_wire.CONNECTION_CALLS:
         assert callable(getattr(Connection, name))
     assert "check_health" in inspect.signature(Connection.send_packed_command).parameters
+
+
+async def test_ltm_edit_replaces_a_memory_veadks_reader_then_finds(stack: str, index: str, llama: None) -> None:
+    """`ltm edit` on Redis (#42 item 5): the corrected text is what VeADK's own llama-index
+    retriever returns; the old text is gone from the index; the source is kept."""
+    from veadk_mem.ltm.edit import edit_memory
+    from veadk_mem.ltm.provenance import Provenance
+
+    backend = _backend(stack, index)
+    records = _records("frank", MEMORIES)
+    records[0].source = Provenance(app_name="app", user_id="frank", session_id="s1", event_ids=["e1"], policy="default")
+    ltm = LongTermMemory(backend=backend)
+    try:
+        ids = await ltm.save_records("frank", records, index)
+        wrong = ids[0]
+        corrected = "I am allergic to hazelnuts, not peanuts"
+        dry = await edit_memory(ltm, memory_id=wrong, text=corrected, user_id="frank", dry_run=True)
+        assert dry.new_id == "" and len(await backend.list_memories("frank")) == 3
+        done = await edit_memory(ltm, memory_id=wrong, text=corrected, user_id="frank")
+        listed = {r.id: r for r in await backend.list_memories("frank")}
+        assert wrong not in listed and done.new_id in listed and len(listed) == 3
+        new = listed[done.new_id]
+        assert new.text == json.dumps({"role": "user", "parts": [{"text": corrected}]})
+        assert new.source is not None and (new.source.session_id, new.source.event_ids) == ("s1", ["e1"])
+        with pytest.raises(NotFound):
+            await edit_memory(ltm, memory_id=wrong, text="again", user_id="frank")
+    finally:
+        await ltm.close()
+    found = _veadk_search(stack, index, "frank", "hazelnuts allergy", 3)
+    assert found[0] == new.text and MEMORIES[0] not in found

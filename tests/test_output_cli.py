@@ -521,13 +521,14 @@ def test_doctor_names_the_store_it_checked_and_gives_structured_fields(
 ) -> None:
     monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
     assert runner.invoke(app, ["ltm", "save", SUPPORT]).exit_code == 0
-    sessions, memories = json.loads(runner.invoke(app, ["doctor", "--db-url", db, "--json"]).stdout)
+    sessions, memories, indexes = json.loads(runner.invoke(app, ["doctor", "--db-url", db, "--json"]).stdout)
     assert sessions["name"] == "short_term_memory (sqlite)" and sessions["store"] == db
     assert sessions["layout"] == "v1" and sessions["counts"] == {"sessions": 2, "events": 7}
     assert isinstance(sessions["latency_ms"], float)
     assert memories["name"] == "long_term_memory (local)" and memories["store"].endswith("/vmem/ltm.db")
     assert memories["index"] == "default_app" and memories["counts"] == {"memories": 3}
     assert isinstance(memories["latency_ms"], float) and memories["problems"] == []
+    assert indexes["name"] == "session indexes (sqlite)" and indexes["status"] == "ok"  # a new row, last
     # --db-url naming another kind of database than the configured backend: labelled as what was checked
     url = "postgresql://nobody@127.0.0.1:1/x"
     other = json.loads(runner.invoke(app, ["doctor", "--db-url", url, "--json"]).stdout)[0]

@@ -426,6 +426,16 @@ def test_keep_last_events_trims_what_adk_can_resume(
     assert len(again.events) == kept + 1
     rerun = vmem(runner, "-c", str(cfg), "session", "prune", "--db-url", url, "--yes", "--json")
     assert json.loads(rerun.stdout)["trimmed"]["events"] == 0  # the cut falls in inv-3 or after the compaction
+    pruned = len(before.events) - kept
+    shown = vmem(runner, "session", "get", "ret_trim", "u1", "long", "--db-url", url)
+    assert shown.exit_code == 0, shown.output
+    assert f"events   {kept + 1} ({pruned} older events pruned)" in shown.stdout  # the count lives in the database
+    as_json = vmem(runner, "session", "get", "ret_trim", "u1", "long", "--db-url", url, "--json")
+    assert as_json.exit_code == 0, as_json.output
+    assert f"{pruned} older events pruned" in as_json.stderr
+    data = json.loads(as_json.stdout)  # still exactly ADK's session JSON: nothing of vmem's added
+    assert set(data) == set(again.model_dump(mode="json", by_alias=True, exclude_none=True))
+    assert [e["id"] for e in data["events"]] == [e.id for e in again.events]
 
 
 def test_cut_point_keeps_invocations_whole_and_the_latest_compaction() -> None:
@@ -500,3 +510,117 @@ def test_vacuum_on_servers(request: pytest.FixtureRequest, runner: CliRunner, tm
     assert asyncio.run(adk_ids(url, APP, "u1")) == set()
     write(url, [(APP, "u1", "again", 0, 1)])  # ADK keeps working on the tables
     assert asyncio.run(adk_ids(url, APP, "u1")) == {"again"}
+
+
+# --- item 3: "N older events pruned", where it lives and when it goes ------------------------------
+
+
+def _pruned_rows(url: str) -> list[tuple[Any, ...]]:
+    """vmem's pruned-events rows, read with plain SQL ([] when no trim made the table)."""
+    from sqlalchemy import create_engine, inspect, text
+
+    if url.startswith("postgresql"):
+        import asyncpg
+
+        async def read() -> list[tuple[Any, ...]]:
+            conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+            try:
+                if not await conn.fetchval("SELECT to_regclass('vmem_pruned_events') IS NOT NULL"):
+                    return []
+                return [tuple(r) for r in await conn.fetch("SELECT session_id, events FROM vmem_pruned_events")]
+            finally:
+                await conn.close()
+
+        return asyncio.run(read())
+    engine = create_engine(url.replace("+aiosqlite", "").replace("+aiomysql", "+pymysql"))
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("vmem_pruned_events"):
+                return []
+            return [tuple(r) for r in conn.execute(text("SELECT session_id, events FROM vmem_pruned_events"))]
+    finally:
+        engine.dispose()
+
+
+def _get_text(runner: CliRunner, url: str, sid: str) -> str:
+    result = vmem(runner, "session", "get", "ret_trim", "u1", sid, "--db-url", url)
+    assert result.exit_code == 0, result.output
+    return str(result.stdout)
+
+
+@pytest.mark.parametrize("server", ["sqlite", "pg_url", "mysql_url"])
+def test_pruned_count_adds_up_goes_with_the_session_and_is_never_claimed_of_another(
+    request: pytest.FixtureRequest, runner: CliRunner, tmp_path: Path, server: str
+) -> None:
+    """A second trim adds to the count; an import that restores the older events hides it; delete
+    removes the row; ADK making the session anew under the same id never shows the old count."""
+    url = sqlite_url(tmp_path / "cnt.db") if server == "sqlite" else request.getfixturevalue(server)
+    asyncio.run(_long_session(url, "long", False))
+    asyncio.run(_long_session(url, "other", False))
+    assert _pruned_rows(url) == []  # no trim yet: no table of vmem's in ADK's database
+    backup = tmp_path / "backup.jsonl"
+    assert vmem(runner, "session", "export", "--app", "ret_trim", "--db-url", url, "-o", str(backup)).exit_code == 0
+    assert "older events pruned" not in _get_text(runner, url, "long")
+    cfg = tmp_path / "trim.toml"
+    for keep, total in ((12, 8), (4, 16)):  # whole invocations of 4 events: 20 -> 12 -> 4
+        cfg.write_text(f"[retention.apps.ret_trim]\nkeep_last_events = {keep}\n", encoding="utf-8")
+        result = vmem(runner, "-c", str(cfg), "session", "prune", "--db-url", url, "--yes")
+        assert result.exit_code == 0, result.output
+        assert f"({total} older events pruned)" in _get_text(runner, url, "long")
+    assert sorted(_pruned_rows(url)) == [("long", 16), ("other", 16)]
+    # an import of the backup restores every event of "other": the count is no longer true
+    restore = backup.read_text(encoding="utf-8").splitlines()
+    other = [line for line in restore if '"other"' in line]
+    (tmp_path / "other.jsonl").write_text("\n".join(other) + "\n", encoding="utf-8")
+    imported = vmem(runner, "session", "import", str(tmp_path / "other.jsonl"), "--db-url", url)
+    assert imported.exit_code == 0, imported.output
+    assert "older events pruned" not in _get_text(runner, url, "other")
+    # delete takes the session's row with it
+    gone = vmem(runner, "session", "delete", "ret_trim", "u1", "long", "--db-url", url, "--yes")
+    assert gone.exit_code == 0, gone.output
+    assert [r[0] for r in _pruned_rows(url)] == ["other"]
+
+    async def adk_remakes_other() -> None:
+        from google.adk.sessions import DatabaseSessionService
+
+        service = DatabaseSessionService(url)
+        try:
+            await service.delete_session(app_name="ret_trim", user_id="u1", session_id="other")
+            session = await service.create_session(app_name="ret_trim", user_id="u1", session_id="other")
+            await service.append_event(session, text_event("fresh start", time.time(), "inv-new"))
+        finally:
+            await service.close()
+
+    asyncio.run(adk_remakes_other())
+    assert "older events pruned" not in _get_text(runner, url, "other")
+
+
+def test_vacuum_names_the_process_holding_the_sqlite_file(
+    runner: CliRunner, tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process (an agent) holds the write lock: exit 1, and its pid and command line are named."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("VMEM_SQLITE_BUSY_TIMEOUT", "0.2")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        size = db.stat().st_size
+        result = vmem(runner, "session", "vacuum", "--db-url", str(db))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.exit_code == 1
+    assert f"held by pid {holder.pid} (" in result.stderr, result.stderr
+    assert "nothing was changed" in result.stderr and db.stat().st_size == size

@@ -447,6 +447,13 @@ def test_a_delete_stopped_part_way_says_how_far_it_got_and_a_rerun_finishes(
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
     assert "deleted 4 sessions" in again.stderr
+    from veadk_mem.ops.history import HistoryLog, default_path
+
+    # the history holds what each run committed: the failed one's six, with its exit code
+    done, stopped = HistoryLog(default_path()).entries(command="session delete")
+    assert (stopped["outcome"], stopped["exit_code"], stopped["counts"]) == ("failed", 1, {"sessions": 6})
+    assert sorted(stopped["ids"]) == [f"{APP}/u/old{k:02d}" for k in range(6)]
+    assert (done["outcome"], done["counts"], done["ids_total"]) == ("ok", {"sessions": 4}, 4)
 
 
 def test_ctrl_c_during_a_delete_says_how_far_it_got(pg_url: str, tmp_path: Path) -> None:

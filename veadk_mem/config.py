@@ -312,6 +312,12 @@ class TuningSettings(Section):
         description="Bytes a bulk batch holds at most (64MiB, 64MB or a number of bytes)",
         json_schema_extra=_env("VMEM_BATCH_BYTES"),
     )
+    index_rows: int = Field(
+        10_000,
+        ge=0,
+        description="Rows from which doctor asks for an index ADK's queries need (a smaller table is read whole)",
+        json_schema_extra=_env("VMEM_INDEX_ROWS"),
+    )
     fast_paths: bool = Field(
         True,
         description="Use vmem's faster second implementations where they exist",
@@ -401,6 +407,23 @@ class RetentionSettings(RetentionRule):
         return RetentionRule(**base)
 
 
+class HistorySettings(Section):
+    """`[history]`: the log of every change vmem makes to a store (`vmem history`)."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    enabled: bool = Field(
+        True,
+        description="Record every change vmem makes to a store in the history",
+        json_schema_extra=_env("VMEM_HISTORY_ENABLED"),
+    )
+    path: str = Field(
+        "",
+        description="sqlite file of the history; empty means $XDG_DATA_HOME/vmem/history.db",
+        json_schema_extra=_env("VMEM_HISTORY_PATH"),
+    )
+
+
 class VmemSettings(BaseSettings):
     """Every setting vmem reads; built by `load_settings`."""
 
@@ -415,6 +438,7 @@ class VmemSettings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     tuning: TuningSettings = Field(default_factory=TuningSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
 
     @classmethod
     def settings_customise_sources(
@@ -532,7 +556,7 @@ def env_layer(environ: dict[str, str], dotenv: dict[str, str]) -> tuple[dict[str
     labels: dict[str, str] = {}
     for key in KEYS:
         for origin, values in (("env", environ), (".env", dotenv)):
-            unset = key.path[0] in ("tuning", "retention") and values.get(key.env) == ""  # `VMEM_X=`: unset
+            unset = key.path[0] in ("tuning", "retention", "history") and values.get(key.env) == ""  # `VMEM_X=`: unset
             if key.env in values and not unset:
                 _set(data, key.path, values[key.env])
                 labels[key.dotted] = f"{origin} {key.env}"

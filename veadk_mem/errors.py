@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class VmemError(Exception):
     """Root of every error vmem reports to a user as a one-line message."""
 
     exit_code = 1
+    # What a command had committed before this error stopped it (counts by name, and "ids"),
+    # for the history (ops/history.py); None: nothing is known to be committed.
+    committed: dict[str, Any] | None = None
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)

@@ -15,6 +15,7 @@ from veadk_mem.cli import completion as completion_cmd
 from veadk_mem.cli import config as config_cmd
 from veadk_mem.cli import doctor as doctor_cmd
 from veadk_mem.cli import erasure as erasure_cmd
+from veadk_mem.cli import history as history_cmd
 from veadk_mem.cli import ltm as ltm_cmd
 from veadk_mem.cli import ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
@@ -50,8 +51,13 @@ class VmemGroup(TyperGroup):
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
 
+        given = [info_name or "vmem", *args]  # before parsing takes it apart: the history's command line
         try:
-            return super().make_context(info_name, args, parent=parent, **extra)
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+            if not isinstance(ctx.obj, AppState):
+                ctx.obj = AppState()
+            ctx.obj.argv = given
+            return ctx
         except NoArgsIsHelpError:
             raise
         except UsageError as exc:
@@ -169,6 +175,7 @@ def root(
 
 session_cmd.app.command("prune")(retention_cmd.prune)
 session_cmd.app.command("vacuum")(retention_cmd.vacuum)
+session_cmd.app.command("index")(retention_cmd.index)
 app.add_typer(session_cmd.app, name="session")
 ltm_cmd.app.command("show")(erasure_cmd.show)
 ltm_cmd.app.command("export")(ltm_transfer.export)
@@ -180,6 +187,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(retention_cmd.app, name="retention")
 app.command("doctor")(doctor_cmd.doctor)
 app.command("forget")(ltm_cmd.forget)
+app.command("history")(history_cmd.history)
 app.command("completion")(completion_cmd.completion)
 app.command("browse")(browse_cmd.browse)
 add_global_options(app)

@@ -203,6 +203,16 @@ def verified(state: AppState, report: ErasureReport) -> None:
     raise typer.Exit(1)
 
 
+def record_erasure(change: Any, report: ErasureReport) -> None:
+    """An erasure's history entry: what went from each store, and the report itself as its receipt."""
+    if not report.done:
+        return
+    change.count(sessions=report.deleted_sessions, events=report.sessions.events, memories=report.deleted_memories)
+    change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions.sessions)
+    change.add_ids(f"memory {m.index}/{m.record.id}" for m in report.memories)
+    change.receipt = report.to_json()
+
+
 def forget_session(
     state: AppState, *, user: str, session_id: str, app_name: str | None, policy: str | None, dry_run: bool, yes: bool
 ) -> None:
@@ -227,4 +237,7 @@ def forget_session(
                 store, ltm, keys=[found[0].key], policy=policy, dry_run=dry_run, confirm=confirm_erasure(state, yes)
             )
 
-    render_erasure(state, run(go()))
+    with state.recording("forget --session", store.display_url, dry_run=dry_run) as change:
+        report = run(go())
+        record_erasure(change, report)
+    render_erasure(state, report)

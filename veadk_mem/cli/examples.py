@@ -22,6 +22,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("remove it all without asking", "vmem forget user-42 --yes"),
         ("one session and its memories", "vmem forget user-42 --session S1 -y"),
     ],
+    "history": [
+        ("what vmem changed in the last day", "vmem history --since 1d"),
+        ("one user's session deletes", "vmem history -u alice --command 'session delete'"),
+        ("one entry whole, for a request", "vmem history show 12 --json"),
+    ],
     "browse": [
         ("look around the configured session database", "vmem browse"),
         ("one user's sessions, changing nothing", "vmem browse -u user-42 --read-only"),
@@ -54,6 +59,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what the [retention] rules would remove", "vmem session prune --dry-run"),
         ("apply them from cron", "vmem session prune --yes --json"),
         ("one app only", "vmem session prune --app support_bot --yes"),
+    ],
+    "session index": [
+        ("which indexes serve ADK's queries", "vmem session index"),
+        ("the statements --create would run", "vmem session index --create --dry-run"),
+        ("add the missing ones", "vmem session index --create"),
     ],
     "session vacuum": [
         ("free space, and what would run", "vmem session vacuum --dry-run"),
@@ -114,6 +124,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("what deleting a session's memories would do", "vmem ltm delete -u user-42 -s SESSION_ID --dry-run"),
         ("one memory by id", "vmem ltm delete -u user-42 --id MEMORY_ID"),
         ("all of a user's memories", "vmem ltm delete -u user-42 --all --yes"),
+    ],
+    "ltm edit": [
+        ("see the change first", 'vmem ltm edit MEMORY_ID -u user-42 --text "..." --dry-run'),
+        ("correct a wrong memory", 'vmem ltm edit MEMORY_ID -u user-42 --text "likes tea"'),
     ],
     "ltm export": [
         ("every user's memories", "vmem ltm export --all-users -o ltm.jsonl"),

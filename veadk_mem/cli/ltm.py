@@ -23,6 +23,7 @@ from veadk_mem.ltm.scope import elsewhere as _elsewhere
 from veadk_mem.ltm.scope import whole_index
 from veadk_mem.ops.forget import forget_user, plan_forget
 from veadk_mem.ops.from_store import count_store_sessions, store_sessions
+from veadk_mem.ops.history import ltm_store
 from veadk_mem.sessions.timespec import parse_time
 
 if TYPE_CHECKING:
@@ -210,23 +211,30 @@ def save(
                     else:
                         so_far["saved"] += report.saved
                     so_far["sessions"] += 1
+                    if report.saved:  # what the store acknowledged, a failed session's part included
+                        change.count(sessions=1, memories=report.saved)
+                        change.add_ids(report.ids[: report.saved])
+                        indexes.add(report.index)
+                        change.store = ltm_store(ltm.backend_name, indexes)
                     advance(1)
 
                 return await replay(ltm, items, resolved, dry_run=dry_run, on_done=done, batch_bytes=limit)
 
-    try:
-        summary = run(go())
-    except KeyboardInterrupt:
-        saved = "nothing saved (dry run)" if dry_run else f"{counted(so_far['saved'], 'memory')} saved"
-        render.error(f"interrupted after {counted(so_far['sessions'], 'session')}: {saved}")
-        if not dry_run:
-            render.hint("run the same command again to resume: what is saved already is skipped")
-        raise typer.Exit(130) from None
-    _render_summary(state, summary, dry_run)
-    if summary.aborted:
-        render.error(summary.aborted)
-    if summary.failed:
-        raise typer.Exit(summary.exit_code or 1)  # 2 for a model mismatch, 4 for a backend not available
+    indexes: set[str] = set()
+    with state.recording("ltm save", ltm.backend_name, dry_run=dry_run) as change:
+        try:
+            summary = run(go())
+        except KeyboardInterrupt:
+            saved = "nothing saved (dry run)" if dry_run else f"{counted(so_far['saved'], 'memory')} saved"
+            render.error(f"interrupted after {counted(so_far['sessions'], 'session')}: {saved}")
+            if not dry_run:
+                render.hint("run the same command again to resume: what is saved already is skipped")
+            raise typer.Exit(130) from None
+        _render_summary(state, summary, dry_run)
+        if summary.aborted:
+            render.error(summary.aborted)
+        if summary.failed:
+            raise typer.Exit(summary.exit_code or 1)  # 2 for a model mismatch, 4 for a backend not available
 
 
 async def _count_matching(
@@ -605,7 +613,11 @@ def delete(
             deleted = await ltm.delete(app_name=app_name, user_id=user, records=found, index=index, everything=whole)
             return index, found, deleted
 
-    index, records, deleted = run(go())
+    with state.recording("ltm delete", ltm.backend_name, dry_run=dry_run) as change:
+        index, records, deleted = run(go())
+        change.store = ltm_store(ltm.backend_name, [index])
+        change.count(memories=deleted)
+        change.add_ids(r.id for r in records[:deleted] if deleted)
     rows = _record_rows(index, records)
     if render.json_mode:
         render.json({"dry_run": dry_run, "index": index, "user_id": user, "deleted": deleted, "memories": rows})
@@ -623,6 +635,57 @@ def delete(
         if dry_run
         else f"deleted {counted(deleted, 'memory')}"
     )
+
+
+@app.command("edit")
+def edit(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument(metavar="ID", help="The memory's id (ltm list, ltm search).")],
+    text: Annotated[str, typer.Option("--text", "-t", metavar="TEXT", help="The memory's corrected text.")],
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", metavar="USER", help="The memory's user (else looked up).")
+    ] = None,
+    app_name: AppOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the old and new text; change nothing.")] = False,
+    json_flag: JsonOption = False,
+) -> None:
+    """Replace a wrong memory's text: re-embedded, its source kept, the old text in the history.
+
+    On backends that keep the text they are sent (local, redis, opensearch, mem0 with
+    infer = false); exit 4 on a service that rewrites it, 3 for an id the store does not hold.
+    """
+    from veadk_mem.ltm.edit import edit_memory
+
+    state = get_state(ctx, json_flag=json_flag)
+    ltm = _ltm(state, app_name or "")
+    render = state.render
+
+    async def go() -> Any:
+        async with ltm:
+            return await edit_memory(
+                ltm, memory_id=memory_id, text=text, user_id=user, app_name=app_name, dry_run=dry_run
+            )
+
+    with state.recording("ltm edit", ltm.backend_name, dry_run=dry_run) as change:
+        done = run(go())
+        change.store = ltm_store(ltm.backend_name, [done.index])
+        change.count(memories=1)
+        change.add_ids([done.old.id, *([done.new_id] if done.new_id else [])])
+        change.detail("old_text", done.old.text)
+        change.detail("new_text", done.new.text)
+    if render.json_mode:
+        render.json(done.to_json())
+        return
+    from veadk_mem.ltm.convert import searchable_text
+
+    rows = [{"which": "old", "id": done.old.id, "text": searchable_text(done.old.text)}]
+    new_id = done.new_id or ("(dry run)" if dry_run else "(held already)")
+    rows.append({"which": "new", "id": new_id, "text": searchable_text(done.new.text)})
+    render.table(rows, EDIT_COLUMNS, title="would edit" if dry_run else "edited", to_stderr=not dry_run)
+    render.message("dry run: nothing changed" if dry_run else f"edited memory {done.old.id} of user {done.user_id!r}")
+
+
+EDIT_COLUMNS = [Column("", "which"), Column.id("id", "id"), Column.text("text", "text")]
 
 
 def forget(
@@ -671,7 +734,12 @@ def forget(
                 plan = await forget_user(settings, ltm, plan)
             return plan
 
-    plan = run(go())
+    with state.recording("forget", ltm.backend_name, dry_run=dry_run) as change:
+        plan = run(go())
+        change.store = f"{ltm_store(plan.backend, plan.memories)}; sessions {plan.session_db}"
+        if plan.done:
+            change.count(sessions=plan.deleted_sessions, memories=plan.deleted_memories)
+            change.add_ids([user])
     if render.json_mode:
         render.json(plan.as_dict(dry_run))
         return

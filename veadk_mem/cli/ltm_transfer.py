@@ -17,6 +17,7 @@ from veadk_mem.cli.state import AppState, JsonOption, get_state, run
 from veadk_mem.errors import BadInput
 from veadk_mem.ltm.bounds import batch_bytes
 from veadk_mem.ltm.registry import backend_names, canonical_name, is_known
+from veadk_mem.ops.history import ltm_store
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -176,10 +177,12 @@ def import_(
                         batch_bytes=limit,
                     )
 
-        summary = run(go())
+        with state.recording("ltm import", ltm_store(ltm.backend_name, [index or ""]), dry_run=dry_run) as change:
+            summary = run(go())
+            change.count(memories=summary.saved)
+            _finish(state, summary, dry_run)
     finally:
         file.close()
-    _finish(state, summary, dry_run)
 
 
 def copy(
@@ -219,4 +222,7 @@ def copy(
                     batch_bytes=batch_bytes(),
                 )
 
-    _finish(state, run(go()), dry_run)
+    with state.recording("ltm copy", ltm_store(target.backend_name, [to_index or ""]), dry_run=dry_run) as change:
+        summary = run(go())
+        change.count(memories=summary.saved)
+        _finish(state, summary, dry_run)

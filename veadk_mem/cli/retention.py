@@ -144,8 +144,10 @@ def prune(
             question = f"Delete {counted(len(doomed), 'session')} and {counted(events, 'event')}?"
             confirm_deletion(state, question, yes=yes)
 
+    store = SessionStore.from_settings(state.loaded.settings)
+
     async def go() -> Any:
-        async with SessionStore.from_settings(state.loaded.settings) as store:
+        async with store:
             if with_memories:
                 async with ltm_facade(state) as ltm:
                     return await prune_erasure(
@@ -153,7 +155,16 @@ def prune(
                     )
             return await run_prune(store, settings, app=app_name, dry_run=dry_run, yes=yes, confirm=confirm), None
 
-    report, erasure = run(go())
+    with state.recording("session prune", store.display_url, dry_run=dry_run) as change:
+        report, erasure = run(go())
+        if report.deleted is not None:
+            change.count(sessions=len(report.deleted.sessions), events=report.deleted.events)
+            change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.deleted.sessions)
+        change.count(trimmed_sessions=report.trimmed_sessions, trimmed_events=report.trimmed_events)
+        if erasure is not None and erasure.done:
+            change.count(memories=erasure.deleted_memories)
+            change.add_ids(f"memory {m.index}/{m.record.id}" for m in erasure.memories)
+            change.receipt = erasure.to_json()
     _prune_outcome(state, report, erasure)
 
 
@@ -217,11 +228,16 @@ def vacuum(
 
     state = _state(ctx, db_url, json_flag)
 
+    store = SessionStore.from_settings(state.loaded.settings)
+
     async def go() -> Any:
-        async with SessionStore.from_settings(state.loaded.settings) as store:
+        async with store:
             return await run_vacuum(store.db, dry_run=dry_run, yes=yes)
 
-    report = run(go())
+    with state.recording("session vacuum", store.display_url, dry_run=dry_run) as change:
+        report = run(go())
+        change.count(tables=len(report.after or []), bytes_returned=max(report.reclaimed or 0, 0))
+        change.detail("action", report.action)
     if state.json_mode:
         state.render.json(report.to_json())
         return
@@ -242,3 +258,78 @@ def vacuum(
         state.render.message(f"dry run: {report.action} not run")
     else:
         state.render.message(f"{report.action}: {human_bytes(report.reclaimed or 0)} returned")
+
+
+INDEX_COLUMNS = [
+    Column.id("table", "table"),
+    Column("ADK query", "query"),
+    Column("index", "served_by"),
+    Column("rows", "rows", justify="right"),
+    Column("status", "status"),
+    Column("plan now", "plan_now", drop=1),
+]
+
+
+def _index_row(f: Any) -> dict[str, Any]:
+    if f.invalid:
+        status = "invalid"
+    elif f.needed:
+        status = "missing"
+    elif f.missing:
+        status = "missing (small)"
+    else:
+        status = "ok"
+    plan_now = ", ".join(p for p in ("scan" if f.scan else "", "sort" if f.sort else "") if p) or "by index"
+    return {
+        "table": f.table,
+        "query": f.query,
+        "served_by": f.served_by or "none",
+        "rows": f"{f.rows:,}",
+        "status": status,
+        "plan_now": plan_now,
+    }
+
+
+@table_shaped
+def index(
+    ctx: typer.Context,
+    create: Annotated[bool, typer.Option("--create", help="Add the missing indexes (ADK's own for events).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the statements --create would run.")] = False,
+    db_url: DbUrlOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """The indexes ADK's get_session and list_sessions need; --create adds the missing ones."""
+    from veadk_mem.sessions.indexes import create_indexes, inspect_indexes
+    from veadk_mem.sessions.store import SessionStore
+
+    state = _state(ctx, db_url, json_flag)
+
+    async def go() -> Any:
+        async with SessionStore.from_settings(state.loaded.settings) as store:
+            if create or dry_run:
+                return await create_indexes(store.db, dry_run=dry_run)
+            return await inspect_indexes(store.db)
+
+    report = run(go())
+    if state.json_mode:
+        state.render.json(report.to_json())
+        return
+    state.render.table([_index_row(f) for f in report.findings], INDEX_COLUMNS, title="ADK's queries")
+    if report.list_ms is not None:
+        state.render.message(
+            f"ADK's list_sessions query: {report.list_ms:,.0f} ms for {terminal_safe(report.list_app or '')} "
+            f"({counted(report.list_sessions, 'session')})"
+        )
+    for note in report.notes:
+        state.render.message(note)
+    if not (create or dry_run):
+        if report.needed or report.missing:
+            state.render.message("`vmem session index --create` adds the missing ones (--dry-run: the statements)")
+        return
+    if not report.statements:
+        state.render.message("nothing to create: every ADK query has its index")
+    elif report.dry_run:
+        for sql in report.statements:
+            state.render.message(f"would run: {sql}")
+    else:
+        state.render.message(f"created {', '.join(report.created) or 'nothing'}")

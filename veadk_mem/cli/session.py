@@ -10,7 +10,14 @@ import typer
 
 from veadk_mem.cli.charts import bar, human_bytes, sparkline
 from veadk_mem.cli.columns import KEY, Column
-from veadk_mem.cli.erasure import PolicyOpt, WithMemoriesOpt, confirm_erasure, ltm_facade, render_erasure
+from veadk_mem.cli.erasure import (
+    PolicyOpt,
+    WithMemoriesOpt,
+    confirm_erasure,
+    ltm_facade,
+    record_erasure,
+    render_erasure,
+)
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.session_rows import SUMMARY_COLUMNS, _safe, _summary_row, show_plan
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
@@ -170,6 +177,13 @@ async def _get_json(state: AppState, app_name: str, user: str, session_id: str, 
             stream = store.session_json(app_name, user, session_id, last=last)
         await state.render.stream(stream)
         _warn_all(state, stream.warnings)
+        _say_pruned(state, await store.pruned_events(app_name, user, session_id))
+
+
+def _say_pruned(state: AppState, pruned: int) -> None:
+    """Outside the table (JSON, JSONL, CSV, TSV): the trimmed events' count as a note on stderr."""
+    if pruned:
+        state.render.message(f"{counted(pruned, 'older event')} pruned (retention keep_last_events)")
 
 
 async def _get_table(state: AppState, app_name: str, user: str, session_id: str, last: int | None) -> None:
@@ -179,8 +193,11 @@ async def _get_table(state: AppState, app_name: str, user: str, session_id: str,
     async with _store(state) as store:
         summary = await store.get_summary(app_name, user, session_id)
         view = window(summary.event_count, last, cap=render.out.is_terminal and not render.fmt)
+        pruned = await store.pruned_events(app_name, user, session_id)
         if not render.fmt:
-            _show_head(state, store, summary, view.shown, view.last)
+            _show_head(state, store, summary, view.shown, view.last, pruned)
+        else:
+            _say_pruned(state, pruned)
         timeline = Timeline(view.first)
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
@@ -211,9 +228,15 @@ EVENT_COLUMNS = [
 ]
 
 
-def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, shown: int, last: int | None) -> None:
+def _show_head(
+    state: AppState, store: SessionStore, summary: SessionSummary, shown: int, last: int | None, pruned: int = 0
+) -> None:
     """The session's fields and its state, before the timeline."""
     from veadk_mem.sessions.state_scopes import state_scope
+
+    notes = [f"last {shown} shown"] if last is not None else []
+    if pruned:
+        notes.append(f"{counted(pruned, 'older event')} pruned")
 
     state.render.fields(
         [
@@ -222,7 +245,7 @@ def _show_head(state: AppState, store: SessionStore, summary: SessionSummary, sh
             ("session", _safe(summary.id)),
             ("created", state.render.when(summary.create_time)),
             ("updated", state.render.when(summary.update_time)),
-            ("events", f"{summary.event_count}" + (f" (last {shown} shown)" if last is not None else "")),
+            ("events", f"{summary.event_count}" + (f" ({'; '.join(notes)})" if notes else "")),
             ("store", f"{store.display_url} [{store.layout.label}]"),
         ]
     )
@@ -312,14 +335,20 @@ def delete_cmd(
             question = f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?"
             confirm_deletion(state, question, yes=yes)
 
+    store = _store(state)
+
     async def go() -> Any:
 
-        async with _store(state) as store:
+        async with store:
             return await delete_flow(
                 store, keys=keys, flt=flt, purge_state=purge_state, dry_run=dry_run, confirm=confirm
             )
 
-    report = run(go())
+    with state.recording("session delete", store.display_url, dry_run=dry_run) as change:
+        report = run(go())
+        change.count(sessions=len(report.sessions), events=report.events, orphan_events=report.orphan_events)
+        change.count(app_states=len(report.app_states), user_states=len(report.user_states))
+        change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions)
     for key in report.skipped:
         state.render.warn(f"{key}: kept, it was updated after it was listed")
     if state.json_mode:
@@ -356,15 +385,18 @@ def _delete_with_memories(
 ) -> None:
     """`session delete --with-memories`: the erasure (ops/erasure.py), rendered."""
     ltm = ltm_facade(state)
+    store = _store(state)
 
     async def go() -> Any:
-        async with ltm, _store(state) as store:
+        async with ltm, store:
             confirm = confirm_erasure(state, yes)
             return await erase(
                 store, ltm, keys=keys, flt=flt, purge_state=purge_state, policy=policy, dry_run=dry_run, confirm=confirm
             )
 
-    report = run(go())
+    with state.recording("session delete --with-memories", store.display_url, dry_run=dry_run) as change:
+        report = run(go())
+        record_erasure(change, report)
     for key in report.sessions.skipped:
         state.render.warn(f"{key}: kept, it was updated after it was listed")
     render_erasure(state, report)
@@ -444,36 +476,40 @@ def import_cmd(
 
             big = source_size(path) > CHECK_PROGRESS_BYTES
             checking = stack.enter_context(state.render.progress("checking sessions")) if big else None
-            store = _store(state, create=True)
             return await import_file(
                 store, path, name, force=force, progress=advance, on_total=on_total, checking=checking, dry_run=dry_run
             )
 
-    if source == "-":  # stdin is read twice (check, then write): spool it to a private file
-        with spooled_stdin() as spool:
-            report = run(go(str(spool)))
-    else:
-        report = run(go(source))
-    for text in report.warnings:
-        state.render.warn(text)
-    for key in report.skipped:
-        state.render.warn(f"{key}: not imported, the database holds a newer version (changed meanwhile; --force)")
-    if state.json_mode:
-        state.render.json(report.to_json())
-    elif dry_run:
-        state.render.message(
-            f"dry run: would import {counted(report.sessions, 'session')}, {counted(report.events, 'event')}, "
-            f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}; nothing written"
-        )
-    else:
-        created = " (created ADK v1 tables)" if report.created_tables else ""
-        replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
-        state.render.message(
-            f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
-            f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
-        )
-    if report.skipped:
-        raise typer.Exit(1)
+    store = _store(state, create=True)
+    with state.recording("session import", store.display_url, dry_run=dry_run) as change:
+        if source == "-":  # stdin is read twice (check, then write): spool it to a private file
+            with spooled_stdin() as spool:
+                report = run(go(str(spool)))
+        else:
+            report = run(go(source))
+        change.count(sessions=report.sessions, events=report.events, replaced=report.replaced)
+        change.count(app_states=report.app_states, user_states=report.user_states)
+        for text in report.warnings:
+            state.render.warn(text)
+        for key in report.skipped:
+            state.render.warn(f"{key}: not imported, the database holds a newer version (changed meanwhile; --force)")
+        if state.json_mode:
+            state.render.json(report.to_json())
+        elif dry_run:
+            state.render.message(
+                f"dry run: would import {counted(report.sessions, 'session')}, {counted(report.events, 'event')}, "
+                f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}; "
+                "nothing written"
+            )
+        else:
+            created = " (created ADK v1 tables)" if report.created_tables else ""
+            replaced = f" ({report.replaced:,} already there, written over)" if report.replaced else ""
+            state.render.message(
+                f"imported {counted(report.sessions, 'session')}{replaced}, {counted(report.events, 'event')}, "
+                f"{counted(report.app_states, 'app state')}, {counted(report.user_states, 'user state')}{created}"
+            )
+        if report.skipped:
+            raise typer.Exit(1)
 
 
 CHECK_PROGRESS_BYTES = 1 << 20  # files above this show a progress bar while they are checked
@@ -519,16 +555,20 @@ def upgrade_cmd(
     state = _state(ctx, db_url, json_flag)
     target = backup or default_backup()
     store = _store(state)
-    report = run(
-        upgrade_store(
-            store,
-            backup=target,
-            dry_run=dry_run,
-            drop_old=drop_old,
-            progress=state.render.progress,
-            keep_undecodable=keep_undecodable,
+    with state.recording("session upgrade", store.display_url, dry_run=dry_run) as change:
+        report = run(
+            upgrade_store(
+                store,
+                backup=target,
+                dry_run=dry_run,
+                drop_old=drop_old,
+                progress=state.render.progress,
+                keep_undecodable=keep_undecodable,
+            )
         )
-    )
+        if report.layout == "v0":  # upgraded (a dry run records nothing)
+            change.count(sessions=report.sessions, events=report.events)
+        change.count(rewritten_events=report.rewritten, dropped_tables=len(report.dropped))
     _warn_all(state, report.warnings)
     if state.json_mode:
         state.render.json(report.to_json())

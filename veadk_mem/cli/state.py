@@ -11,7 +11,10 @@ from veadk_mem.cli.render import Renderer
 from veadk_mem.errors import BadInput
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from veadk_mem.config import LoadedSettings
+    from veadk_mem.ops.history import Change
 
 
 @dataclass
@@ -27,6 +30,7 @@ class AppState:
     records: bool = False  # tables on a terminal: one block per row
     time_format: str | None = None  # tables on a terminal: compact, local or iso
     overrides: dict[str, Any] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)  # the command line as given, for the history
     _loaded: LoadedSettings | None = None
     _renderer: Renderer | None = None
 
@@ -66,6 +70,16 @@ class AppState:
         if value is not None:
             self.overrides[dotted] = value
             self._loaded = None
+
+    def recording(self, command: str, store: str, *, dry_run: bool = False) -> AbstractContextManager[Change]:
+        """The history entry of the change this command is about to make to `store` (ops/history.py):
+        fill it with counts and ids; it is written when the block ends, unless a dry run."""
+        from veadk_mem.ops.history import recording
+
+        argv = self.argv or ["vmem"]
+        return recording(
+            self.loaded.settings.history, command, store, argv=argv, warn=self.render.warn, dry_run=dry_run
+        )
 
     def use_db_url(self, db_url: str | None) -> None:
         """Make `--db-url` win; an empty value is refused, never a fall-back to the configured database."""

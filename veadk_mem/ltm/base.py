@@ -159,6 +159,7 @@ class Capability(StrEnum):
     USERS = "users"  # scopes: every (index, user) pair, for export --all-users
     PROFILE = "profile"  # profile: a user profile the service derives
     EMBEDS = "embeds"  # stores vectors of `embedder`: the facade embeds memories and queries for it
+    EDIT = "edit"  # keeps the text it is sent, and deletes: `ltm edit` replaces a memory by delete-and-add
 
 
 # What a backend without the capability cannot do, for the one message of NotSupported.
@@ -191,10 +192,9 @@ class LongTermMemoryBackend(ABC):
     # The waits of the one retry policy (veadk_mem.failure), the same for every store.
     retry_delays: ClassVar[tuple[float, ...]] = RETRY_DELAYS
 
-    @classmethod
-    def can(cls, capability: Capability) -> bool:
-        """Whether this backend declares the capability (asked of the class too: before it is configured)."""
-        return capability in cls.capabilities
+    def can(self, capability: Capability) -> bool:
+        """Whether this backend declares the capability."""
+        return capability in self.capabilities
 
     @classmethod
     def require(cls, capability: Capability) -> None:

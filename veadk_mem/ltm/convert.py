@@ -67,6 +67,16 @@ def searchable_text(memory: str) -> str:
     return memory
 
 
+def with_text(memory: str, text: str) -> str:
+    """The memory string `memory` with its text replaced by `text` (`ltm edit`): a saved Content
+    keeps its shape (role, author, key order) with one text part, as VeADK saves text; another
+    string, or a `text` that is itself a Content's JSON, is taken as it is."""
+    value = _loads(memory)
+    if not _is_content(value) or _is_content(_loads(text)):
+        return text
+    return json.dumps({**value, "parts": [{"text": text}]}, ensure_ascii=False)
+
+
 def _text_of(value: dict[str, Any]) -> str | None:
     for key in TEXT_KEYS:
         item = value.get(key)

@@ -8,6 +8,7 @@ from veadk_mem.check_outcome import Check
 from veadk_mem.config import VmemSettings, mask_url
 from veadk_mem.errors import VmemError
 from veadk_mem.ltm.doctor import check_ltm
+from veadk_mem.sessions.indexes import check_indexes
 
 __all__ = ["Check", "check_session_db", "run_checks"]
 
@@ -98,4 +99,9 @@ def _first_line(exc: BaseException) -> str:
 async def run_checks(settings: VmemSettings) -> list[Check]:
     """Every check the configuration calls for, in a stable order."""
 
-    return [await check_session_db(settings), await check_ltm(settings)]
+    sessions = await check_session_db(settings)
+    checks = [sessions, await check_ltm(settings)]
+    if sessions.status == "ok":  # the indexes ADK's queries need: a row of its own, last
+        indexes = await check_indexes(settings)
+        checks += [indexes] if indexes is not None else []
+    return checks

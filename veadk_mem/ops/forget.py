@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import NotSupported
+from veadk_mem.errors import NotSupported, VmemError
 from veadk_mem.sessions.delete_flow import undecoded
 
 if TYPE_CHECKING:
@@ -152,17 +152,21 @@ async def forget_user(settings: VmemSettings, ltm: LongTermMemory, plan: ForgetP
     """Carry out a plan: the memories it listed, then the sessions it listed."""
     from veadk_mem.sessions.store import SessionStore
 
-    for index, records in plan.memories.items():
-        plan.deleted_memories += await ltm.delete(
-            app_name=None, user_id=plan.user_id, records=records, index=index, everything=True
-        )
-    await ltm.close()
-    if plan.sessions or plan.orphan_events:
-        store = SessionStore.from_settings(settings)
-        async with store:
-            report = await store.delete_sessions(plan.sessions, purge_state=True) if plan.sessions else None
-            # a killed import's staged rows of the user: read by no one, but the user's chat all the same
-            plan.orphan_events = await store.delete_orphans(app=plan.app_name, user=plan.user_id)
-        plan.deleted_sessions = len(report.sessions) if report is not None else 0
+    try:
+        for index, records in plan.memories.items():
+            plan.deleted_memories += await ltm.delete(
+                app_name=None, user_id=plan.user_id, records=records, index=index, everything=True
+            )
+        await ltm.close()
+        if plan.sessions or plan.orphan_events:
+            store = SessionStore.from_settings(settings)
+            async with store:
+                report = await store.delete_sessions(plan.sessions, purge_state=True) if plan.sessions else None
+                # a killed import's staged rows of the user: read by no one, but the user's chat all the same
+                plan.orphan_events = await store.delete_orphans(app=plan.app_name, user=plan.user_id)
+            plan.deleted_sessions = len(report.sessions) if report is not None else 0
+    except VmemError as exc:  # the history records what went before the failure (ops/history.py)
+        exc.committed = {**(exc.committed or {}), "memories": plan.deleted_memories}
+        raise
     plan.done = True
     return plan

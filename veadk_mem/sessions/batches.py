@@ -249,12 +249,20 @@ class _Run:
                     collect_young()
         except (asyncio.CancelledError, KeyboardInterrupt):
             # Ctrl-C: say what was committed, as for any other failure part-way
-            raise Interrupted(self._stopped("interrupted")) from None
+            stopped = Interrupted(self._stopped("interrupted"))
+            stopped.committed = self._committed()
+            raise stopped from None
         except Exception as exc:
             error = exc if isinstance(exc, VmemError) else self.db.fail(exc, unchanged=False)
             error.message = self._stopped(partial(error.message))  # what was committed, said instead
             error.args = (error.message,)
+            error.committed = self._committed()
             raise error from None
+
+    def _committed(self) -> dict[str, int]:
+        """What the import had committed when it stopped, as the history records it."""
+        r = self.report
+        return {"sessions": r.sessions, "events": r.events, "app_states": r.app_states, "user_states": r.user_states}
 
     def _stopped(self, cause: str) -> str:
         """The message of an import stopped by `cause`: what was committed before it."""

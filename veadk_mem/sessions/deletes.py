@@ -16,6 +16,7 @@ from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import (
     to_epoch,
 )
+from veadk_mem.sessions.pruned import forget_gone
 from veadk_mem.sessions.records import (
     BATCH,
     DeleteReport,
@@ -54,6 +55,15 @@ def _by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[
     for summary in summaries:
         by_pair[(summary.app_name, summary.user_id)].append(summary.id)
     return by_pair
+
+
+def _committed(report: DeleteReport) -> dict[str, Any]:
+    """What a delete stopped part-way had committed, as the history records it."""
+    return {
+        "sessions": len(report.sessions),
+        "events": report.events,
+        "ids": [f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions],
+    }
 
 
 async def _whole(work: Coroutine[Any, Any, T]) -> T:
@@ -138,6 +148,8 @@ class Deletes:
                 held = time.monotonic() - started
             if purge_state:
                 await self._purge_orphaned(summaries, report)
+            if report.sessions:  # and the trimmed-events counts of sessions gone (`pruned.py`)
+                await forget_gone(self.db)
         except BaseException as exc:
             raise self._partial(exc, report, len(summaries)) from None
         return report
@@ -151,13 +163,16 @@ class Deletes:
         if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
             if not report.sessions:
                 return exc
-            return Interrupted(f"interrupted: {done}")
+            stopped = Interrupted(f"interrupted: {done}")
+            stopped.committed = _committed(report)
+            return stopped
         if not isinstance(exc, Exception):
             return exc
         error = exc if isinstance(exc, VmemError) else self.db.fail(exc)
         if report.sessions:
             error.message = f"{error.message} -- {done}"
             error.args = (error.message,)
+            error.committed = _committed(report)
         return error
 
     async def _delete_batch(self, chunk: list[SessionSummary], report: DeleteReport, recheck: bool) -> None:

@@ -23,6 +23,7 @@ from veadk_mem.sessions.layout import (
     Tables,
     build_tables,
     inspect_layout,
+    inspect_tables,
 )
 from veadk_mem.sessions.url import sqlite_file
 
@@ -74,6 +75,7 @@ class Database:
         self.stmts: dict[Any, Any] = {}
         self.plans: dict[Any, DriverPlan | None] = {}
         self.layout: Layout = Layout.EMPTY
+        self.table_names: frozenset[str] = frozenset()  # every table the database had when opened
 
     @classmethod
     def from_settings(cls, settings: VmemSettings, *, create: bool = False) -> Self:
@@ -182,7 +184,7 @@ class Database:
         self._engine = engine
         try:
             async with engine.connect() as conn:
-                self.layout, self._columns = await conn.run_sync(inspect_layout)
+                self.layout, self._columns, self.table_names = await conn.run_sync(inspect_tables)
         except ValueError as exc:
             await self.close()
             raise StoreError(f"{self.display_url}: {exc}") from None

@@ -331,20 +331,29 @@ def build_tables(layout: Layout, columns: frozenset[str] | None = None, *, prefi
 
 def inspect_layout(sync_conn: Any) -> tuple[Layout, frozenset[str] | None]:
     """The layout and, for v0, the columns its `events` table has (one inspection per open)."""
+    layout, columns, _ = inspect_tables(sync_conn)
+    return layout, columns
+
+
+def inspect_tables(sync_conn: Any) -> tuple[Layout, frozenset[str] | None, frozenset[str]]:
+    """`inspect_layout`, and the names of every table the database has (vmem's own among them)."""
     from sqlalchemy import inspect
 
-    layout = detect_layout(sync_conn)
+    names = frozenset(inspect(sync_conn).get_table_names())
+    layout = detect_layout(sync_conn, names)
     if layout is not Layout.V0:
-        return layout, None
-    return layout, frozenset(c["name"] for c in inspect(sync_conn).get_columns("events"))
+        return layout, None, names
+    return layout, frozenset(c["name"] for c in inspect(sync_conn).get_columns("events")), names
 
 
-def detect_layout(sync_conn: Any) -> Layout:
-    """Tell the layout of a connected database the way ADK does (run through `run_sync`)."""
+def detect_layout(sync_conn: Any, names: frozenset[str] | None = None) -> Layout:
+    """Tell the layout of a connected database the way ADK does (run through `run_sync`);
+    `names` are its tables, when already read."""
     from sqlalchemy import inspect, text
 
     inspector = inspect(sync_conn)
-    names = set(inspector.get_table_names())
+    if names is None:
+        names = frozenset(inspector.get_table_names())
     if "adk_internal_metadata" in names:
         quoted = sync_conn.dialect.identifier_preparer.quote("key")
         row = sync_conn.execute(

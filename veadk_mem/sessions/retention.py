@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, Interrupted, VmemError
 from veadk_mem.sessions.layout import Layout, to_epoch
+from veadk_mem.sessions.pruned import TrimStep, ensure_table, record_step
 from veadk_mem.sessions.records import BATCH, DeleteReport, SessionSummary
 from veadk_mem.sessions.timespec import parse_duration
 
@@ -423,24 +424,43 @@ async def trim_session(db: Database, s: StoredSession, keep: int) -> int:
     from those rows (its update time too, so an agent holding the session appends as before).
     The events are read once (id, invocation, compaction mark), then deleted oldest first,
     `TRIM_STEP` a short transaction: meanwhile ADK reads the session with fewer of its oldest
-    events, never with a gap. v0 layouts (pickled actions: compactions unknown) are not trimmed.
+    events, never with a gap. Each transaction also adds its count to vmem's own table
+    (`pruned.py`), so `session get` says how many older events are gone. v0 layouts (pickled
+    actions: compactions unknown) are not trimmed.
     """
-    from sqlalchemy import delete
+    from sqlalchemy import delete, select
 
+    from veadk_mem.sessions.compactions import is_compaction
     from veadk_mem.sessions.engine import sqlite_gap
 
     t = db.tables
     if t.layout not in (Layout.V1, Layout.SQLITE):
         return 0
-    e = t.events.c
+    e, c = t.events.c, t.sessions.c
     of_session = (db.key_eq(e.app_name, s.app_name), db.key_eq(e.user_id, s.user_id), db.key_eq(e.session_id, s.id))
-    doomed = await trimmed_event_ids(db, s, keep)
+    stmt = select(e.id, e.invocation_id, is_compaction(db)).where(*of_session).order_by(e.timestamp, e.id)
+    created_stmt = select(c.create_time).where(
+        db.key_eq(c.app_name, s.app_name), db.key_eq(c.user_id, s.user_id), db.key_eq(c.id, s.id)
+    )
+    try:
+        async with db.reader.connect() as conn:
+            marks = [EventMark(i, inv or "", bool(cmp)) for i, inv, cmp in await conn.execute(stmt)]
+            created = (await conn.execute(created_stmt)).scalar()
+        cut = cut_point(marks, keep)
+        doomed = [m.id for m in marks[:cut]]
+        if not doomed or created is None:  # nothing to trim, or the session is gone meanwhile
+            return 0
+        table = await ensure_table(db)
+    except Exception as exc:
+        raise db.fail(exc) from None
+    first_kept = marks[cut].id if cut < len(marks) else ""
     gone, held = 0, 0.0
     for start in range(0, len(doomed), TRIM_STEP):
         if held:
             await sqlite_gap(db.dialect, held)
         began = time.monotonic()
         step = doomed[start : start + TRIM_STEP]
+        after = doomed[start + TRIM_STEP] if start + TRIM_STEP < len(doomed) else first_kept
         try:
             async with db.engine.connect() as conn:
                 conn = await conn.execution_options(vmem_write=True)
@@ -449,6 +469,8 @@ async def trim_session(db: Database, s: StoredSession, keep: int) -> int:
                     for i in range(0, len(step), BATCH):
                         res = await conn.execute(delete(t.events).where(*of_session, e.id.in_(step[i : i + BATCH])))
                         done += max(res.rowcount or 0, 0)
+                    key = (s.app_name, s.user_id, s.id)
+                    await record_step(conn, db, table, TrimStep(key, created, step[0], after, done))
         except Exception as exc:
             raise db.fail(exc) from None
         gone += done  # committed

@@ -36,6 +36,7 @@ from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.engine import Database, StoreHealth
 from veadk_mem.sessions.layout import Layout
 from veadk_mem.sessions.notes import Listing, Notes, Stream
+from veadk_mem.sessions.pruned import pruned_events
 from veadk_mem.sessions.records import (
     PAGED_EVENTS,
     DeleteReport,
@@ -206,6 +207,13 @@ class SessionStore:
     async def get_summary(self, app: str, user: str, session_id: str) -> SessionSummary:
         """One session's summary; NotFound (exit 3) when it does not exist."""
         return await self._reads(Notes()).get_summary(app, user, session_id)
+
+    async def pruned_events(self, app: str, user: str, session_id: str) -> int:
+        """The older events `session prune` trimmed from this session (0: none, or no longer true)."""
+        try:
+            return await pruned_events(self.db, app, user, session_id)
+        except Exception as exc:
+            raise self.db.fail(exc) from None
 
     async def find_sessions(self, keys: Sequence[SessionKey]) -> Listing[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""

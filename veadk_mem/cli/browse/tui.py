@@ -32,13 +32,17 @@ from textual.widgets import DataTable, Footer, Input, Select, Static, Tree
 from veadk_mem.cli.browse import data
 from veadk_mem.cli.render import counted, terminal_safe
 from veadk_mem.errors import BadInput, VmemError
+from veadk_mem.ops.history import ltm_store
 from veadk_mem.sessions.records import SessionFilter
 from veadk_mem.sessions.timespec import parse_time
 from veadk_mem.timefmt import format_time
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from veadk_mem.cli.state import AppState
     from veadk_mem.ltm.facade import LongTermMemory
+    from veadk_mem.ops.history import Change
     from veadk_mem.sessions.records import SessionSummary
     from veadk_mem.sessions.store import SessionStore
 
@@ -908,9 +912,12 @@ class MemoriesScreen(Pane):
         if not await self.app.push_screen_wait(Confirm(data.memory_plan_text(index, records), question)):
             self.say("nothing was deleted")
             return
-        done = await self.guarded(
-            "deleting", lambda: data.delete_memory(ltm, self.app_name, self.user, index, records), retry=False
-        )
+        with self.browser.recording("ltm delete", ltm_store(ltm.backend_name, [index]), self) as change:
+            done = await self.guarded(
+                "deleting", lambda: data.delete_memory(ltm, self.app_name, self.user, index, records), retry=False
+            )
+            change.count(memories=done or 0)
+            change.add_ids(r.id for r in records[: done or 0])
         if done is not None:
             self.say(f"deleted {counted(done, 'memory')}")
             self.load()
@@ -1006,6 +1013,13 @@ class BrowseApp(App[None]):
             pane.say(f"read-only: {what} is turned off (started with --read-only)")
         return self.read_only
 
+    def recording(self, command: str, store: str, pane: Pane) -> AbstractContextManager[Change]:
+        """The history entry of a change made from the browser (as the command's would be); a
+        history that cannot be written is said in the pane, not on a stderr the screen hides."""
+        from veadk_mem.ops.history import recording
+
+        return recording(self.state.loaded.settings.history, command, store, argv=self.state.argv, warn=pane.say)
+
     def delete_sessions(
         self, pane: Pane, chosen: list[SessionSummary], done: Callable[[], None], *, with_memories: bool = False
     ) -> None:
@@ -1033,9 +1047,14 @@ class BrowseApp(App[None]):
         if not await self.push_screen_wait(Confirm(data.erasure_plan_text(plan), question)):
             pane.say("aborted: nothing was deleted")
             return
-        report = await pane.guarded(
-            "deleting", lambda: data.erase_sessions(store, ltm, chosen, dry_run=False), retry=False
-        )
+        with self.recording("session delete --with-memories", store.display_url, pane) as change:
+            report = await pane.guarded(
+                "deleting", lambda: data.erase_sessions(store, ltm, chosen, dry_run=False), retry=False
+            )
+            if report is not None:
+                change.count(sessions=report.deleted_sessions, memories=report.deleted_memories)
+                change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions.sessions)
+                change.receipt = report.to_json()
         if report is None:
             return
         left = report.verification.left if report.verification is not None else []
@@ -1060,7 +1079,13 @@ class BrowseApp(App[None]):
         if not await self.push_screen_wait(Confirm(data.delete_plan_text(plan), question)):
             pane.say("aborted: nothing was deleted")
             return
-        report = await pane.guarded("deleting", lambda: data.delete_sessions(store, chosen, dry_run=False), retry=False)
+        with self.recording("session delete", store.display_url, pane) as change:
+            report = await pane.guarded(
+                "deleting", lambda: data.delete_sessions(store, chosen, dry_run=False), retry=False
+            )
+            if report is not None:
+                change.count(sessions=len(report.sessions), events=report.events)
+                change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions)
         if report is None:
             return
         kept = f"; {len(report.skipped)} kept (updated after listed)" if report.skipped else ""

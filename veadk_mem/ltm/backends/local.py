@@ -214,7 +214,15 @@ class LocalBackend(LongTermMemoryBackend):
 
     name: ClassVar[str] = "local"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES, Capability.USERS, Capability.EMBEDS}
+        {
+            Capability.LIST,
+            Capability.DELETE,
+            Capability.EDIT,
+            Capability.HASHES,
+            Capability.INDEXES,
+            Capability.USERS,
+            Capability.EMBEDS,
+        }
     )
     search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
     default_search_mode: ClassVar[str] = "hybrid"

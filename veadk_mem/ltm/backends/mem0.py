@@ -86,7 +86,7 @@ class Mem0Backend(LongTermMemoryBackend):
 
     name: ClassVar[str] = "mem0"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES}
+        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES, Capability.EDIT}
     )
     page_size: ClassVar[int] = 100
     batch_limit: ClassVar[int] = 1000  # memories per DELETE /v1/batch/
@@ -105,6 +105,12 @@ class Mem0Backend(LongTermMemoryBackend):
         self._transport: CountingTransport | None = None
         self._connecting = threading.Lock()
         self._known: dict[str, set[str]] = {}  # user -> content hashes seen in the store
+
+    def can(self, capability: Capability) -> bool:
+        """EDIT only with inference off: with it on, the platform rewrites what `ltm edit` sends."""
+        if capability is Capability.EDIT and self.infer:
+            return False
+        return super().can(capability)
 
     @property
     def target(self) -> str:

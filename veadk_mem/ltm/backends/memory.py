@@ -39,7 +39,7 @@ class MemoryBackend(LongTermMemoryBackend):
 
     name: ClassVar[str] = "memory"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES, Capability.USERS}
+        {Capability.LIST, Capability.DELETE, Capability.EDIT, Capability.HASHES, Capability.INDEXES, Capability.USERS}
     )
 
     def __init__(self, index: str, *, store: MemoryStore | None = None, **_: Any) -> None:

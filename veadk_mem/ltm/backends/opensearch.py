@@ -119,7 +119,7 @@ class OpensearchBackend(LongTermMemoryBackend):
 
     name: ClassVar[str] = "opensearch"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES, Capability.EMBEDS}
+        {Capability.LIST, Capability.DELETE, Capability.EDIT, Capability.HASHES, Capability.INDEXES, Capability.EMBEDS}
     )
     search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
 

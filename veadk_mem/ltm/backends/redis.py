@@ -72,7 +72,15 @@ class RedisBackend(LongTermMemoryBackend):
 
     name: ClassVar[str] = "redis"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.LIST, Capability.DELETE, Capability.HASHES, Capability.INDEXES, Capability.USERS, Capability.EMBEDS}
+        {
+            Capability.LIST,
+            Capability.DELETE,
+            Capability.EDIT,
+            Capability.HASHES,
+            Capability.INDEXES,
+            Capability.USERS,
+            Capability.EMBEDS,
+        }
     )
     search_modes: ClassVar[tuple[str, ...]] = ("vector", "keyword", "hybrid")
 

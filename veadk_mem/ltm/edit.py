@@ -1,0 +1,125 @@
+"""`vmem ltm edit`: replace a wrong memory's text (issue #42 item 5).
+
+A store that keeps the text it is sent (local, redis, opensearch, the in-memory store, mem0
+with its inference off: `Capability.EDIT`) gets the corrected memory by delete-and-add
+through the facade's own paths: the new text (a saved Content keeps its JSON shape, its text replaced) is embedded as
+any save's, gets its own content hash and id, keeps the old memory's source (provenance) and
+saved-at, and the replay ledger follows where the store uses one. The new memory is saved
+before the old one is deleted, so a failure between the two leaves both, never neither. A
+service that rewrites what it is sent (viking, openviking, tos_context, mem0 inferring) cannot
+be corrected this way: NotSupported (exit 4) names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.errors import BadInput, NotFound, NotSupported
+from veadk_mem.ltm.base import Capability, MemoryRecord
+from veadk_mem.ltm.convert import with_text
+from veadk_mem.ltm.registry import load_backend
+
+if TYPE_CHECKING:
+    from veadk_mem.ltm.facade import LongTermMemory
+
+
+@dataclass
+class Edit:
+    """One memory's correction: the old record, the new one, and (once done) the new id."""
+
+    index: str
+    user_id: str
+    old: MemoryRecord
+    new: MemoryRecord
+    dry_run: bool
+    new_id: str = ""
+    already_held: bool = False  # the store held the new text already: the old memory only went
+
+    def to_json(self) -> dict[str, Any]:
+        """`ltm edit --json`: vmem's own report, snake_case."""
+        return {
+            "dry_run": self.dry_run,
+            "index": self.index,
+            "user_id": self.user_id,
+            "id": self.old.id,
+            "new_id": self.new_id or None,
+            "old_text": self.old.text,
+            "new_text": self.new.text,
+            "old_content_hash": self.old.content_hash,
+            "new_content_hash": self.new.content_hash,
+            "already_held": self.already_held,
+        }
+
+
+async def _owner(ltm: LongTermMemory, app_name: str | None, memory_id: str) -> tuple[str, str]:
+    """(index, user) of the memory with this id, for an edit that names no user: every scope asked."""
+    backend = ltm.backend_for(app_name)
+    if not backend.can(Capability.USERS):
+        raise BadInput(f"the {ltm.backend_name} backend cannot list its users: name the memory's user with --user")
+    for index, user in await backend.scopes():
+        if app_name and index != ltm.index_for(app_name):
+            continue
+        records = await ltm.backend_for(index=index).list_memories(user)
+        if any(r.id == memory_id for r in records):
+            return index, user
+    raise NotFound(f"no memory has id {memory_id} in the {ltm.backend_name} store")
+
+
+async def edit_memory(
+    ltm: LongTermMemory,
+    *,
+    memory_id: str,
+    text: str,
+    user_id: str | None = None,
+    app_name: str | None = None,
+    dry_run: bool = False,
+) -> Edit:
+    """Replace memory `memory_id`'s text with `text` (see the module's docstring)."""
+    if not text.strip():
+        raise BadInput("--text: empty; give the memory's corrected text")
+    try:
+        declared: frozenset[Capability] = getattr(load_backend(ltm.backend_name), "capabilities", frozenset())
+    except BadInput:  # a store handed to the facade under a name of its own
+        declared = ltm.backend_for(app_name).capabilities
+    if Capability.EDIT not in declared:  # said before the store is built: it may need credentials
+        raise _cannot(ltm.backend_name)
+    if user_id is None:
+        index, user_id = await _owner(ltm, app_name, memory_id)
+    else:
+        index = await ltm.user_index(app_name, user_id)
+    backend = ltm.backend_for(index=index)
+    if not backend.can(Capability.EDIT):  # mem0 with its inference on
+        raise _cannot(ltm.backend_name, hint=INFER_HINT if ltm.backend_name == "mem0" else None)
+    (old,) = await ltm.select(app_name=app_name, user_id=user_id, ids=[memory_id], index=index)
+    new = MemoryRecord(
+        text=with_text(old.text, text),
+        user_id=user_id,
+        app_name=old.app_name,
+        session_id=old.session_id,
+        event_id=old.event_id,
+        author=old.author,
+        source=dataclasses.replace(old.source) if old.source is not None else None,
+    )
+    if new.content_hash == old.content_hash:
+        raise BadInput(f"--text: memory {memory_id} already holds this text; nothing to change")
+    edit = Edit(index=index, user_id=user_id, old=old, new=new, dry_run=dry_run)
+    if dry_run:
+        return edit
+    if await ltm.new_records(user_id, [new], index):
+        (edit.new_id,) = await ltm.save_records(user_id, [new], index)
+    else:
+        edit.already_held = True
+    await ltm.delete(app_name=app_name, user_id=user_id, records=[old], index=index)
+    return edit
+
+
+INFER_HINT = "with [database.mem0] infer = false (DATABASE_MEM0_INFER=false) Mem0 keeps text verbatim"
+
+
+def _cannot(backend: str, hint: str | None = None) -> NotSupported:
+    return NotSupported(
+        f"the {backend} backend cannot edit a memory: its service rewrites or infers what it is sent",
+        hint=hint or "delete the memory (vmem ltm delete --id) and save the corrected session instead",
+    )
