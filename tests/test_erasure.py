@@ -417,3 +417,18 @@ def test_prune_with_memories_takes_those_of_trimmed_events_only(
     assert sorted(m["text"] for m in done["memories"]["memories"]) == ["first thing", "second thing"]
     assert done["memories"]["verification"]["clean"] is True
     assert texts_of(memories("oli")) == ["third thing"]  # the kept invocation's memory stays
+
+
+def test_an_erasure_writes_its_receipt_into_the_history(tmp_path: Path, env: dict[str, str]) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("pia", "s1"): ["I knit"]})
+    save_from_store(db, "pia", "s1")
+    code, out, err = cli("forget", "pia", "--session", "s1", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    code, out, err = cli("history", "--json")
+    assert code == 0, err
+    [entry] = [e for e in json.loads(out) if e["command"] == "forget --session"]
+    code, out, err = cli("history", "show", str(entry["n"] if "n" in entry else entry["id"]), "--json")
+    assert code == 0, err
+    receipt = json.loads(out)["receipt"]
+    assert receipt["deleted"] == {"sessions": 1, "memories": 1} and receipt["verification"]["clean"] is True
