@@ -9,7 +9,7 @@ _vmem() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$path $w" in
-      " doctor"|" forget"|" history"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" session prune"|" session vacuum"|" session index"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm edit"|" ltm show"|" ltm export"|" ltm import"|" ltm copy"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path"|" retention"|" retention show") path="$path $w" ;;
+      " doctor"|" forget"|" history"|" completion"|" browse"|" session"|" session list"|" session get"|" session delete"|" session export"|" session import"|" session upgrade"|" session stats"|" session watch"|" session prune"|" session vacuum"|" session index"|" ltm"|" ltm save"|" ltm search"|" ltm list"|" ltm profile"|" ltm delete"|" ltm edit"|" ltm show"|" ltm export"|" ltm import"|" ltm copy"|" ltm sync"|" policy"|" policy test"|" policy show"|" config"|" config show"|" config init"|" config path"|" retention"|" retention show") path="$path $w" ;;
     esac
   done
   case "$path" in
@@ -31,7 +31,7 @@ _vmem() {
     " session prune") opts=(--app -a --with-memories --policy --dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session vacuum") opts=(--dry-run --yes -y --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " session index") opts=(--create --dry-run --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
-    " ltm") opts=(); cmds=(save search list profile delete edit show export import copy) ;;
+    " ltm") opts=(); cmds=(save search list profile delete edit show export import copy sync) ;;
     " ltm save") opts=(--from-store --app -a --user -u --since --until --db-url --policy -p --include-assistant --dry-run --no-infer --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm search") opts=(--user -u --app -a --top-k -k --mode -m --queries --min-score --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " ltm list") opts=(--user -u --app -a --limit -n --since --until --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
@@ -42,6 +42,7 @@ _vmem() {
     " ltm export") opts=(--user -u --all-users --app -a --index -i --output -o --vectors --backend -b --config -c --json --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm import") opts=(--backend -b --index -i --dry-run --rehash --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " ltm copy") opts=(--from-backend --to-backend --from-index --to-index --user -u --dry-run --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
+    " ltm sync") opts=(--app -a --user -u --policy -p --once --follow --status --db-url --json --config -c --quiet -q --verbose -v --wide --records --time-format); cmds=() ;;
     " policy") opts=(); cmds=(test show) ;;
     " policy test") opts=(--from-store --db-url --policy -p --include-assistant --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=() ;;
     " policy show") opts=(--include-assistant --json --config -c --quiet -q --verbose -v --wide --records --time-format --jsonl --csv --tsv); cmds=(default all custom) ;;
@@ -115,6 +116,9 @@ _vmem() {
     " ltm copy --from-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm copy --to-backend") cmds=(local mem0 memory opensearch openviking redis tos_context viking); opts=(); named= ;;
     " ltm copy --time-format") cmds=(compact local iso); opts=(); named= ;;
+    " ltm sync --policy") cmds=(default all custom); opts=(); named= ;;
+    " ltm sync -p") cmds=(default all custom); opts=(); named= ;;
+    " ltm sync --time-format") cmds=(compact local iso); opts=(); named= ;;
     " policy test --policy") cmds=(default all custom); opts=(); named= ;;
     " policy test -p") cmds=(default all custom); opts=(); named= ;;
     " policy test --time-format") cmds=(compact local iso); opts=(); named= ;;

@@ -62,6 +62,7 @@ _SLOW_MODULES = {
     "test_ltm_transfer.py",
     "test_output_cli.py",
     "test_sessions_watch.py",  # a `vmem session watch` child per test, seconds of polling
+    "test_ltm_sync_live.py",  # `vmem ltm sync --follow` children beside an ADK agent process
 }
 # Single many-second tests elsewhere (the offline model end to end, 700-event streams, two processes).
 _SLOW_TESTS = {

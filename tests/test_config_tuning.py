@@ -25,6 +25,11 @@ ENV = {
     "batch_bytes": "VMEM_BATCH_BYTES",
     "index_rows": "VMEM_INDEX_ROWS",
     "fast_paths": "VMEM_FAST_PATHS",
+    "sync_cursor": "VMEM_SYNC_CURSOR",
+    "sync_page": "VMEM_SYNC_PAGE",
+    "sync_poll": "VMEM_SYNC_POLL",
+    "sync_poll_max": "VMEM_SYNC_POLL_MAX",
+    "sync_overlap": "VMEM_SYNC_OVERLAP",
 }
 
 
@@ -66,6 +71,15 @@ def test_config_show_names_each_tuning_value_and_its_source(runner: CliRunner, i
         "batch_bytes": {"value": 1024 * 1024, "source": f"file {cfg}", "env": "VMEM_BATCH_BYTES"},
         "index_rows": {"value": 10_000, "source": "default", "env": "VMEM_INDEX_ROWS"},
         "fast_paths": {"value": False, "source": "env VMEM_FAST_PATHS", "env": "VMEM_FAST_PATHS"},
+        "sync_cursor": {  # the file named, in the data directory (ltm sync, #44)
+            "value": str(isolated_env.parent / "home" / ".local" / "share" / "vmem" / "sync.db"),
+            "source": "default",
+            "env": "VMEM_SYNC_CURSOR",
+        },
+        "sync_page": {"value": 200, "source": "default", "env": "VMEM_SYNC_PAGE"},
+        "sync_poll": {"value": 1.0, "source": "default", "env": "VMEM_SYNC_POLL"},
+        "sync_poll_max": {"value": 30.0, "source": "default", "env": "VMEM_SYNC_POLL_MAX"},
+        "sync_overlap": {"value": 10.0, "source": "default", "env": "VMEM_SYNC_OVERLAP"},
     }
     table = runner.invoke(app, ["config", "show"], env=env)
     rows = {line.split()[0]: line.split()[1:] for line in table.stdout.splitlines() if line.startswith("tuning.")}

@@ -324,6 +324,36 @@ class TuningSettings(Section):
         json_schema_extra=_env("VMEM_FAST_PATHS"),
     )
 
+    sync_cursor: str = Field(
+        "",
+        description="ltm sync's cursor file; empty: sync.db in vmem's data directory, beside the replay ledger",
+        json_schema_extra=_env("VMEM_SYNC_CURSOR"),
+    )
+    sync_page: int = Field(
+        200,
+        ge=1,
+        description="Sessions per page ltm sync lists, and events per page it reads of a session",
+        json_schema_extra=_env("VMEM_SYNC_PAGE"),
+    )
+    sync_poll: float = Field(
+        1.0,
+        gt=0,
+        description="Seconds ltm sync --follow waits between polls while agents write",
+        json_schema_extra=_env("VMEM_SYNC_POLL"),
+    )
+    sync_poll_max: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds ltm sync --follow backs off to when idle, or while a store is down",
+        json_schema_extra=_env("VMEM_SYNC_POLL_MAX"),
+    )
+    sync_overlap: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds of updates ltm sync lists again (an agent may commit an older update time late)",
+        json_schema_extra=_env("VMEM_SYNC_OVERLAP"),
+    )
+
     @field_validator("big_line_bytes")
     @classmethod
     def _streamable(cls, value: int) -> int:
@@ -775,6 +805,13 @@ def tuning() -> TuningSettings:
     return load_settings().settings.tuning
 
 
+def data_dir() -> Path:
+    """vmem's data directory: $XDG_DATA_HOME/vmem (XDG_DATA_HOME defaults to ~/.local/share), where
+    the replay ledger and ltm sync's cursor live."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "vmem"
+
+
 # --- presentation helpers (no Rich here: the CLI renders) ----------------------------
 
 
@@ -809,6 +846,8 @@ def effective_rows(loaded: LoadedSettings) -> list[dict[str, Any]]:
             shown = mask_url(value)  # a URL setting may carry a password or token in its user info or query
         else:
             shown = value
+        if key.dotted == "tuning.sync_cursor" and not value:  # the file named, not an empty default
+            shown = str(data_dir() / "sync.db")
         rows.append({"key": key.dotted, "value": shown, "env": key.env, "source": loaded.source_of(key.dotted)})
     for name, policy in loaded.settings.policy.named().items():
         rows.append({"key": f"policy.{name}", "value": policy, "env": "", "source": loaded.source_of(f"policy.{name}")})

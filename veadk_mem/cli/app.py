@@ -17,7 +17,7 @@ from veadk_mem.cli import doctor as doctor_cmd
 from veadk_mem.cli import erasure as erasure_cmd
 from veadk_mem.cli import history as history_cmd
 from veadk_mem.cli import ltm as ltm_cmd
-from veadk_mem.cli import ltm_transfer
+from veadk_mem.cli import ltm_sync, ltm_transfer
 from veadk_mem.cli import policy as policy_cmd
 from veadk_mem.cli import retention as retention_cmd
 from veadk_mem.cli import session as session_cmd
@@ -181,6 +181,7 @@ ltm_cmd.app.command("show")(erasure_cmd.show)
 ltm_cmd.app.command("export")(ltm_transfer.export)
 ltm_cmd.app.command("import")(ltm_transfer.import_)
 ltm_cmd.app.command("copy")(ltm_transfer.copy)
+ltm_cmd.app.command("sync")(ltm_sync.sync)
 app.add_typer(ltm_cmd.app, name="ltm")
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(config_cmd.app, name="config")

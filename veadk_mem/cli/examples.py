@@ -98,6 +98,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("search a user's memories", 'vmem ltm search "allergies" -u user-42'),
         ("back up every user's memories", "vmem ltm export --all-users -o ltm.jsonl"),
     ],
+    "ltm sync": [
+        ("catch up once, from cron", "vmem ltm sync --app my_agent --once"),
+        ("run as a service, JSON lines for logs", "vmem ltm sync --follow --json"),
+        ("the cursor, the lag and counts", "vmem ltm sync --app my_agent --status"),
+    ],
     "ltm save": [
         ("what would be saved, without saving", "vmem ltm save sessions/ --dry-run"),
         ("save every session of an app", "vmem ltm save --from-store --app my_agent"),

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
     from veadk_mem.sessions.batches import Batches
     from veadk_mem.sessions.bigline import BigSession
+    from veadk_mem.sessions.changes import Changes
     from veadk_mem.sessions.deletes import Deletes
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.preflight import Preflight
@@ -270,6 +271,12 @@ class SessionStore:
         """Every matching session with its events, oldest update first, one at a time."""
         notes = Notes()
         return Stream(self._reads(notes).iter_sessions(flt), notes)
+
+    def changes(self) -> Changes:
+        """The keyset reads `vmem ltm sync` follows the database by (`changes.Changes`)."""
+        from veadk_mem.sessions.changes import Changes
+
+        return Changes(self._reads(Notes()))
 
     # --- export (export.py) -----------------------------------------------------
 
