@@ -414,3 +414,37 @@ def test_an_event_row_neutralises_control_characters_and_reads_tokens() -> None:
     row = data.EventRow.of(1, printed)
     assert row.author == "agent\\x1b[31m" and row.text == "hi\\x9b2J [bold]x[/bold]"
     assert row.delta == 'k="v\\u202e"' and row.tokens == 42 and "\x1b" not in row.json
+
+
+@pytest.mark.slow  # a Textual app per test: seconds each
+async def test_delete_with_memories_shows_the_erasure_plan_and_verifies(
+    sqlite_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """D: `session delete --with-memories` through the same core call (#47 item 3); --read-only refuses it."""
+    monkeypatch.setenv("MODEL_EMBEDDING_PROVIDER", "hash")
+    for sid in ("s-alpha", "s-beta"):  # both say "question 0"; only s-alpha says "question 6"
+        args = ["ltm", "save", "--from-store", APP, "u1", sid, "--db-url", sqlite_db]
+        result = await asyncio.to_thread(CliRunner().invoke, cli, args)  # the CLI runs its own event loop
+        assert result.exit_code == 0, result.stderr
+    refusing = browser(sqlite_db, read_only=True)
+    async with refusing.run_test(size=(120, 40)) as pilot:
+        await listed(pilot, refusing, 3)
+        await pilot.press("D")
+        await pilot.pause(0.1)
+        assert not isinstance(refusing.screen, Confirm) and "read-only" in status(refusing)
+    app = browser(sqlite_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        ids = await listed(pilot, app, 3)
+        app.screen.query_one("#sessions", DataTable).move_cursor(row=ids.index("s-alpha"))
+        await pilot.press("D")
+        dialog = await until(pilot, lambda: isinstance(app.screen, Confirm) and app.screen, "the question")
+        assert "question 6" in dialog.plan and "s-alpha" in dialog.plan
+        assert "kept memory" in dialog.plan and "s-beta, which stays" in dialog.plan  # question 0: s-beta's too
+        assert dialog.question == "Delete 1 session, 12 events and 1 memory from local?"
+        await pilot.press("y")
+        assert sorted(await listed(pilot, app, 2)) == ["s-beta", "s-gamma"]
+    result = await asyncio.to_thread(CliRunner().invoke, cli, ["ltm", "list", "-u", "u1", "-a", APP, "--json"])
+    assert [e["content"]["parts"][0]["text"] for e in json.loads(result.stdout)] == ["question 0: 你好 ☃"]
+    async with SessionStore(sqlite_db) as store:
+        with pytest.raises(NotFound):
+            await store.get_summary(APP, "u1", "s-alpha")

@@ -14,6 +14,7 @@ from veadk_mem.cli import browse as browse_cmd
 from veadk_mem.cli import completion as completion_cmd
 from veadk_mem.cli import config as config_cmd
 from veadk_mem.cli import doctor as doctor_cmd
+from veadk_mem.cli import erasure as erasure_cmd
 from veadk_mem.cli import history as history_cmd
 from veadk_mem.cli import ltm as ltm_cmd
 from veadk_mem.cli import ltm_reembed, ltm_sync, ltm_transfer
@@ -181,6 +182,7 @@ session_cmd.app.command("prune")(retention_cmd.prune)
 session_cmd.app.command("vacuum")(retention_cmd.vacuum)
 session_cmd.app.command("index")(retention_cmd.index)
 app.add_typer(session_cmd.app, name="session")
+ltm_cmd.app.command("show")(erasure_cmd.show)
 ltm_cmd.app.command("export")(ltm_transfer.export)
 ltm_cmd.app.command("import")(ltm_transfer.import_)
 ltm_cmd.app.command("copy")(ltm_transfer.copy)

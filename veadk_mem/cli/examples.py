@@ -20,6 +20,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "forget": [
         ("what would go, from where", "vmem forget user-42 --dry-run"),
         ("remove it all without asking", "vmem forget user-42 --yes"),
+        ("one session and its memories", "vmem forget user-42 --session S1 -y"),
     ],
     "history": [
         ("what vmem changed in the last day", "vmem history --since 1d"),
@@ -51,7 +52,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "session delete": [
         ("what a cleanup would remove", "vmem session delete --older-than 30d --dry-run"),
-        ("remove it, with orphaned state", "vmem session delete --older-than 30d --purge-state -y"),
+        ("a session and its memories", "vmem session delete APP U ID --with-memories"),
         ("one session by id", "vmem session delete my_agent user-42 SESSION_ID"),
     ],
     "session prune": [
@@ -119,6 +120,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "ltm profile": [
         ("the viking backend's profile of a user", "vmem ltm profile user-42 --app my_agent"),
         ("as JSON", "vmem ltm profile user-42 --json"),
+    ],
+    "ltm show": [
+        ("a memory, its session and why it was kept", "vmem ltm show MEMORY_ID -u user-42"),
+        ("as JSON, for a data-protection request", "vmem ltm show MEMORY_ID -u user-42 --json"),
     ],
     "ltm delete": [
         ("what deleting a session's memories would do", "vmem ltm delete -u user-42 -s SESSION_ID --dry-run"),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veadk_mem.cli.columns import Column
+from veadk_mem.cli.erasure import PolicyOpt, forget_session
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
@@ -691,6 +692,16 @@ def forget(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(metavar="USER", help="The user to forget.")],
     app_name: AppOpt = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            "-s",
+            metavar="SESSION_ID",
+            help="Only this session of the user, with the memories made from it.",
+        ),
+    ] = None,
+    policy: PolicyOpt = None,
     db_url: DbUrlOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would go from where; delete nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -699,11 +710,17 @@ def forget(
     """Remove a user's sessions and memories everywhere.
 
     Right to be forgotten: the session database and every long-term memory index, in one
-    command. --dry-run lists what would go from where.
+    command. --dry-run lists what would go from where. --session ID: one session and the
+    memories made from it, verified gone.
     """
 
     state = get_state(ctx, json_flag=json_flag)
     state.use_db_url(db_url)
+    if session is not None:
+        forget_session(state, user=user, session_id=session, app_name=app_name, policy=policy, dry_run=dry_run, yes=yes)
+        return
+    if policy is not None:
+        raise BadInput("forget: --policy chooses the memories of --session: give both")
     render = state.render
     ltm = _ltm(state, app_name or "")
     settings = state.loaded.settings

@@ -8,10 +8,13 @@ import typer
 
 from veadk_mem.cli.charts import human_bytes
 from veadk_mem.cli.columns import Column
+from veadk_mem.cli.erasure import PolicyOpt, WithMemoriesOpt, ltm_facade, render_memories, verified
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.terminal import terminal_safe
 from veadk_mem.cli.wiring import table_shaped
+from veadk_mem.errors import BadInput
+from veadk_mem.ops.erasure import prune_erasure
 from veadk_mem.sessions.vacuum import vacuum as run_vacuum
 
 if TYPE_CHECKING:
@@ -113,17 +116,25 @@ def show(
 def prune(
     ctx: typer.Context,
     app_name: AppOpt = None,
+    with_memories: WithMemoriesOpt = False,
+    policy: PolicyOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be removed; change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Apply the [retention] rules: delete what they remove, in session delete's short transactions."""
+    """Apply the [retention] rules: delete what they remove, in session delete's short transactions.
+
+    --with-memories: the long-term memories of the sessions deleted and of the events
+    trimmed go first, verified gone; without it, memories stay.
+    """
     from veadk_mem.sessions.retention import prune as run_prune
     from veadk_mem.sessions.store import SessionStore
 
     state = _state(ctx, db_url, json_flag)
     settings = _settings(state)
+    if policy is not None and not with_memories:
+        raise BadInput("prune: --policy chooses the memories of --with-memories: give both")
 
     def confirm(plan: RetentionPlan) -> None:
         if not yes:
@@ -137,24 +148,48 @@ def prune(
 
     async def go() -> Any:
         async with store:
-            return await run_prune(store, settings, app=app_name, dry_run=dry_run, yes=yes, confirm=confirm)
+            if with_memories:
+                async with ltm_facade(state) as ltm:
+                    return await prune_erasure(
+                        store, ltm, settings, app=app_name, policy=policy, dry_run=dry_run, yes=yes, confirm=confirm
+                    )
+            return await run_prune(store, settings, app=app_name, dry_run=dry_run, yes=yes, confirm=confirm), None
 
     with state.recording("session prune", store.display_url, dry_run=dry_run) as change:
-        report = run(go())
+        report, erasure = run(go())
         if report.deleted is not None:
             change.count(sessions=len(report.deleted.sessions), events=report.deleted.events)
             change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.deleted.sessions)
         change.count(trimmed_sessions=report.trimmed_sessions, trimmed_events=report.trimmed_events)
+        if erasure is not None and erasure.done:
+            change.count(memories=erasure.deleted_memories)
+            change.add_ids(f"memory {m.index}/{m.record.id}" for m in erasure.memories)
+            change.receipt = erasure.to_json()
+    _prune_outcome(state, report, erasure)
+
+
+def _prune_outcome(state: AppState, report: Any, erasure: Any) -> None:
+    """What a prune did (or would do), and with --with-memories the memories' part; exit 1 if any is left."""
     skipped = [] if report.deleted is None else report.deleted.skipped
     for key in skipped:
         state.render.warn(f"{key}: kept, an agent updated it during the prune")
     if state.json_mode:
-        state.render.json(report.to_json())
+        out = report.to_json()
+        if erasure is not None:
+            out["memories"] = erasure.to_json()
+        state.render.json(out)
+        if erasure is not None:
+            verified(state, erasure)
         return
     if report.dry_run:
         _show(state, report.plan, title="prune (dry run)")
+        if erasure is not None:
+            render_memories(state, erasure)
         state.render.message("dry run: nothing deleted")
         return
+    if erasure is not None:
+        render_memories(state, erasure)
+        state.render.message(f"deleted {counted(erasure.deleted_memories, 'memory')} from {erasure.backend}")
     deleted = report.deleted
     if not deleted.sessions and not report.trimmed_events:
         state.render.message("nothing to prune: every session is within its rule")
@@ -169,6 +204,8 @@ def prune(
         )
         + (f"; {counted(len(skipped), 'session')} kept (resumed meanwhile)" if skipped else "")
     )
+    if erasure is not None:
+        verified(state, erasure)
 
 
 SIZE_COLUMNS = [

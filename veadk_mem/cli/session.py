@@ -10,11 +10,20 @@ import typer
 
 from veadk_mem.cli.charts import bar, human_bytes, sparkline
 from veadk_mem.cli.columns import KEY, Column
+from veadk_mem.cli.erasure import (
+    PolicyOpt,
+    WithMemoriesOpt,
+    confirm_erasure,
+    ltm_facade,
+    record_erasure,
+    render_erasure,
+)
 from veadk_mem.cli.render import counted
+from veadk_mem.cli.session_rows import SUMMARY_COLUMNS, _safe, _summary_row, show_plan
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
-from veadk_mem.cli.terminal import terminal_safe
 from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput
+from veadk_mem.ops.erasure import erase
 from veadk_mem.sessions.delete_flow import delete_flow
 from veadk_mem.sessions.files import atomic_output, check_output, spooled_stdin
 from veadk_mem.sessions.importer import import_file, source_size
@@ -24,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from veadk_mem.sessions.notes import Listing
-    from veadk_mem.sessions.store import SessionFilter, SessionStore, SessionSummary
+    from veadk_mem.sessions.store import SessionFilter, SessionKey, SessionStore, SessionSummary
 
 app = typer.Typer(help="Inspect, clean, back up and migrate ADK session databases.", no_args_is_help=True)
 
@@ -38,15 +47,6 @@ UntilOpt = Annotated[
     str | None, typer.Option("--until", metavar="TIME", help="Updated before: ISO date/time (UTC) or a duration ago.")
 ]
 
-SUMMARY_COLUMNS = [
-    Column.id("app", "app_name"),
-    Column.id("user", "user_id"),
-    Column.id("session id", "id"),
-    Column("events", "event_count", justify="right", drop=1),
-    Column("state keys", "state_keys", justify="right", drop=3),
-    Column.time("created", "create_time", drop=2),
-    Column.time("updated", "update_time"),
-]  # drop: what a terminal too narrow hides first (state keys, then created, then events)
 COMPACTIONS = Column("compactions", "compaction_count", justify="right", drop=4)
 
 
@@ -79,25 +79,6 @@ def _filter(app_name: str | None, user: str | None, since: str | None, until: st
         since=parse_time(since, "--since") if since else None,
         until=parse_time(until, "--until") if until else None,
     )
-
-
-def _safe(value: Any) -> Any:
-    """A table cell with terminal escape sequences neutralised (JSON output needs none of this)."""
-
-    return terminal_safe(value)
-
-
-def _summary_row(s: SessionSummary) -> dict[str, Any]:
-    return {
-        "app_name": _safe(s.app_name),
-        "user_id": _safe(s.user_id),
-        "id": _safe(s.id),
-        "event_count": s.event_count,
-        "compaction_count": s.compaction_count,  # None: unknown (a v0 layout's pickled actions)
-        "state_keys": len(s.state),
-        "create_time": s.create_time,
-        "update_time": s.update_time,
-    }
 
 
 def _summary_json(s: SessionSummary, compactions: bool = False) -> dict[str, Any]:
@@ -309,6 +290,33 @@ def _json_text(value: Any) -> str:
     return str(_safe(dumps(value, default=str)))
 
 
+def _delete_target(
+    target: list[str] | None,
+    app_name: str | None,
+    user: str | None,
+    older_than: str | None,
+    since: str | None,
+    until: str | None,
+) -> tuple[list[SessionKey] | None, SessionFilter | None]:
+    """The sessions `session delete` names: APP USER ID... as keys, or the filter options (exit 2: neither, both)."""
+    from veadk_mem.sessions.store import SessionKey
+
+    if target:
+        if len(target) < 3:
+            raise BadInput("delete: give APP USER SESSION_ID... or a filter (--app, --user, --older-than)")
+        if app_name or user or older_than or since or until:
+            raise BadInput("delete: give either APP USER SESSION_ID... or filter options, not both")
+        return [SessionKey(target[0], target[1], sid) for sid in dict.fromkeys(target[2:])], None
+    if not (app_name or user or older_than or since or until):
+        raise BadInput(
+            "delete: name sessions (APP USER SESSION_ID...) or filter with --app, --user, --older-than, --since, "
+            "--until"
+        )
+    flt = _filter(app_name, user, since, until)
+    flt.older_than = parse_duration(older_than) if older_than else None
+    return None, flt
+
+
 @app.command("delete")
 def delete_cmd(
     ctx: typer.Context,
@@ -326,35 +334,29 @@ def delete_cmd(
     purge_state: Annotated[
         bool, typer.Option("--purge-state", help="Also delete user/app state left without any session.")
     ] = False,
+    with_memories: WithMemoriesOpt = False,
+    policy: PolicyOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db_url: DbUrlOption = None,
     json_flag: JsonOption = False,
 ) -> None:
-    """Delete sessions with their events, by id or by filter, in batches of short transactions."""
-    from veadk_mem.sessions.store import SessionKey
+    """Delete sessions with their events, by id or by filter, in batches of short transactions.
 
+    --with-memories also deletes the long-term memories made from them (found by source or
+    by content hash), before the sessions, and verifies none is left.
+    """
     state = _state(ctx, db_url, json_flag)
-    keys: list[SessionKey] | None = None
-    flt: SessionFilter | None = None
-    if target:
-        if len(target) < 3:
-            raise BadInput("delete: give APP USER SESSION_ID... or a filter (--app, --user, --older-than)")
-        if app_name or user or older_than or since or until:
-            raise BadInput("delete: give either APP USER SESSION_ID... or filter options, not both")
-        keys = [SessionKey(target[0], target[1], sid) for sid in dict.fromkeys(target[2:])]
-    else:
-        if not (app_name or user or older_than or since or until):
-            raise BadInput(
-                "delete: name sessions (APP USER SESSION_ID...) or filter with --app, --user, --older-than, --since, "
-                "--until"
-            )
-        flt = _filter(app_name, user, since, until)
-        flt.older_than = parse_duration(older_than) if older_than else None
+    keys, flt = _delete_target(target, app_name, user, older_than, since, until)
+    if policy is not None and not with_memories:
+        raise BadInput("delete: --policy chooses the memories of --with-memories: give both")
+    if with_memories:
+        _delete_with_memories(state, keys, flt, purge_state=purge_state, policy=policy, dry_run=dry_run, yes=yes)
+        return
 
     def confirm(plan: Any) -> None:
         if not yes:
-            _show_plan(state, plan, to_stderr=True)  # not data: what the question is about
+            show_plan(state, plan, to_stderr=True)  # not data: what the question is about
             question = f"Delete {counted(len(plan.sessions), 'session')} and {counted(plan.events, 'event')}?"
             confirm_deletion(state, question, yes=yes)
 
@@ -381,7 +383,7 @@ def delete_cmd(
         state.render.message("no sessions match: nothing deleted")
         return
     if report.dry_run:
-        _show_plan(state, report)
+        show_plan(state, report)
         if report.orphan_events:
             state.render.message(f"and {counted(report.orphan_events, 'event row')} without a session (staged)")
         state.render.message("dry run: nothing deleted")
@@ -396,17 +398,33 @@ def delete_cmd(
     )
 
 
-def _show_plan(state: AppState, plan: Any, *, to_stderr: bool = False) -> None:
-    rows = [_summary_row(s) for s in plan.sessions[:50]]
-    state.render.table(rows, SUMMARY_COLUMNS, title="to delete", empty="no sessions match", to_stderr=to_stderr)
-    if len(plan.sessions) > 50:
-        state.render.message(f"... and {len(plan.sessions) - 50} more")
-    if plan.sessions:
-        state.render.message(f"{counted(len(plan.sessions), 'session')}, {counted(plan.events, 'event')}")
-    for app_name in plan.app_states:
-        state.render.message(f"app state of {app_name} (no session left)")
-    for app_name, user in plan.user_states:
-        state.render.message(f"user state of {app_name}/{user} (no session left)")
+def _delete_with_memories(
+    state: AppState,
+    keys: list[SessionKey] | None,
+    flt: SessionFilter | None,
+    *,
+    purge_state: bool,
+    policy: str | None,
+    dry_run: bool,
+    yes: bool,
+) -> None:
+    """`session delete --with-memories`: the erasure (ops/erasure.py), rendered."""
+    ltm = ltm_facade(state)
+    store = _store(state)
+
+    async def go() -> Any:
+        async with ltm, store:
+            confirm = confirm_erasure(state, yes)
+            return await erase(
+                store, ltm, keys=keys, flt=flt, purge_state=purge_state, policy=policy, dry_run=dry_run, confirm=confirm
+            )
+
+    with state.recording("session delete --with-memories", store.display_url, dry_run=dry_run) as change:
+        report = run(go())
+        record_erasure(change, report)
+    for key in report.sessions.skipped:
+        state.render.warn(f"{key}: kept, it was updated after it was listed")
+    render_erasure(state, report)
 
 
 @app.command("export")

@@ -183,6 +183,8 @@ class LongTermMemoryBackend(ABC):
 
     name: ClassVar[str] = ""
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
+    # Why this store lacks a capability, where it has more to say than LACKING: (what, hint).
+    lacking: ClassVar[dict[Capability, tuple[str, str]]] = {}
     index: str
     # Set by the facade: how a backend tells the operator something (stderr in the CLI):
     # a warning, or a note on progress (a hosted service still working).
@@ -200,11 +202,13 @@ class LongTermMemoryBackend(ABC):
         """Whether this backend declares the capability."""
         return capability in self.capabilities
 
-    def require(self, capability: Capability) -> None:
+    @classmethod
+    def require(cls, capability: Capability) -> None:
         """NotSupported (exit 4) naming what this backend cannot do, unless it declares the capability."""
-        if capability not in self.capabilities:
-            what, hint = LACKING.get(capability, (f"has no {capability.value} capability", ""))
-            raise NotSupported(f"the {self.name} backend {what}", hint=hint or None)
+        if capability not in cls.capabilities:
+            default = LACKING.get(capability, (f"has no {capability.value} capability", ""))
+            what, hint = cls.lacking.get(capability, default)
+            raise NotSupported(f"the {cls.name} backend {what}", hint=hint or None)
 
     @property
     @abstractmethod

@@ -464,6 +464,14 @@ class LongTermMemory:
             entries = [e for e in entries if _filter_score(e["custom_metadata"]) >= min_score]
         return entries
 
+    def backend_type(self) -> type[LongTermMemoryBackend] | None:
+        """The backend's class (its declared capabilities), without configuring it: no credentials needed.
+        None for a plugin registered as a factory function."""
+        if self._instance is not None:
+            return type(self._instance)
+        found = load_backend(self.backend_name)
+        return found if isinstance(found, type) and issubclass(found, LongTermMemoryBackend) else None
+
     def search_mode(self, mode: str | None) -> str:
         """The mode asked for, else `search_mode`, else the backend's default; exit 4 when it has no such mode."""
 

@@ -7,6 +7,7 @@ front end (a script, a test) deletes exactly as `vmem session delete` does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from veadk_mem.errors import NotFound
@@ -15,6 +16,62 @@ from veadk_mem.sessions.records import SessionKey
 if TYPE_CHECKING:
     from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionSummary
     from veadk_mem.sessions.store import SessionStore
+
+
+@dataclass
+class PlannedDelete:
+    """What a delete found: the plan to show (`report`), the sessions and orphan rows it will remove, and
+    whether each session is re-checked for a resume when it is deleted (a filter with --older-than)."""
+
+    report: DeleteReport
+    chosen: list[SessionSummary]
+    orphans: dict[SessionKey, int]
+    purge_state: bool
+    recheck: bool
+
+
+async def plan_delete(
+    store: SessionStore,
+    *,
+    keys: list[SessionKey] | None = None,
+    flt: SessionFilter | None = None,
+    purge_state: bool = False,
+) -> PlannedDelete:
+    """The sessions named by `keys` (those that exist) or matching `flt` (oldest first), and what
+    deleting them removes: the first half of `delete_flow`, for a job that acts in between (erasure)."""
+    if (keys is None) == (flt is None):
+        raise ValueError("delete_flow: give keys or a filter")
+    if keys is not None:
+        orphans = await store.orphan_events(keys=keys)
+        # a key with such rows may have a session row too (staged rows of an import writing over it)
+        with_row = await store.stored_sessions(keys=list(orphans)) if orphans else []
+        rowed = {(s.app_name, s.user_id, s.id) for s in with_row}
+        named = [k for k in keys if k not in orphans or (k.app_name, k.user_id, k.id) in rowed]
+        try:
+            chosen = await store.find_sessions(named) if named else []
+        except NotFound:  # missing, or stored with a state the reads cannot decode: deleted all the same
+            chosen = await store.stored_sessions(keys=named)
+            if len(chosen) < len(named):
+                raise
+    else:
+        orphans = await _filter_orphans(store, flt)
+        chosen = await store.list_sessions(flt, oldest_first=True)
+        chosen += await undecoded(store, flt, chosen)
+    plan = await store.delete_sessions(chosen, purge_state=purge_state, dry_run=True)
+    plan.orphan_events = sum(orphans.values())
+    recheck = flt is not None and flt.older_than is not None
+    return PlannedDelete(plan, list(chosen), orphans, purge_state, recheck)
+
+
+async def carry_out(store: SessionStore, planned: PlannedDelete) -> DeleteReport:
+    """Delete what `plan_delete` found, in `session delete`'s batches (re-checked when it says so)."""
+    chosen, plan = planned.chosen, planned.report
+    purge = planned.purge_state
+    report = await store.delete_sessions(chosen, purge_state=purge, recheck=planned.recheck) if chosen else plan
+    report.dry_run = False
+    if planned.orphans:
+        report.orphan_events = await store.delete_orphans(keys=list(planned.orphans))
+    return report
 
 
 async def delete_flow(
@@ -38,37 +95,14 @@ async def delete_flow(
     import's staging, which ADK would hand to a session later created under the same key. A
     key that has neither a session nor such rows is not found (exit 3), as before.
     """
-    if (keys is None) == (flt is None):
-        raise ValueError("delete_flow: give keys or a filter")
-    if keys is not None:
-        orphans = await store.orphan_events(keys=keys)
-        # a key with such rows may have a session row too (staged rows of an import writing over it)
-        with_row = await store.stored_sessions(keys=list(orphans)) if orphans else []
-        rowed = {(s.app_name, s.user_id, s.id) for s in with_row}
-        named = [k for k in keys if k not in orphans or (k.app_name, k.user_id, k.id) in rowed]
-        try:
-            chosen = await store.find_sessions(named) if named else []
-        except NotFound:  # missing, or stored with a state the reads cannot decode: deleted all the same
-            chosen = await store.stored_sessions(keys=named)
-            if len(chosen) < len(named):
-                raise
-    else:
-        orphans = await _filter_orphans(store, flt)
-        chosen = await store.list_sessions(flt, oldest_first=True)
-        chosen += await undecoded(store, flt, chosen)
-    plan = await store.delete_sessions(chosen, purge_state=purge_state, dry_run=True)
-    plan.orphan_events = sum(orphans.values())
-    if dry_run or not (chosen or orphans):
+    planned = await plan_delete(store, keys=keys, flt=flt, purge_state=purge_state)
+    plan = planned.report
+    if dry_run or not (planned.chosen or planned.orphans):
         plan.dry_run = dry_run
         return plan
     if confirm is not None:
         confirm(plan)
-    recheck = flt is not None and flt.older_than is not None
-    report = await store.delete_sessions(chosen, purge_state=purge_state, recheck=recheck) if chosen else plan
-    report.dry_run = False
-    if orphans:
-        report.orphan_events = await store.delete_orphans(keys=list(orphans))
-    return report
+    return await carry_out(store, planned)
 
 
 async def _filter_orphans(store: SessionStore, flt: SessionFilter | None) -> dict[SessionKey, int]:

@@ -23,7 +23,7 @@ from veadk_mem.sessions.records import BATCH, DeleteReport, SessionSummary
 from veadk_mem.sessions.timespec import parse_duration
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from veadk_mem.config import RetentionRule, RetentionSettings
     from veadk_mem.sessions.engine import Database
@@ -305,6 +305,8 @@ async def prune(
     yes: bool = False,
     confirm: Callable[[RetentionPlan], None] | None = None,
     batch: int | None = None,
+    planned: RetentionPlan | None = None,
+    first: Callable[[RetentionPlan], Awaitable[None]] | None = None,
 ) -> PruneReport:
     """`session prune`: plan, refuse a rule that removes everything (unless named), confirm, delete.
 
@@ -312,8 +314,11 @@ async def prune(
     short transactions; a session updated since the plan (an agent resumed it) is kept and named
     in the report; a failure or Ctrl-C part-way raises saying how many sessions were committed,
     and running prune again finishes (the plan is made anew).
+
+    `planned` is a plan made already (a caller that showed it); `first` runs after the
+    confirmation and before anything here is deleted (erasure deletes the memories there).
     """
-    result = await retention_plan(store, settings, app=app)
+    result = planned if planned is not None else await retention_plan(store, settings, app=app)
     refuse_dangerous(result, app=app, yes=yes)
     doomed = result.doomed
     trims = [(s, a.keep_last_events) for a in result.apps for s in a.trims if a.keep_last_events is not None]
@@ -323,6 +328,8 @@ async def prune(
         return PruneReport(result, DeleteReport(sessions=[], events=0))
     if confirm is not None:
         confirm(result)
+    if first is not None:
+        await first(result)
     if doomed:
         deleted = await store.delete_sessions([s.summary() for s in doomed], recheck=True, batch=batch)
     else:
@@ -387,6 +394,27 @@ def cut_point(events: list[EventMark], keep: int) -> int:
 
 
 TRIM_STEP = 5_000  # events deleted per short transaction of a trim
+
+
+async def trimmed_event_ids(db: Database, s: StoredSession, keep: int) -> list[str]:
+    """The ids of the events a trim of session `s` to `keep` removes (see `cut_point`), oldest first;
+    none in a v0 layout (pickled actions: compactions unknown), which is not trimmed."""
+    from sqlalchemy import select
+
+    from veadk_mem.sessions.compactions import is_compaction
+
+    t = db.tables
+    if t.layout not in (Layout.V1, Layout.SQLITE):
+        return []
+    e = t.events.c
+    of_session = (db.key_eq(e.app_name, s.app_name), db.key_eq(e.user_id, s.user_id), db.key_eq(e.session_id, s.id))
+    stmt = select(e.id, e.invocation_id, is_compaction(db)).where(*of_session).order_by(e.timestamp, e.id)
+    try:
+        async with db.reader.connect() as conn:
+            marks = [EventMark(i, inv or "", bool(c)) for i, inv, c in await conn.execute(stmt)]
+    except Exception as exc:
+        raise db.fail(exc) from None
+    return [m.id for m in marks[: cut_point(marks, keep)]]
 
 
 async def trim_session(db: Database, s: StoredSession, keep: int) -> int:

@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.cli.erasure import render_plan
 from veadk_mem.cli.render import terminal_safe
+from veadk_mem.ops.erasure import erase
 from veadk_mem.sessions.delete_flow import delete_flow
 from veadk_mem.sessions.files import atomic_output, check_output
 from veadk_mem.sessions.read_queries import SessionChanged
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
     from veadk_mem.cli.state import AppState
     from veadk_mem.ltm.facade import LongTermMemory
+    from veadk_mem.ops.erasure import ErasureReport
     from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionSummary
     from veadk_mem.sessions.store import SessionStore
 
@@ -203,7 +206,7 @@ def delete_plan_text(plan: DeleteReport) -> str:
 
     if not plan.sessions:
         return "no sessions match: nothing to delete"
-    return captured(lambda state: session_cmd._show_plan(state, plan, to_stderr=True))
+    return captured(lambda state: session_cmd.show_plan(state, plan, to_stderr=True))
 
 
 def memory_plan_text(index: str, records: list[Any]) -> str:
@@ -232,6 +235,18 @@ def export_plan_text(chosen: list[SessionSummary], output: Path) -> str:
         state.render.message(f"{counted(len(chosen), 'session')}, {counted(events, 'event')} to {output}")
 
     return captured(draw)
+
+
+def erasure_plan_text(plan: ErasureReport) -> str:
+    """The plan `vmem session delete --with-memories` shows before it asks."""
+    return captured(lambda state: render_plan(state, plan, to_stderr=True))
+
+
+async def erase_sessions(
+    store: SessionStore, ltm: LongTermMemory, chosen: list[SessionSummary], *, dry_run: bool
+) -> ErasureReport:
+    """`vmem session delete APP USER ID... --with-memories`: the erasure, planned (dry_run) or done."""
+    return await erase(store, ltm, keys=[s.key for s in chosen], dry_run=dry_run)
 
 
 async def delete_sessions(store: SessionStore, chosen: list[SessionSummary], *, dry_run: bool) -> DeleteReport:

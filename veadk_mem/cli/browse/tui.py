@@ -173,10 +173,12 @@ HELP = """\
 vmem browse: the sessions and memories of ADK / VeADK agents
 
 sessions   enter open, / filter (id or user), t updated since (7d, ISO)
-           space mark, d delete, e export, m the user's memories
+           space mark, d delete (D: with its memories), e export,
+           m the user's memories
            r reload; tab moves between the tree, the boxes, the list
 timeline   up/down, pgup/pgdn, home/end move; s state or event JSON
-           f follow (as session watch), d delete, e export, m memories
+           f follow (as session watch), d delete (D: with its
+           memories), e export, m memories
 memories   / search, enter where a memory came from, o its session,
            d delete, l list
 anywhere   escape back, ? this help, q quit
@@ -214,6 +216,7 @@ class SessionsScreen(Pane):
         Binding("t", "focus_since", "since"),
         Binding("space", "mark", "mark"),
         Binding("d", "delete", "delete"),
+        Binding("D", "delete_with_memories", "delete with memories", show=False),
         Binding("e", "export", "export"),
         Binding("m", "memories", "memories"),
         Binding("r", "reload", "reload"),
@@ -444,6 +447,9 @@ class SessionsScreen(Pane):
     def action_delete(self) -> None:
         self.browser.delete_sessions(self, self.chosen(), self._deleted)
 
+    def action_delete_with_memories(self) -> None:
+        self.browser.delete_sessions(self, self.chosen(), self._deleted, with_memories=True)
+
     def _deleted(self) -> None:
         self.marked.clear()
         self.reload()
@@ -587,6 +593,7 @@ class SessionScreen(Pane):
         Binding("s", "toggle_state", "state/event"),
         Binding("f", "follow", "follow"),
         Binding("d", "delete", "delete"),
+        Binding("D", "delete_with_memories", "delete with memories", show=False),
         Binding("e", "export", "export"),
         Binding("m", "memories", "memories"),
     ]
@@ -719,6 +726,13 @@ class SessionScreen(Pane):
             self.app.pop_screen()
 
         self.browser.delete_sessions(self, [self.summary], gone)
+
+    def action_delete_with_memories(self) -> None:
+        def gone() -> None:
+            self.browser.sessions_changed = True
+            self.app.pop_screen()
+
+        self.browser.delete_sessions(self, [self.summary], gone, with_memories=True)
 
     def action_export(self) -> None:
         self.browser.export_sessions(self, [self.summary])
@@ -1006,10 +1020,50 @@ class BrowseApp(App[None]):
 
         return recording(self.state.loaded.settings.history, command, store, argv=self.state.argv, warn=pane.say)
 
-    def delete_sessions(self, pane: Pane, chosen: list[SessionSummary], done: Callable[[], None]) -> None:
+    def delete_sessions(
+        self, pane: Pane, chosen: list[SessionSummary], done: Callable[[], None], *, with_memories: bool = False
+    ) -> None:
         if self.refuse(pane, "deleting sessions") or not chosen:
             return
-        self._delete_sessions(pane, chosen, done)
+        if with_memories:
+            self._erase_sessions(pane, chosen, done)
+        else:
+            self._delete_sessions(pane, chosen, done)
+
+    @work(exclusive=True, group="act", exit_on_error=False)
+    async def _erase_sessions(self, pane: Pane, chosen: list[SessionSummary], done: Callable[[], None]) -> None:
+        """`session delete APP USER ID... --with-memories`: the plan it prints, the question, the erasure."""
+        store = await self.ready()
+        ltm = self.ltm(None)
+        plan = await pane.guarded(
+            "planning", lambda: data.erase_sessions(store, ltm, chosen, dry_run=True), retry=False
+        )
+        if plan is None:
+            return
+        question = (
+            f"Delete {counted(len(plan.sessions.sessions), 'session')}, {counted(plan.events, 'event')} and "
+            f"{counted(len(plan.memories), 'memory')} from {plan.backend}?"
+        )
+        if not await self.push_screen_wait(Confirm(data.erasure_plan_text(plan), question)):
+            pane.say("aborted: nothing was deleted")
+            return
+        with self.recording("session delete --with-memories", store.display_url, pane) as change:
+            report = await pane.guarded(
+                "deleting", lambda: data.erase_sessions(store, ltm, chosen, dry_run=False), retry=False
+            )
+            if report is not None:
+                change.count(sessions=report.deleted_sessions, memories=report.deleted_memories)
+                change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions.sessions)
+                change.receipt = report.to_json()
+        if report is None:
+            return
+        left = report.verification.left if report.verification is not None else []
+        check = f"; {counted(len(left), 'memory')} still there" if left else "; verified: none left"
+        pane.say(
+            f"deleted {counted(report.deleted_memories, 'memory')}, then {counted(report.deleted_sessions, 'session')}"
+            f"{check}"
+        )
+        done()
 
     @work(exclusive=True, group="act", exit_on_error=False)
     async def _delete_sessions(self, pane: Pane, chosen: list[SessionSummary], done: Callable[[], None]) -> None:

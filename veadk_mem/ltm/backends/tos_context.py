@@ -61,7 +61,13 @@ class TosContextBackend(VolcengineBackend):
     """Memories of one ContextBucket; each user is a context set enabled for memory."""
 
     name: ClassVar[str] = "tos_context"
-    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.LIST, Capability.DELETE})
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.LIST})
+    lacking: ClassVar[dict[Capability, tuple[str, str]]] = {
+        Capability.DELETE: (
+            "cannot delete memories: the TOS ContextBucket memory API has no call to delete a memory (tos SDK 2.9.4b1)",
+            "delete the user's context set in the TOS console to remove all of their memories",
+        )
+    }
 
     def configure(self) -> None:
         """The service's settings, credentials and endpoint, read once."""
@@ -310,12 +316,6 @@ class TosContextBackend(VolcengineBackend):
         records = self._records(user_id, getattr(output, "results", None))
         records.sort(key=lambda r: r.created_at or 0.0, reverse=True)
         return records[:limit] if limit else records
-
-    async def delete_memories(self, user_id: str, ids: list[str]) -> int:
-        raise NotSupported(
-            "the TOS ContextBucket memory API has no call to delete a memory (tos SDK 2.9.4b1)",
-            hint="delete the user's context set in the TOS console to remove all of their memories",
-        )
 
     async def health(self, user_id: str | None = None) -> BackendHealth:
         """Credentials present (named, never shown), control endpoint answering, bucket existing."""

@@ -1,0 +1,424 @@
+"""Erasure that follows a session into long-term memory, then proves nothing is left (#42 item 3).
+
+`session delete --with-memories`, `forget USER --session ID`, `session prune --with-memories`
+and browse's delete all come here. For the sessions to delete:
+
+1. plan: the sessions (`plan_delete`, as `session delete` finds them: an unknown id is
+   NotFound before anything is touched), the memory strings the candidate policies make
+   of their events (streamed a page at a time, kept as content hashes), and the memories
+   that match, in every index the user's memories are in: by provenance (the session id
+   vmem recorded), by the session id a service keeps (VikingDB), or by content hash in the
+   session's own index (so memories a VeADK agent saved itself, which name no session, are
+   found). Reading the long-term store here means an unreachable one fails the job before
+   anything is deleted, and a backend that cannot delete (tos_context) is NotSupported.
+2. a memory string another session that stays also makes (same hash) is kept and
+   reported: deleting it would take a memory that session still stands behind; it goes
+   when every session that makes it is erased. A profile a service derives from all of a
+   user's sessions (VikingDB's `sys_profile_v1`) is kept and reported likewise.
+3. delete the memories, THEN the sessions: a failure part-way leaves the sessions, from
+   which a re-run finds the same memories and finishes the job.
+4. verify: list each index again and search for each deleted memory's text; whatever still
+   has a deleted id or content hash is reported as left (the caller exits 1).
+
+The report (`ErasureReport.to_json`) is the receipt a data-protection request asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from veadk_mem.ltm.base import Capability
+from veadk_mem.ltm.provenance import policy_name
+from veadk_mem.ops.memory_match import EventChoice, Produced, candidate_policies, session_hashes, user_indexes
+from veadk_mem.sessions.delete_flow import PlannedDelete, carry_out, plan_delete
+from veadk_mem.sessions.records import DeleteReport, SessionFilter
+
+if TYPE_CHECKING:
+    from veadk_mem.config import RetentionSettings
+    from veadk_mem.ltm.base import MemoryRecord
+    from veadk_mem.ltm.facade import LongTermMemory
+    from veadk_mem.policy.model import ResolvedPolicy
+    from veadk_mem.sessions.records import SessionKey, SessionSummary
+    from veadk_mem.sessions.retention import PruneReport, RetentionPlan
+    from veadk_mem.sessions.store import SessionStore
+
+PROFILE_TYPES = ("sys_profile_v1",)  # memories a service derives from all of a user's sessions
+VERIFY_TOP_K = 10
+
+
+@dataclass
+class MatchedMemory:
+    """A memory made from an erased session: how it was found, and (when kept) why."""
+
+    index: str
+    user_id: str
+    record: MemoryRecord
+    matched_by: str  # provenance | session id | content hash
+    sessions: list[str] = field(default_factory=list)  # the erased sessions that made it
+    events: list[str] = field(default_factory=list)
+    kept: str = ""  # why it stays ("" when it goes)
+
+    def to_json(self) -> dict[str, Any]:
+        from veadk_mem.ltm.convert import searchable_text
+
+        out = {
+            "index": self.index,
+            "user_id": self.user_id,
+            "id": self.record.id,
+            "content_hash": self.record.content_hash,
+            "text": searchable_text(self.record.text),
+            "matched_by": self.matched_by,
+            "sessions": self.sessions,
+            "events": self.events,
+        }
+        if self.kept:
+            out["kept"] = self.kept
+        return out
+
+
+@dataclass
+class Verification:
+    """What the pass after the delete found: memories checked, and those still there."""
+
+    checked: int = 0
+    searches: int = 0
+    left: list[dict[str, Any]] = field(default_factory=list)  # {index, user_id, id, content_hash, found_by}
+
+    @property
+    def clean(self) -> bool:
+        return not self.left
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checked": self.checked, "searches": self.searches, "clean": self.clean, "left": self.left}
+
+
+@dataclass
+class ErasureReport:
+    """The plan of an erasure and, once carried out, the receipt: what went from each store, what stayed."""
+
+    backend: str
+    session_db: str
+    policies: list[str]
+    sessions: DeleteReport
+    memories: list[MatchedMemory] = field(default_factory=list)
+    kept: list[MatchedMemory] = field(default_factory=list)
+    dry_run: bool = True
+    done: bool = False
+    deleted_memories: int = 0
+    deleted_sessions: int = 0
+    verification: Verification | None = None
+
+    @property
+    def events(self) -> int:
+        return self.sessions.events
+
+    @property
+    def clean(self) -> bool:
+        return self.verification is None or self.verification.clean
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "session_database": self.session_db,
+            "backend": self.backend,
+            "policies": self.policies,
+            "sessions": self.sessions.to_json(),
+            "memories": [m.to_json() for m in self.memories],
+            "kept": [m.to_json() for m in self.kept],
+            "deleted": {"sessions": self.deleted_sessions, "memories": self.deleted_memories} if self.done else None,
+            "verification": self.verification.to_json() if self.verification is not None else None,
+        }
+
+
+@dataclass
+class _Group:
+    """What the erased sessions of one (app, user) made: content hash -> (session, event) pairs."""
+
+    app_name: str
+    user_id: str
+    sessions: set[str] = field(default_factory=set)  # erased whole
+    trimmed: dict[str, frozenset[str]] = field(default_factory=dict)  # session id -> its events trimmed
+    hashes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def add(self, made: dict[str, list[Produced]]) -> None:
+        for digest, where in made.items():
+            self.hashes.setdefault(digest, []).extend((p.session_id, p.event_id) for p in where)
+
+
+async def _groups(
+    store: SessionStore,
+    sessions: list[SessionSummary],
+    policies: list[ResolvedPolicy],
+    trimmed: dict[SessionKey, frozenset[str]] | None = None,
+) -> dict[tuple[str, str], _Group]:
+    """The erased sessions (and trimmed events) by (app, user), with the memory strings they made."""
+    groups: dict[tuple[str, str], _Group] = {}
+    for s in sessions:
+        group = groups.setdefault((s.app_name, s.user_id), _Group(s.app_name, s.user_id))
+        group.sessions.add(s.id)
+        group.add(await session_hashes(store, s.app_name, s.user_id, s.id, policies))
+    for key, ids in (trimmed or {}).items():
+        if not ids:
+            continue
+        group = groups.setdefault((key.app_name, key.user_id), _Group(key.app_name, key.user_id))
+        group.trimmed[key.id] = ids
+        group.add(await session_hashes(store, key.app_name, key.user_id, key.id, policies, EventChoice(ids)))
+    return groups
+
+
+def _is_profile(record: MemoryRecord) -> bool:
+    """A profile a service derives from all of the user's sessions (VikingDB's `sys_profile_v1`)."""
+    kind = (record.origin or {}).get("memory_type") or record.metadata.get("memory_type")
+    return kind in PROFILE_TYPES
+
+
+def _match(record: MemoryRecord, group: _Group, own_index: bool) -> MatchedMemory | None:
+    """How this memory came from one of the group's sessions, or None."""
+    source = record.source
+    index, user = "", group.user_id
+    if _is_profile(record):  # made of every session of the user, the erased ones among them
+        return MatchedMemory(index, user, record, "user profile", sorted(group.sessions))
+    if source is not None and source.app_name in ("", group.app_name):
+        trimmed = group.trimmed.get(source.session_id)
+        whole = source.session_id in group.sessions
+        if whole or (trimmed is not None and source.event_ids and trimmed.issuperset(source.event_ids)):
+            return MatchedMemory(index, user, record, "provenance", [source.session_id], list(source.event_ids))
+    if record.session_id in group.sessions and record.app_name in ("", group.app_name):
+        return MatchedMemory(
+            index, user, record, "session id", [record.session_id], [record.event_id] if record.event_id else []
+        )
+    made = group.hashes.get(record.content_hash) if own_index else None
+    if made:
+        return MatchedMemory(
+            index, user, record, "content hash", sorted({s for s, _ in made}), list(dict.fromkeys(e for _, e in made))
+        )
+    return None
+
+
+async def _memories(ltm: LongTermMemory, group: _Group) -> list[MatchedMemory]:
+    """The memories of the group's user that its sessions made, in every index they may be in."""
+    own = ltm.index_for(group.app_name)
+    indexes = list(dict.fromkeys([own, *await user_indexes(ltm, group.user_id, None)]))
+    found: list[MatchedMemory] = []
+    for index in indexes:
+        backend = ltm.backend_for(index=index)
+        backend.require(Capability.LIST)
+        async for batch in backend.iter_memories(group.user_id):
+            for record in batch:
+                matched = _match(record, group, index == own)
+                if matched is not None:
+                    matched.index = index
+                    found.append(matched)
+    return found
+
+
+async def _keep_shared(
+    store: SessionStore,
+    matched: list[MatchedMemory],
+    groups: dict[tuple[str, str], _Group],
+    policies: list[ResolvedPolicy],
+) -> None:
+    """Mark the memories a session that stays also makes (same content hash), and services' profiles, as kept."""
+    for m in matched:
+        if _is_profile(m.record):
+            m.kept = "a profile the service derives from all of the user's sessions: delete it with `vmem ltm delete`"
+    for (app, user), group in groups.items():
+        wanted = {m.record.content_hash: m for m in matched if m.user_id == user and not m.kept}
+        if not wanted:
+            continue
+        for other in await store.list_sessions(SessionFilter(app=app, user=user)):
+            if other.id in group.sessions:
+                continue
+            rest = EventChoice(group.trimmed[other.id], inside=False) if other.id in group.trimmed else None
+            for digest in (await session_hashes(store, app, user, other.id, policies, rest)).keys() & wanted.keys():
+                m = wanted.pop(digest)
+                m.kept = f"session {app}/{user}/{other.id}, which stays, makes the same memory"
+                for same in matched:  # the same text in another index is one memory string too
+                    if same.record.content_hash == digest and same.user_id == user and not same.kept:
+                        same.kept = m.kept
+            if not wanted:
+                break
+
+
+async def plan_erasure(
+    store: SessionStore,
+    ltm: LongTermMemory,
+    *,
+    keys: list[SessionKey] | None = None,
+    flt: SessionFilter | None = None,
+    purge_state: bool = False,
+    policy: str | None = None,
+) -> tuple[ErasureReport, PlannedDelete]:
+    """The sessions to delete and the memories that go with them (NotFound: an unknown session id;
+    NotSupported: a backend that cannot list or delete; a store failure: unreachable). Touches nothing."""
+    _check_backend(ltm)
+    planned = await plan_delete(store, keys=keys, flt=flt, purge_state=purge_state)
+    policies = candidate_policies(ltm, policy)
+    report = ErasureReport(
+        backend=ltm.backend_name,
+        session_db=store.display_url,
+        policies=[policy_name(p) or "default" for p in policies],
+        sessions=planned.report,
+    )
+    await _find_memories(store, ltm, report, await _groups(store, planned.chosen, policies), policies)
+    return report, planned
+
+
+async def _find_memories(
+    store: SessionStore,
+    ltm: LongTermMemory,
+    report: ErasureReport,
+    groups: dict[tuple[str, str], _Group],
+    policies: list[ResolvedPolicy],
+) -> None:
+    """The report's memories (to delete) and kept ones, for what the groups erase."""
+    matched: list[MatchedMemory] = []
+    for group in groups.values():
+        matched.extend(await _memories(ltm, group))
+    await _keep_shared(store, matched, groups, policies)
+    report.memories = [m for m in matched if not m.kept]
+    report.kept = [m for m in matched if m.kept]
+
+
+def _check_backend(ltm: LongTermMemory) -> None:
+    """NotSupported (exit 4) before anything is read when the backend cannot list or delete (tos_context)."""
+    kind = ltm.backend_type()
+    if kind is not None:
+        kind.require(Capability.LIST)
+        kind.require(Capability.DELETE)
+
+
+async def _delete_memories(ltm: LongTermMemory, report: ErasureReport) -> None:
+    by_scope: dict[tuple[str, str], list[MemoryRecord]] = {}
+    for m in report.memories:
+        by_scope.setdefault((m.index, m.user_id), []).append(m.record)
+    for (index, user), records in by_scope.items():
+        report.deleted_memories += await ltm.delete(app_name=None, user_id=user, records=records, index=index)
+
+
+async def prune_erasure(
+    store: SessionStore,
+    ltm: LongTermMemory,
+    settings: RetentionSettings,
+    *,
+    app: str | None = None,
+    policy: str | None = None,
+    dry_run: bool = False,
+    yes: bool = False,
+    confirm: Callable[[RetentionPlan], None] | None = None,
+) -> tuple[PruneReport, ErasureReport]:
+    """`session prune --with-memories`: the memories of the sessions the rules delete and of the events
+    they trim go first (after the confirmation), then the prune runs as without; then the verification."""
+    from veadk_mem.sessions.retention import prune, refuse_dangerous, retention_plan, trimmed_event_ids
+
+    _check_backend(ltm)
+    plan = await retention_plan(store, settings, app=app)
+    refuse_dangerous(plan, app=app, yes=yes)
+    doomed = [s.summary() for s in plan.doomed]
+    trims: dict[SessionKey, frozenset[str]] = {}
+    for a in plan.apps:
+        keep = a.keep_last_events
+        if keep is None:
+            continue
+        for s in a.trims:
+            trims[s.summary().key] = frozenset(await trimmed_event_ids(store.db, s, keep))
+    policies = candidate_policies(ltm, policy)
+    events = sum(s.event_count for s in doomed)
+    report = ErasureReport(
+        backend=ltm.backend_name,
+        session_db=store.display_url,
+        policies=[policy_name(p) or "default" for p in policies],
+        sessions=DeleteReport(sessions=doomed, events=events, dry_run=True),
+    )
+    await _find_memories(store, ltm, report, await _groups(store, doomed, policies, trims), policies)
+    if dry_run:
+        return await prune(store, settings, app=app, dry_run=True, yes=yes, planned=plan), report
+
+    async def first(_plan: RetentionPlan) -> None:
+        await _delete_memories(ltm, report)
+
+    pruned = await prune(store, settings, app=app, yes=yes, confirm=confirm, planned=plan, first=first)
+    if pruned.deleted is not None:
+        report.sessions = pruned.deleted
+        report.deleted_sessions = len(pruned.deleted.sessions)
+    report.dry_run, report.done = False, True
+    report.verification = await verify(ltm, report.memories, report.kept)
+    return pruned, report
+
+
+async def carry_out_erasure(
+    store: SessionStore, ltm: LongTermMemory, report: ErasureReport, planned: PlannedDelete
+) -> ErasureReport:
+    """Delete the planned memories, then the sessions, then verify the memories are gone."""
+    await _delete_memories(ltm, report)
+    report.sessions = await carry_out(store, planned)
+    report.deleted_sessions = len(report.sessions.sessions)
+    report.dry_run, report.done = False, True
+    report.verification = await verify(ltm, report.memories, report.kept)
+    return report
+
+
+async def verify(ltm: LongTermMemory, deleted: list[MatchedMemory], kept: list[MatchedMemory]) -> Verification:
+    """List each index again and search for each deleted memory's text: anything with a deleted id or
+    content hash still there is left (a memory string kept on purpose is not counted)."""
+    from veadk_mem.ltm.convert import searchable_text
+
+    result = Verification()
+    spared = {(m.user_id, m.record.content_hash) for m in kept}
+    scopes: dict[tuple[str, str], list[MatchedMemory]] = {}
+    for m in deleted:
+        scopes.setdefault((m.index, m.user_id), []).append(m)
+    for (index, user), group in scopes.items():
+        gone = _Gone(index, user, {m.record.id for m in group}, {m.record.content_hash for m in group})
+        gone.hashes -= {h for u, h in spared if u == user}
+        backend = ltm.backend_for(index=index)
+        async for batch in backend.iter_memories(user):
+            for record in batch:
+                gone.check(record, "listing", result)
+        for m in group:
+            result.checked += 1
+            result.searches += 1
+            for record in await backend.search(user, searchable_text(m.record.text), VERIFY_TOP_K):
+                gone.check(record, "search", result)
+    return result
+
+
+@dataclass
+class _Gone:
+    """What must no longer be in one index of one user: ids and content hashes."""
+
+    index: str
+    user_id: str
+    ids: set[str]
+    hashes: set[str]
+    seen: set[str] = field(default_factory=set)
+
+    def check(self, record: MemoryRecord, how: str, result: Verification) -> None:
+        """Add the record to the left-overs when it is one of the deleted (once per memory)."""
+        if (record.id in self.ids or record.content_hash in self.hashes) and record.id not in self.seen:
+            self.seen.add(record.id)
+            entry = {"index": self.index, "user_id": self.user_id, "id": record.id}
+            result.left.append({**entry, "content_hash": record.content_hash, "found_by": how})
+
+
+async def erase(
+    store: SessionStore,
+    ltm: LongTermMemory,
+    *,
+    keys: list[SessionKey] | None = None,
+    flt: SessionFilter | None = None,
+    purge_state: bool = False,
+    policy: str | None = None,
+    dry_run: bool = False,
+    confirm: Callable[[ErasureReport], None] | None = None,
+) -> ErasureReport:
+    """Plan, confirm (`confirm` raises to stop), delete memories then sessions, verify: the whole job."""
+    report, planned = await plan_erasure(store, ltm, keys=keys, flt=flt, purge_state=purge_state, policy=policy)
+    if dry_run or not (planned.chosen or planned.orphans or report.memories):
+        report.dry_run = dry_run
+        return report
+    if confirm is not None:
+        confirm(report)
+    return await carry_out_erasure(store, ltm, report, planned)
