@@ -15,6 +15,7 @@ from sessions_helpers import sqlite_url
 from typer.testing import CliRunner
 
 from veadk_mem.cli.app import app
+from veadk_mem.cli.charts import human_bytes
 from veadk_mem.config import load_settings
 from veadk_mem.errors import Interrupted
 from veadk_mem.sessions.retention import prune, retention_plan
@@ -179,7 +180,9 @@ def test_retention_show_explains_per_app_what_each_rule_removes(runner: CliRunne
     assert mine["remove"]["max_sessions_per_user"]["bytes"] > 0
     assert mine["kept_users_sessions"] == 1  # vip_user's 400-day-old session stays
     assert mine["oldest_kept"] < time.time() - 399 * DAY  # ... and is the oldest kept
-    assert mine["keep_last_events"] == {"sessions": 2, "events_at_most": 2}
+    trims = mine["keep_last_events"]
+    assert trims == {"sessions": 2, "events_at_most": 2, "bytes_at_most": trims["bytes_at_most"]}
+    assert trims["bytes_at_most"] > 0  # exactly which bytes: test_retention_show_gives_the_bytes_...
     assert apps["ret_vip"]["excluded"] == "keep_apps" and apps["ret_vip"]["remove_total"]["sessions"] == 0
     assert apps["ret_other"]["remove"]["max_age"]["sessions"] == 1
     table = vmem(runner, "-c", str(cfg), "retention", "show", "--db-url", str(db))
@@ -510,6 +513,63 @@ def test_vacuum_on_servers(request: pytest.FixtureRequest, runner: CliRunner, tm
     assert asyncio.run(adk_ids(url, APP, "u1")) == set()
     write(url, [(APP, "u1", "again", 0, 1)])  # ADK keeps working on the tables
     assert asyncio.run(adk_ids(url, APP, "u1")) == {"again"}
+
+
+def _event_bytes(url: str, sid: str) -> list[int]:
+    """The stored bytes of session `sid`'s events (ret_trim/u1), oldest first, read with plain SQL:
+    PostgreSQL's stored size of event_data, the byte length of it on sqlite and MariaDB."""
+    from sqlalchemy import create_engine, text
+
+    where = "app_name = 'ret_trim' AND user_id = 'u1' AND session_id = "
+    if url.startswith("postgresql"):
+        import asyncpg
+
+        async def read() -> list[tuple[Any, ...]]:
+            conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+            try:
+                query = f"SELECT timestamp, id, pg_column_size(event_data) FROM events WHERE {where}$1"
+                rows = await conn.fetch(query, sid)
+                return [tuple(r) for r in rows]
+            finally:
+                await conn.close()
+
+        rows = asyncio.run(read())
+    else:
+        size = "LENGTH(CAST(event_data AS BLOB))" if url.startswith("sqlite") else "LENGTH(event_data)"
+        engine = create_engine(url.replace("+aiosqlite", "").replace("+aiomysql", "+pymysql"))
+        try:
+            with engine.connect() as conn:
+                query = text(f"SELECT timestamp, id, {size} FROM events WHERE {where}:sid")
+                rows = [tuple(r) for r in conn.execute(query, {"sid": sid})]
+        finally:
+            engine.dispose()
+    return [int(b) for _, _, b in sorted(rows)]
+
+
+@pytest.mark.parametrize("server", ["sqlite", "pg_url", "mysql_url"])
+def test_retention_show_gives_the_bytes_keep_last_events_trims_at_most(
+    request: pytest.FixtureRequest, runner: CliRunner, tmp_path: Path, server: str
+) -> None:
+    """bytes_at_most is the stored bytes of exactly the events beyond each session's newest N,
+    summed over the app's over-long sessions; a session within N adds nothing."""
+    url = sqlite_url(tmp_path / "trim.db") if server == "sqlite" else request.getfixturevalue(server)
+    asyncio.run(_long_session(url, "long", False))  # 20 events
+    asyncio.run(_long_session(url, "long2", True))  # 21 events, a compaction among them
+    write(url, [("ret_trim", "u1", "short", 0, 3), ("ret_else", "u1", "big", 0, 9)])
+    cfg = tmp_path / "trim.toml"
+    cfg.write_text("[retention.apps.ret_trim]\nkeep_last_events = 6\n", encoding="utf-8")
+    result = vmem(runner, "-c", str(cfg), "retention", "show", "--db-url", url, "--json")
+    assert result.exit_code == 0, result.output
+    apps = {a["app_name"]: a for a in json.loads(result.stdout)["apps"]}
+    sizes = {sid: _event_bytes(url, sid) for sid in ("long", "long2")}
+    assert all(b > 0 for sid in sizes for b in sizes[sid]) and [len(v) for v in sizes.values()] == [20, 21]
+    expected = sum(sum(v[:-6]) for v in sizes.values())
+    trims = apps["ret_trim"]["keep_last_events"]
+    assert trims == {"sessions": 2, "events_at_most": 14 + 15, "bytes_at_most": expected}
+    assert apps["ret_else"]["keep_last_events"]["bytes_at_most"] == 0  # no keep_last_events rule there
+    table = vmem(runner, "-c", str(cfg), "retention", "show", "--db-url", url)
+    assert table.exit_code == 0, table.output
+    assert f"2 sessions to trim, at most 29 older events ({human_bytes(expected)}; " in table.stderr
 
 
 # --- item 3: "N older events pruned", where it lives and when it goes ------------------------------

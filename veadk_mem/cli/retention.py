@@ -33,8 +33,9 @@ COLUMNS = [
     Column("events", "events_removed", justify="right", drop=1),
     Column("bytes", "bytes_removed", justify="right", drop=2),
     Column("trim", "trim", justify="right", drop=4),
+    Column("trim bytes", "trim_bytes", justify="right", drop=5),
     Column.time("oldest kept", "oldest_kept"),
-]  # max_age / per_user: sessions each rule removes now; trim: events keep_last_events is over by
+]  # max_age / per_user: sessions each rule removes now; trim (bytes): what keep_last_events is over by, at most
 
 
 def _state(ctx: typer.Context, db_url: str | None, json_flag: bool) -> AppState:
@@ -60,6 +61,7 @@ def _row(a: AppPlan) -> dict[str, Any]:
         "events_removed": total.events,
         "bytes_removed": human_bytes(total.bytes),
         "trim": a.trim_events if "keep_last_events" in a.rule else "",
+        "trim_bytes": human_bytes(a.trim_bytes) if "keep_last_events" in a.rule else "",
         "oldest_kept": a.oldest_kept,
     }
 
@@ -79,7 +81,8 @@ def _show(state: AppState, plan: RetentionPlan, *, title: str, to_stderr: bool =
         over = sum(a.trim_events for a in trims)
         state.render.message(
             f"keep_last_events: {counted(sum(len(a.trims) for a in trims), 'session')} to trim, "
-            f"at most {counted(over, 'older event')} (whole invocations and the latest compaction kept)"
+            f"at most {counted(over, 'older event')} ({human_bytes(sum(a.trim_bytes for a in trims))}; "
+            "whole invocations and the latest compaction kept)"
         )
 
 

@@ -82,6 +82,7 @@ class AppPlan:
     doomed: list[StoredSession] = field(default_factory=list)
     trim_candidates: int = 0  # kept sessions with more events than keep_last_events
     trim_events: int = 0  # ... and the events beyond it (at most: trimming keeps whole invocations)
+    trim_bytes: int = 0  # ... and their stored bytes (at most, likewise; see `add_trim_bytes`)
     trims: list[StoredSession] = field(default_factory=list)  # those sessions
     keep_last_events: int | None = None
 
@@ -100,6 +101,7 @@ class AppPlan:
             "keep_last_events": {
                 "sessions": self.trim_candidates,
                 "events_at_most": self.trim_events,
+                "bytes_at_most": self.trim_bytes,
             },
         }
 
@@ -189,22 +191,29 @@ def refuse_dangerous(plan: RetentionPlan, *, app: str | None, yes: bool) -> None
             )
 
 
+def event_size(db: Database) -> Any:
+    """One event's stored bytes as SQL: its `event_data` (PostgreSQL: the stored, possibly
+    compressed size); 0 in a v0 layout, whose per-column events (a pickle among them) have no one size."""
+    from sqlalchemy import Integer, LargeBinary, cast, func, literal
+
+    t = db.tables
+    e = t.events.c
+    if t.layout not in (Layout.V1, Layout.SQLITE) or "event_data" not in e:
+        return literal(0, Integer())
+    if db.dialect == "postgresql":
+        return func.pg_column_size(e.event_data)
+    if db.dialect == "mysql":
+        return func.length(e.event_data)
+    return func.length(cast(e.event_data, LargeBinary))
+
+
 async def stored(db: Database, app: str | None = None) -> list[StoredSession]:
     """Every session (of `app`) with its event count and bytes: the plan's one query."""
-    from sqlalchemy import Integer, LargeBinary, and_, cast, func, literal, select
+    from sqlalchemy import Integer, and_, cast, func, select
 
     t = db.tables
     s, e = t.sessions.c, t.events.c
-    if t.layout in (Layout.V1, Layout.SQLITE) and "event_data" in e:
-        data = e.event_data
-        if db.dialect == "postgresql":
-            size: Any = func.pg_column_size(data)
-        elif db.dialect == "mysql":
-            size = func.length(data)
-        else:
-            size = func.length(cast(data, LargeBinary))
-    else:  # v0: per-column events (a pickle among them), their size not one column's
-        size = literal(0, Integer())
+    size = event_size(db)
     counts = (
         select(
             e.app_name,
@@ -288,12 +297,49 @@ def _apply(ap: AppPlan, rule: RetentionRule, sessions: list[StoredSession], now:
 
 
 async def retention_plan(store: SessionStore, settings: RetentionSettings, *, app: str | None = None) -> RetentionPlan:
-    """What `[retention]` removes now from the store (of `app`), from one query."""
+    """What `[retention]` removes now from the store (of `app`), from one query (and a second one
+    for the bytes keep_last_events trims, only when some kept session is over its rule)."""
     found = await stored(store.db, app)
     result = plan(found, settings)
     if app is not None:
         result.apps = [a for a in result.apps if a.app_name == app]
+    await add_trim_bytes(store.db, result)
     return result
+
+
+async def add_trim_bytes(db: Database, result: RetentionPlan) -> None:
+    """Fill each app's `trim_bytes`: the stored bytes of its over-long sessions' events beyond
+    their newest `keep_last_events` (as `stored` measures them), in one query numbering each
+    session's events newest first. An upper bound, as `trim_events` is: a trim also keeps the
+    whole invocation of the oldest event kept and the latest compaction. 0 in a v0 layout (not trimmed)."""
+    from sqlalchemy import Integer, case, cast, func, or_, select
+
+    over = [a for a in result.apps if a.trims and a.keep_last_events is not None]
+    t = db.tables
+    if not over or t.layout not in (Layout.V1, Layout.SQLITE):
+        return
+    e = t.events.c
+    key = (e.app_name, e.user_id, e.session_id)
+    rn = func.row_number().over(partition_by=key, order_by=(e.timestamp.desc(), e.id.desc()))
+    keep = case(*((db.key_eq(e.app_name, a.app_name), a.keep_last_events) for a in over), else_=None)
+    numbered = (
+        select(*key, rn.label("rn"), keep.label("keep"), event_size(db).label("size"))
+        .where(or_(*(db.key_eq(e.app_name, a.app_name) for a in over)))
+        .subquery()
+    )
+    n = numbered.c
+    stmt = (
+        select(n.app_name, n.user_id, n.session_id, cast(func.sum(func.coalesce(n.size, 0)), Integer()))
+        .where(n.rn > n.keep)
+        .group_by(n.app_name, n.user_id, n.session_id)
+    )
+    try:
+        async with db.reader.connect() as conn:
+            beyond = {(a, u, i): int(b or 0) for a, u, i, b in await conn.execute(stmt)}
+    except Exception as exc:
+        raise db.fail(exc) from None
+    for a in over:
+        a.trim_bytes = sum(beyond.get((s.app_name, s.user_id, s.id), 0) for s in a.trims)
 
 
 async def prune(
