@@ -331,7 +331,7 @@ def test_a_long_lines_spool_has_no_name_and_a_dead_runs_stdin_spool_goes_at_the_
     source.write_text(line + "\n")
     lines = bigline.iter_lines(source, str(source), 100)
     assert lines is not None
-    big_line = next(data for _, data in lines if isinstance(data, bigline.BigLine))
+    big_line = next(data for _, data, _ in lines if isinstance(data, bigline.BigLine))
     before = set(os.listdir(directory))
     big = bigline.check_big(big_line, None, spool=True)
     try:

@@ -19,7 +19,8 @@ from veadk_mem.sessions.dberrors import concurrent_ddl, partial, retry_db, retry
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import LATEST_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Layout, build_tables
 from veadk_mem.sessions.rawsession import RawSession
-from veadk_mem.sessions.records import ImportReport, Progress, noop
+from veadk_mem.sessions.read_queries import MEMORY_FACTOR
+from veadk_mem.sessions.records import ImportReport, Progress, batch_bytes, noop
 from veadk_mem.sessions.upsert import Batch, Done, Upsert
 
 if TYPE_CHECKING:
@@ -85,9 +86,11 @@ class Batches:
     ) -> ImportReport:
         """Upsert sessions and state records (validated input), committing in batches.
 
-        Each session is written whole or not at all. A batch commits after `batch_seconds`
-        or `batch_rows` rows (default `batch_rows()`), so a failure loses at most the open batch; the error says how
-        many sessions were committed before it, and a re-run is idempotent. Without `force`,
+        Each session is written whole or not at all. A batch commits after `batch_seconds`,
+        `batch_rows` rows (default `batch_rows()`) or about `batch_bytes()` of memory (by its
+        records' input lines, the batch read ahead included), so a failure loses at most the
+        open batch; the error says how many sessions were committed before it, and a re-run is
+        idempotent. Without `force`,
         a session stored with a newer update time than the record's is left alone and named
         in `report.skipped`.
         """
@@ -96,6 +99,8 @@ class Batches:
 
         records_iter = (from_model(r) if isinstance(r, ev.Session) else r for r in records)
         batch_rows = batch_rows or self.batch_rows()
+        # a batch in memory several times over (decoded, prepared rows), the next read meanwhile
+        max_bytes = batch_bytes() // (MEMORY_FACTOR * 2)
 
         def reader(upsert: Upsert) -> Take:
             first = [True]
@@ -107,7 +112,7 @@ class Batches:
                 # the first batch is small: nothing is written while it is read, the rest overlap
                 rows = min(batch_rows, 1000) if first[0] else batch_rows
                 first[0] = False
-                records, done = _take_batch(records_iter, batch_seconds, rows)
+                records, done = _take_batch(records_iter, batch_seconds, rows, max_bytes)
                 if records and isinstance(records[-1], BigSession):
                     held.append(records.pop())
                     if not records:
@@ -258,11 +263,12 @@ def _dropped_warnings(db: Database, dropped: dict[str, set[tuple[str, ...]]]) ->
     ]
 
 
-def _take_batch(records: Iterator[Any], seconds: float, max_rows: int) -> tuple[list[Any], bool]:
-    """The next records, up to `max_rows` rows or `seconds` of reading, or up to a BigSession: (batch, input ended)."""
+def _take_batch(records: Iterator[Any], seconds: float, max_rows: int, max_bytes: int) -> tuple[list[Any], bool]:
+    """The next records, up to `max_rows` rows, `max_bytes` of their input lines (`RawSession.size`) or
+    `seconds` of reading, or up to a BigSession: (batch, input ended)."""
     batch: list[Any] = []
-    started, rows = time.monotonic(), 0
-    while rows < max_rows and len(batch) < 5000 and time.monotonic() - started < seconds:
+    started, rows, size = time.monotonic(), 0, 0
+    while rows < max_rows and size < max_bytes and len(batch) < 5000 and time.monotonic() - started < seconds:
         record = next(records, None)
         if record is None:
             return batch, True
@@ -270,6 +276,7 @@ def _take_batch(records: Iterator[Any], seconds: float, max_rows: int) -> tuple[
         if isinstance(record, BigSession):  # written alone, streamed (`BigWrites.write`)
             return batch, False
         rows += 1 + (0 if isinstance(record, dict) else len(record.events))
+        size += getattr(record, "size", 0)
     return batch, False
 
 

@@ -108,8 +108,8 @@ class _Region:
         return data
 
 
-def iter_lines(source: str | Path, name: str | None, limit: int) -> Iterator[tuple[str, Any]] | None:
-    """(where, decoded JSON or BigLine) for each line of a JSONL file; None when `source` is not one.
+def iter_lines(source: str | Path, name: str | None, limit: int) -> Iterator[tuple[str, Any, int]] | None:
+    """(where, decoded JSON or BigLine, the line's bytes) for each line of a JSONL file; None when `source` is not one.
 
     Lines shorter than `limit` bytes decode as `events.iter_documents` decodes them (same
     messages); a longer one is only located. Stdin and a JSON list or document: None.
@@ -137,7 +137,7 @@ def iter_lines(source: str | Path, name: str | None, limit: int) -> Iterator[tup
     return _iter_lines(path, name or str(path), limit)
 
 
-def _iter_lines(path: Path, name: str, limit: int) -> Iterator[tuple[str, Any]]:
+def _iter_lines(path: Path, name: str, limit: int) -> Iterator[tuple[str, Any, int]]:
     from veadk_mem.jsonio import loads
 
     with path.open("rb") as handle:
@@ -153,7 +153,7 @@ def _iter_lines(path: Path, name: str, limit: int) -> Iterator[tuple[str, Any]]:
                 line = b""  # not held while the caller streams the line (`limit` bytes of it)
                 while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
                     pass
-                yield where, BigLine(str(path), start, handle.tell(), where)
+                yield where, BigLine(str(path), start, handle.tell(), where), handle.tell() - start
                 continue
             if not line.strip():
                 continue
@@ -161,7 +161,7 @@ def _iter_lines(path: Path, name: str, limit: int) -> Iterator[tuple[str, Any]]:
                 text = line.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise BadInput(f"{name}: not UTF-8 text ({exc.reason})") from None
-            yield where, loads(text, name, line=lineno)
+            yield where, loads(text, name, line=lineno), len(line)
 
 
 def _scan_error(where: str, column: int, reason: str) -> BadInput:

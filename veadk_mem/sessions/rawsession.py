@@ -250,6 +250,7 @@ class RawSession:
     last_update_time: float
     events: list[RawEvent]
     create_time: float | None = None  # given by the export's session_times line; None: the import derives it
+    size: int = field(default=0, compare=False)  # its JSONL line's bytes (an import batch's bound); 0: unknown
 
 
 def raw_session(data: Any) -> RawSession | None:

@@ -36,11 +36,12 @@ def iter_checked(
     a record is a RawSession or a state record dict.
     """
     from veadk_mem.events import TIMES_KIND, iter_documents
+    from veadk_mem.sessions.rawsession import RawSession
 
     limit = bigline.big_line_bytes() if big_bytes is None else big_bytes
     documents = bigline.iter_lines(source, name, limit) if big else None
     times: tuple[tuple[str, str, str], float] | None = None  # the session_times line just read
-    for where, data in documents or iter_documents(source, name):
+    for where, data, size in documents or ((where, data, 0) for where, data in iter_documents(source, name)):
         try:
             if isinstance(data, dict) and data.get("kind") == TIMES_KIND:
                 times = check_times_record(data, where)
@@ -55,6 +56,8 @@ def iter_checked(
             raise BadInput(f"{where}: JSON nested too deeply") from None
         _given_times(found[1], times)
         times = None
+        if isinstance(found[1], RawSession):
+            found[1].size = size
         yield found
 
 
