@@ -148,7 +148,9 @@ class BigWrites:
                 await self.upsert.insert_session_row(conn, key, own, created, updated)
                 async with ReadAhead(self._chunk_rows(big)) as chunks:
                     async for ids, event_rows in chunks:
-                        await self.upsert.insert_event_rows(conn, event_rows)
+                        # a Ctrl-C waits for the chunk's INSERT: cancelled inside the driver's
+                        # exchange, the connection never answered the ROLLBACK (the import hung)
+                        await uncancelled(self.upsert.insert_event_rows(conn, event_rows))
                         pending.events += len(ids)
                 pending.sessions = 1
 
