@@ -23,9 +23,12 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import sqlite3
 
 from veadk_mem.errors import BadInput, StoreError
 
@@ -294,3 +297,22 @@ def private_sqlite(path: Path) -> None:
             info = name.lstat()
             if not name.is_symlink() and info.st_mode & 0o077:
                 name.chmod(PRIVATE)
+
+
+def open_private_sqlite(
+    path: Path, timeout: float, setup: Callable[[sqlite3.Connection], None], *, pragmas: tuple[str, ...] = ()
+) -> sqlite3.Connection:
+    """A sqlite file vmem keeps (ledger, history, sync cursor), opened for writing: 0600 with its
+    -wal and -shm (`private_sqlite`), WAL, `pragmas`, then `setup` (its schema); closed on failure."""
+    import sqlite3
+
+    private_sqlite(path)
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    try:
+        for pragma in ("journal_mode=WAL", *pragmas):
+            conn.execute(f"PRAGMA {pragma}")
+        setup(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn

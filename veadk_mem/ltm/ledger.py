@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from veadk_mem.errors import PartialWrite, VmemError
-from veadk_mem.files import private_sqlite
+from veadk_mem.files import open_private_sqlite
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.base import MemoryRecord
@@ -134,22 +134,8 @@ class Ledger:
         if self._conn is None:
             if not create and not self.path.exists():
                 return None
-            # created 0600 before sqlite opens it, so its -wal and -shm are too: it names users
-            # and what they said, by hash
-            private_sqlite(self.path)
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(SCHEMA)
-                have = {row[1] for row in conn.execute("PRAGMA table_info(sent)")}
-                for column, add in CLAIM_COLUMNS.items():
-                    if column not in have:
-                        conn.execute(add)
-                conn.execute(PENDING_INDEX)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            # 0600 with its -wal and -shm: it names users and what they said, by hash
+            self._conn = open_private_sqlite(self.path, BUSY_TIMEOUT, _schema)
         return self._conn
 
     def failure(self, exc: sqlite3.DatabaseError) -> LedgerError:
@@ -349,3 +335,13 @@ def _settle(
             if unsent:
                 said += f"; {len(unsent)} not sent stay claimed too, so later saves skip them"
             warn(said)
+
+
+def _schema(conn: sqlite3.Connection) -> None:
+    """The ledger's table, with the claim columns an older ledger lacks, and its index."""
+    conn.execute(SCHEMA)
+    have = {row[1] for row in conn.execute("PRAGMA table_info(sent)")}
+    for column, add in CLAIM_COLUMNS.items():
+        if column not in have:
+            conn.execute(add)
+    conn.execute(PENDING_INDEX)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import NotFound, StoreError
-from veadk_mem.files import private_sqlite
+from veadk_mem.files import open_private_sqlite
 from veadk_mem.jsonio import dumps
 from veadk_mem.ltm.ledger import default_path as ledger_path
 from veadk_mem.masking import mask_url, redact
@@ -218,19 +218,14 @@ class HistoryLog:
             raise HistoryError(f"{self.path}: is a symbolic link; vmem never writes its history through one")
         if not write and not self.path.exists():
             return None
-        if write:
-            private_sqlite(self.path)  # 0600 before sqlite opens it, its -wal and -shm too
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
+        if write:  # 0600 before sqlite opens it, its -wal and -shm too
+            conn = open_private_sqlite(self.path, BUSY_TIMEOUT, _schema)
         else:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
         try:
             if self.path.is_symlink():  # planted between the check and the open
                 raise HistoryError(f"{self.path}: is a symbolic link; vmem never writes its history through one")
-            if write:
-                conn.execute("PRAGMA journal_mode=WAL")
-                for statement in SCHEMA:
-                    conn.execute(statement)
         except BaseException:
             conn.close()
             raise
@@ -430,3 +425,8 @@ def ltm_store(backend: str, indexes: Iterable[str] = ()) -> str:
     if not named:
         return backend
     return f"{backend} index{'es' if len(named) > 1 else ''} {', '.join(named)}"
+
+
+def _schema(conn: sqlite3.Connection) -> None:
+    for statement in SCHEMA:
+        conn.execute(statement)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from veadk_mem.errors import VmemError
-from veadk_mem.files import private_sqlite
+from veadk_mem.files import open_private_sqlite
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS position (
@@ -120,19 +120,10 @@ class SyncCursor:
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is None:
-            private_sqlite(self.path)  # it names users and sessions: 0600, and its -wal too
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                # WAL + NORMAL: a commit survives a killed process; an OS crash may lose the last few,
-                # which leaves the cursor behind the store (read again, skipped by hash), never ahead
-                conn.execute("PRAGMA synchronous=NORMAL")
-                for statement in SCHEMA:
-                    conn.execute(statement)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            # it names users and sessions: 0600, and its -wal too. WAL + NORMAL: a commit survives a
+            # killed process; an OS crash may lose the last few, which leaves the cursor behind the
+            # store (read again, skipped by hash), never ahead
+            self._conn = open_private_sqlite(self.path, BUSY_TIMEOUT, _schema, pragmas=("synchronous=NORMAL",))
         return self._conn
 
     def close(self) -> None:
@@ -326,3 +317,8 @@ class SyncCursor:
         )
         keys = ("sessions", "held", "failed", "oldest_held", "events_saved", "memories_saved")
         return dict(zip(keys, row, strict=True))
+
+
+def _schema(conn: sqlite3.Connection) -> None:
+    for statement in SCHEMA:
+        conn.execute(statement)
