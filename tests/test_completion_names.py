@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -105,6 +106,8 @@ def test_indexes_of_the_local_store_complete_and_other_backends_give_nothing(
     missing = {**env, "LONG_TERM_MEMORY_LOCAL_PATH": str(tmp_path / "none.db")}
     assert _bash(["vmem", "ltm", "export", "-i", ""], missing, tmp_path) == []
     assert not (tmp_path / "none.db").exists()  # a TAB never creates the store
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed here; .ci/test installs it (the bash completions above passed)")
     fish = f"source {ROOT / 'completions' / 'vmem.fish'}; complete -C 'vmem ltm export --index s'"
     out = subprocess.run(["fish", "--no-config", "-c", fish], capture_output=True, text=True, env=env, timeout=60)
     assert [line.split("\t")[0] for line in out.stdout.splitlines()] == ["support_app"], out.stderr
