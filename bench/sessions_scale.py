@@ -16,7 +16,8 @@ event every 50 ms), runs each vmem command as its own process: import; list (fir
 listing that reads events); get of the big session (--events 50 and --json);
 export of one app; delete --older-than of the old sessions (the agent also resumes one of
 them meanwhile: it must be kept); doctor. Prints wall time, CPU time (user+sys) and peak
-RSS per command (from wait4), ADK's own list_sessions / get_session beside them, and the
+RSS per command (from wait4), ADK's own list_sessions / get_session beside them (CPU and wall of the
+call alone, import excluded, and ADK's CPU over vmem's whole-process CPU), and the
 agent's append latency (p50, p99, max) and errors during each command. With `--repeat N`
 each command that changes nothing (list, get, export, doctor) runs N times and its row is the
 run of median CPU time, every wall time in brackets: this host's speed moves by up to half
@@ -322,27 +323,29 @@ def vmem(args: list[str], url: str, out: str = os.devnull) -> tuple[float, float
     return wall, float(cpu), int(rss) / 1024, int(code), (err[-1] if err else "")
 
 
-def adk_call(url: str, what: str, *args: str) -> float:
-    """Wall time of ADK's own list_sessions / get_session in a fresh process (its import excluded)."""
+def adk_call(url: str, what: str, *args: str) -> tuple[float, float]:
+    """(CPU s, wall s) of ADK's own list_sessions / get_session in a fresh process, its import excluded:
+    CPU beside vmem's CPU is the comparison the host's load moves least (vmem's includes its start-up)."""
     script = f"""
 import asyncio, sys, time
 from google.adk.sessions import DatabaseSessionService
 async def main():
     svc = DatabaseSessionService({url!r})
     await svc.list_sessions(app_name="warm-up", user_id="nobody")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if {what!r} == "list":
         await svc.list_sessions(app_name=sys.argv[1], user_id=sys.argv[2] if len(sys.argv) > 2 else None)
     else:
         await svc.get_session(app_name=sys.argv[1], user_id=sys.argv[2], session_id=sys.argv[3])
-    print(time.perf_counter() - t0)
+    print(time.process_time() - c0, time.perf_counter() - t0)
     await svc.close()
 asyncio.run(main())
 """
     out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
-        return float("nan")
-    return float(out.stdout.strip().splitlines()[-1])
+        return float("nan"), float("nan")
+    cpu, wall = out.stdout.strip().splitlines()[-1].split()
+    return float(cpu), float(wall)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -380,7 +383,7 @@ def run_backend(
         label: str,
         args: list[str],
         per_events: int | Callable[[], int] = 0,
-        adk: float | None = None,
+        adk: tuple[float, float] | None = None,
         once: bool = False,
     ) -> None:
         """Run one command (`repeat` times unless `once`: import and delete change the data)."""
@@ -394,7 +397,8 @@ def run_backend(
         if callable(per_events):  # counted in what the command wrote, once it has run
             per_events = per_events() if code == 0 else 0
         rate = f"{per_events / wall:,.0f} ev/s" if per_events else ""
-        adk_text = f"{adk:.3f}" if adk is not None else ""
+        # ADK's CPU (wall) and how many times vmem's whole process it is, CPU to CPU
+        adk_text = f"{adk[0]:.2f} ({adk[1]:.2f}) {adk[0] / cpu:.1f}x" if adk is not None and cpu else ""
         slow_spans = [(end - x, end) for end, x in agent.samples if t0 <= end <= t1 and x >= 0.5]
         slow = f"{len(slow_spans)}"
         if not url.startswith("sqlite"):  # how many of them saw a session of theirs wait on a lock
@@ -413,7 +417,7 @@ def run_backend(
     # the tables exist before the agent starts: vmem's import makes an empty database ADK's v1
     print(f"\n## {name}: {events:,} events, one session of {big:,}\n", flush=True)
     header = (
-        "| command | wall s | cpu s | peak RSS MB | rate | ADK s | agent append p50 / p99 / max ms | "
+        "| command | wall s | cpu s | peak RSS MB | rate | ADK cpu (wall) s, x | agent append p50 / p99 / max ms | "
         "agent errors | appends >= 0.5 s | lock waiters (max) | control write p99 / max ms | load | exit |"
         "\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
