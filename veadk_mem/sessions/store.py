@@ -51,6 +51,7 @@ from veadk_mem.sessions.records import (
     noop,
 )
 from veadk_mem.sessions.state_scopes import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, merge_state, split_state, state_scope
+from veadk_mem.sessions.vacuum import VacuumReport, vacuum
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.bigline import BigSession
     from veadk_mem.sessions.changes import Changes
     from veadk_mem.sessions.deletes import Deletes
+    from veadk_mem.sessions.indexes import IndexReport
     from veadk_mem.sessions.limits import Limits
     from veadk_mem.sessions.pages import PagedReads
     from veadk_mem.sessions.preflight import Preflight
@@ -345,6 +347,24 @@ class SessionStore:
         from veadk_mem.sessions.stats import collect_stats
 
         return await collect_stats(self.db, flt, by=by, top=top)
+
+    async def vacuum(self, *, dry_run: bool = False, yes: bool = False) -> VacuumReport:
+        """`vmem session vacuum`: return the disk the session tables no longer use (`vacuum.vacuum`)."""
+        return await vacuum(self.db, dry_run=dry_run, yes=yes)
+
+    async def indexes(self, *, create: bool = False, dry_run: bool = False) -> IndexReport:
+        """`vmem session index`: the plan of each ADK query; with `create` (or `dry_run`, its plan), the
+        indexes none serves made (`indexes.create_indexes`)."""
+        from veadk_mem.sessions.indexes import create_indexes, inspect_indexes
+
+        if create or dry_run:
+            return await create_indexes(self.db, dry_run=dry_run)
+        return await inspect_indexes(self.db)
+
+    async def drop_connections(self) -> None:
+        """A new pool after a failed read: the old one's connections may be dead, so they are dropped
+        unclosed (closing a dead socket can hang); the next read connects anew."""
+        await self.db.engine.dispose(close=False)
 
     def watch(self, app: str, user: str, session_id: str | None = None, **options: Any) -> Watcher:
         """A poller of one session (or a user's newest) for new events (`watch.Watcher`)."""
