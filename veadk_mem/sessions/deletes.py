@@ -51,6 +51,21 @@ def _committed(report: DeleteReport) -> dict[str, Any]:
     }
 
 
+def _unresumed(
+    summaries: list[SessionSummary], current: dict[tuple[str, str, str], float], report: DeleteReport
+) -> list[SessionSummary]:
+    """The summaries whose session's `current` update time is the one it was listed with; the
+    others (resumed, or deleted meanwhile) go to report.skipped."""
+    kept: list[SessionSummary] = []
+    for summary in summaries:
+        now = current.get((summary.app_name, summary.user_id, summary.id))
+        if now is not None and abs(now - summary.update_time) <= 1e-6:
+            kept.append(summary)
+        else:
+            report.skipped.append(summary.key)
+    return kept
+
+
 class Deletes:
     """`delete_sessions`: the sessions a filter or keys name, deleted in batches."""
 
@@ -217,13 +232,7 @@ class Deletes:
             current = {
                 (a, u, sid): to_epoch(stamp) for a, u, sid, stamp in await conn.execute(select_stmt, {"k_json": keys})
             }
-            kept = []
-            for summary in chunk:
-                now = current.get((summary.app_name, summary.user_id, summary.id))
-                if now is not None and abs(now - summary.update_time) <= 1e-6:
-                    kept.append(summary)
-                else:
-                    report.skipped.append(summary.key)
+            kept = _unresumed(chunk, current, report)
             keys = json.dumps([[s.app_name, s.user_id, s.id] for s in kept])
         if not kept:
             return kept, 0
@@ -267,11 +276,4 @@ class Deletes:
                 )
                 for a, u, sid, stamp in await conn.execute(self.db.for_update(stmt, self.db.tables.sessions)):
                     current[(a, u, sid)] = to_epoch(stamp)
-        kept: list[SessionSummary] = []
-        for summary in summaries:
-            now = current.get((summary.app_name, summary.user_id, summary.id))
-            if now is not None and abs(now - summary.update_time) <= 1e-6:
-                kept.append(summary)
-            else:
-                report.skipped.append(summary.key)
-        return kept
+        return _unresumed(summaries, current, report)

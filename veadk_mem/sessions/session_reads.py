@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from veadk_mem.errors import NotFound, StoreError, VmemError
@@ -22,6 +22,18 @@ if TYPE_CHECKING:
 
 def _as_is(data: dict[str, Any]) -> dict[str, Any]:
     return data
+
+
+def _session(make: Callable[..., ev.Session], summary: SessionSummary, events: Sequence[Any]) -> ev.Session:
+    """A session model (made by `make`: validated, or constructed around spooled events) from its summary."""
+    return make(
+        id=summary.id,
+        app_name=summary.app_name,
+        user_id=summary.user_id,
+        state=summary.state,
+        events=cast("list[ev.Event]", events),  # read by passes and len(), as every memory path does
+        last_update_time=summary.update_time,
+    )
 
 
 class SessionReads:
@@ -121,14 +133,7 @@ class SessionReads:
             app, user, session_id, lambda _: events.reset(), events.add, convert=_as_is
         )
         events.done()
-        return ev.Session.model_construct(
-            id=summary.id,
-            app_name=summary.app_name,
-            user_id=summary.user_id,
-            state=summary.state,
-            events=cast("list[ev.Event]", events),  # read by passes and len(), as every memory path does
-            last_update_time=summary.update_time,
-        )
+        return _session(ev.Session.model_construct, summary, events)
 
     async def _load_session(self, conn: AsyncConnection, summary: SessionSummary, last: int | None) -> ev.Session:
         """A session model from its summary and its (last) events, read on `conn`."""
@@ -136,15 +141,7 @@ class SessionReads:
 
         rows = self._event_data(conn, summary.app_name, summary.user_id, summary.id, last, summary.event_count)
         validate = ev.Event.model_validate
-        events = [validate(d) async for d in rows]
-        return ev.Session(
-            id=summary.id,
-            app_name=summary.app_name,
-            user_id=summary.user_id,
-            state=summary.state,
-            events=cast("list[ev.Event]", events),  # read by passes and len(), as every memory path does
-            last_update_time=summary.update_time,
-        )
+        return _session(ev.Session, summary, [validate(d) async for d in rows])
 
     async def iter_sessions(self, flt: SessionFilter | None = None) -> AsyncIterator[ev.Session]:
         """Every matching session with its events, oldest update first, one at a time.
