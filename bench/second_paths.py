@@ -1,27 +1,26 @@
 """Every second (speed-only) path of the session store, measured end to end: the whole `vmem` command.
 
 Issue 39 item 3: a path whose end-to-end gain is under 1.3x is deleted, the rest stay behind
-`[tuning] fast_paths` (env VMEM_FAST_PATHS). The eleven second paths (grep: `tuning().fast_paths`):
+`[tuning] fast_paths` (env VMEM_FAST_PATHS). The eleven second paths the issue named, and where
+each stands (the deleted ones' figures are in docs/BENCHMARKS.md and their commits):
 
-1. `import_child.ReaderProcess`: an import's write pass read in a child process.
-2. `driver.InsertPlan` (via `upsert.insert_plans`, `batches`): rows inserted on the raw driver
-   (aiosqlite executemany, asyncpg COPY) instead of SQLAlchemy's insert.
-3. `rawsession.raw_session` (`checks.check_record`): a record validated without pydantic.
+1. `import_child.ReaderProcess`: an import's write pass read in a child process (deleted).
+2. `driver.InsertPlan`: rows inserted on the raw driver instead of SQLAlchemy's insert (deleted).
+3. `rawsession.raw_session` (`checks.check_record`): a record validated without pydantic. Kept,
+   the one path behind the switch: measured here.
 4. `timecols.naive_utc_many`/`sqlite_text_many`: a batch of times through numpy (deleted).
-5. `gc_pause.bulk_objects`/`collect_young`: the cyclic collector paused while building objects.
-6. `driver.DriverPlan` (`statements.fetch_all`): small selects in one driver call.
-7. `driver.skip_idle_rollback` (`engine`): sqlite's pool rolls back only a connection in a
-   transaction (deleted).
-8. MySQL packed rows (`statements.select_packed`/`unpack_rows`): an event's key columns as one text.
-9. MySQL length-framed GROUP_CONCAT (`statements.select_joined`/`split_joined`): a session a row.
-10. `codec.camel_event`: gone with item 0 (output exact to ADK goes through pydantic), nothing to measure.
+5. `gc_pause.bulk_objects`/`collect_young`: the cyclic collector paused (deleted).
+6. `driver.DriverPlan`: small selects in one driver call (deleted).
+7. `driver.skip_idle_rollback`: sqlite's pool rolled back only a connection in a transaction (deleted).
+8. MySQL packed rows (`select_packed`): an event's key columns as one text (deleted).
+9. MySQL length-framed GROUP_CONCAT (`select_joined`): a session a row (deleted).
+10. `codec.camel_event`: gone with item 0 (output exact to ADK goes through pydantic).
 11. `statements.raw_json`/`raw_time`/`session_time`: JSON and time columns selected as text and
     decoded by vmem (kept unswitched: they are part of the query, not a second implementation).
 
 Each row is one `vmem` command run as a subprocess (CPU seconds of the child: user + system,
-from `resource.getrusage(RUSAGE_CHILDREN)`, median of 3) with every fast path on, all off,
-and on but for one path (`_one_off`, a wrapper that turns only that path off), so the ratio
-says what each path earns in the command that uses it. Built once with vmem's own import.
+from `resource.getrusage(RUSAGE_CHILDREN)`, median of 3) with the fast paths on and off, in one
+run, for the commands a kept path is on. The database is built once with vmem's own import.
 
 Run: `.venv/bin/python bench/second_paths.py [--events 20000] [--db sqlite|mysql]`.
 """
@@ -93,43 +92,14 @@ def write_file(path: Path, sessions: int, events_per_session: int) -> int:
     return sessions * events_per_session
 
 
-# path -> the patch `_one_off` applies (python source, run before the CLI)
-ONE_OFF = {
-    "reader child": "from veadk_mem.sessions import import_child as m; m.worthwhile = lambda source: False",
-    "InsertPlan": (  # the reader child builds driver-plan rows: without the plans it is off too
-        "from veadk_mem.sessions.upsert import Upsert; Upsert.insert_plans = lambda self: None; "
-        "from veadk_mem.sessions.batches import Batches; Batches.takes_columns = lambda self: False"
-    ),
-    "raw_session": "from veadk_mem.sessions import rawsession as m; m.raw_session = lambda data: None",
-    "gc pause": (
-        "import gc, types; from veadk_mem import gc_pause as m; "
-        "m.gc = types.SimpleNamespace(isenabled=gc.isenabled, disable=lambda: None, "
-        "enable=gc.enable, collect=gc.collect)"
-    ),
-    "DriverPlan": (
-        "from veadk_mem.sessions.driver import DriverPlan; DriverPlan.make = classmethod(lambda cls, s, d: None)"
-    ),
-    "packed rows": "from veadk_mem.sessions.statements import Statements as m; m._packs = lambda self: False",
-    "GROUP_CONCAT": "from veadk_mem.sessions import statements as m; m.JOINED_EVENTS = 0",
-}
-# which paths each command takes (where it takes them); the MySQL ones only on --db mysql
-USES = {
-    "import": ["reader child", "InsertPlan", "raw_session", "gc pause"],
-    "export": ["DriverPlan", "gc pause", "packed rows", "GROUP_CONCAT"],
-    "get --json": ["DriverPlan", "packed rows"],
-    "list": ["DriverPlan", "gc pause"],
-    "stats": ["DriverPlan"],
-    "delete": ["DriverPlan", "gc pause"],
-}
-MYSQL_ONLY = {"packed rows", "GROUP_CONCAT"}
-SQLITE_ONLY: set[str] = set()
+# the commands each kept path is on: the ratio off/on is what the switch earns there
+USES = {"import": ["raw_session"]}
 
 
-def vmem(args: list[str], fast: bool, off: str | None = None, stdin: Path | None = None) -> float:
+def vmem(args: list[str], fast: bool, stdin: Path | None = None) -> float:
     """CPU seconds (user + system) of one `vmem` subprocess; fails loudly on a non-zero exit."""
     env = {**os.environ, "VMEM_FAST_PATHS": "1" if fast else "0"}
-    patch = ONE_OFF[off] if off else "pass"
-    code = f"import sys; {patch}; from veadk_mem.cli.app import main; sys.argv = ['vmem', *sys.argv[1:]]; main()"
+    code = "import sys; from veadk_mem.cli.app import main; sys.argv = ['vmem', *sys.argv[1:]]; main()"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(stdin or os.devnull, "rb") as inp:
         done = subprocess.run(
@@ -137,9 +107,7 @@ def vmem(args: list[str], fast: bool, off: str | None = None, stdin: Path | None
         )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise SystemExit(
-            f"vmem {' '.join(args)} (fast={fast}, off={off}): exit {done.returncode}: {done.stderr[-500:]!r}"
-        )
+        raise SystemExit(f"vmem {' '.join(args)} (fast={fast}): exit {done.returncode}: {done.stderr[-500:]!r}")
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
@@ -195,49 +163,30 @@ def main() -> None:
                 asyncio.run(admin())
             return f"{server[args.db]}/{db}"
 
-        base = fresh_url("base")
-        vmem(["session", "import", str(jsonl), "--db-url", base, "-q"], fast=True)
         rows: list[tuple[str, str, float, float]] = []
 
         def measure(command: str, argv: Any, setup: Any = None) -> None:
-            def one(fast: bool, off: str | None = None) -> float:
+            def one(fast: bool) -> float:
                 if setup is not None:
                     setup()
-                return vmem(argv(), fast, off)
+                return vmem(argv(), fast)
 
-            paths = [p for p in USES[command] if not (p in MYSQL_ONLY and args.db != "mysql")]
-            paths = [p for p in paths if not (p in SQLITE_ONLY and args.db != "sqlite")]
             on = median_cpu(lambda: one(True), args.runs)
             off = median_cpu(lambda: one(False), args.runs)
-            rows.append((command, "all", on, off))
-            for path in paths:
-                rows.append((command, path, on, median_cpu(lambda p=path: one(True, p), args.runs)))
+            rows.append((command, ", ".join(USES[command]), on, off))
 
         target = {"url": ""}
 
         def new_target() -> None:
             target["url"] = fresh_url("target")
 
-        def copy_base() -> None:
-            if args.db == "sqlite":
-                shutil.copyfile(base, work / "copy.db")
-            else:  # re-import into a fresh database (its CPU is the parent's import child, not counted)
-                target["url"] = fresh_url("copy")
-                vmem(["session", "import", str(jsonl), "--db-url", target["url"], "-q"], fast=True)
-
         measure("import", lambda: ["session", "import", str(jsonl), "--db-url", target["url"], "-q"], new_target)
-        measure("export", lambda: ["session", "export", "--db-url", base, "-o", str(work / "out.jsonl"), "-q"])
-        measure("get --json", lambda: ["session", "get", "bench", "u000", "s000000", "--db-url", base, "--json"])
-        measure("list", lambda: ["session", "list", "-n", "0", "--db-url", base, "--json"])
-        measure("stats", lambda: ["session", "stats", "--db-url", base, "--json"])
-        copy_url = (lambda: str(work / "copy.db")) if args.db == "sqlite" else (lambda: target["url"])
-        measure("delete", lambda: ["session", "delete", "-a", "bench", "-y", "--db-url", copy_url(), "-q"], copy_base)
 
         print(
             f"\n{n:,} events in {sessions:,} sessions, {args.db}; "
             f"CPU seconds of the vmem process, median of {args.runs}\n"
         )
-        print("| command | path turned off | fast on (s) | off (s) | gain (off/on) |")
+        print("| command | paths switched | fast on (s) | off (s) | gain (off/on) |")
         print("| --- | --- | ---: | ---: | ---: |")
         for command, path, on, off in rows:
             print(f"| {command} | {path} | {on:.2f} | {off:.2f} | {off / on:.2f}x |")

@@ -5,7 +5,7 @@
 
 sqlite has one writer for the whole file. The old way deleted a session's events in one
 transaction (2,000,000 events held the lock 5-6 s, past ADK's 5 s busy timeout: the agent's
-append failed). vmem deletes a long session in transactions of `deletes.SQLITE_LONG_STEP`
+append failed). vmem deletes a long session in transactions of `long_delete.SQLITE_LONG_STEP`
 events, newest first, with the pause after each (`engine.sqlite_gap`). This writes a file
 where ADK made the session (its tables, its index) and copies its event row to N events,
 then, alternately the old way (`Deletes._delete_batch`: one transaction) and vmem's, deletes

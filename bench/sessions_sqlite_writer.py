@@ -126,14 +126,14 @@ def main_big(events: int, runs: int) -> None:
 
 
 def run(seed: Path, work: Path, batch: int, pause: bool) -> str:
-    from veadk_mem.sessions import deletes
+    from veadk_mem.sessions import deletes, long_delete
     from veadk_mem.sessions.engine import sqlite_gap
     from veadk_mem.sessions.store import SessionFilter, SessionStore
 
     async def no_pause(dialect: str, held: float) -> None:
         return None
 
-    deletes.sqlite_gap = sqlite_gap if pause else no_pause
+    deletes.sqlite_gap = long_delete.sqlite_gap = sqlite_gap if pause else no_pause
     path = work / f"run-{'pause' if pause else 'none'}.db"
     shutil.copy(seed, path)
     latencies: list[float] = []

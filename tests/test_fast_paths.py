@@ -1,10 +1,8 @@
 """`[tuning] fast_paths`: off, every second path takes the plain one, with the same output and rows.
 
-Off, an import validates through pydantic (not `rawsession`);
-MySQL reads events a row an event (not
-packed, not GROUP_CONCAT), and the collector is never paused. Each command's output, and the
-database an import writes, is compared both ways (sqlite always; the servers where a path is
-theirs), so the two cannot drift. NaN and infinities are written as null on every write path.
+Off, an import validates through pydantic (not `rawsession`), the one second path left. Each
+command's output, and the database an import writes, is compared both ways (sqlite always; the
+servers too), so the two cannot drift. NaN and infinities are written as null on every write path.
 """
 
 from __future__ import annotations
@@ -99,7 +97,7 @@ def test_read_commands_print_the_same_both_ways_postgres(pg_url: str, monkeypatc
 
 
 def test_read_commands_print_the_same_both_ways_mysql(mysql_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _read_commands_agree(mysql_url, monkeypatch)  # packed rows and GROUP_CONCAT batches
+    _read_commands_agree(mysql_url, monkeypatch)
 
 
 def test_an_import_refuses_nan_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

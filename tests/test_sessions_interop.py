@@ -161,7 +161,7 @@ def test_an_event_whose_json_lacks_its_time_reads_with_the_column_as_adk_does(db
     assert {e["id"]: e["timestamp"] for e in line["events"]} == want
 
 
-AWKWARD = [  # (user, session id, event id, invocation id): the unit separator MySQL's packed rows use, and others
+AWKWARD = [  # (user, session id, event id, invocation id): an ASCII unit separator, quotes, 4-byte text
     ("u\x1fsep", "s\x1f1", "e\x1f1", "inv\x1fa"),
     ('quo"te\\', "s-ü-🙂", "e,2", "inv,b"),
     ("plain", "s3", "E3", "inv c"),
@@ -169,9 +169,9 @@ AWKWARD = [  # (user, session id, event id, invocation id): the unit separator M
 
 
 def test_export_reads_keys_holding_any_character_exactly(db: str, tmp_path: Path) -> None:
-    """Export (MySQL: the small columns of a row come joined by a unit separator) gives ADK's
-    own sessions when a key holds that separator, quotes, backslashes or 4-byte text, and on
-    MySQL when a DBA made the ids case-sensitive (utf8mb4_bin beside the table's collation)."""
+    """Export gives ADK's own sessions when a key holds an ASCII unit separator, quotes,
+    backslashes or 4-byte text, and on MySQL when a DBA made the ids case-sensitive
+    (utf8mb4_bin beside the table's collation)."""
     from google.adk.events import Event
     from google.genai import types
     from typer.testing import CliRunner
@@ -208,23 +208,16 @@ def test_export_reads_keys_holding_any_character_exactly(db: str, tmp_path: Path
         assert got == want, (user, sid)
 
 
-def test_mysql_export_reads_a_session_a_row_and_again_what_does_not_fit(
-    mysql_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """MySQL's export reads a batch a session a row (one GROUP_CONCAT each), cut apart by
-    length: the same file, byte for byte, as reading it a row an event, with keys holding
-    the separator, a NULL event_data, and a session too long for group_concat_max_len,
-    which alone is read again (MySQL's warning of the cut not shown, even with --verbose)."""
+def test_mysql_export_gives_adks_events_of_long_sessions_and_null_event_data(mysql_url: str, tmp_path: Path) -> None:
+    """MySQL's export of keys holding odd characters, a NULL event_data and a long session: each
+    session's events as ADK reads them, in ADK's order."""
     from google.adk.events import Event
     from google.genai import types
-    from sqlalchemy import event as sa_event
-    from sqlalchemy.engine import Engine
     from typer.testing import CliRunner
 
     from veadk_mem.cli.app import app
-    from veadk_mem.sessions import statements
 
-    long_words = "🙂 long " * 300  # 2,400 characters an event: 20 of them pass the limit below
+    long_words = "🙂 long " * 300  # 2,400 characters an event
 
     async def write() -> None:
         service = adk_service(mysql_url)
@@ -242,65 +235,16 @@ def test_mysql_export_reads_a_session_a_row_and_again_what_does_not_fit(
         await run_sql(mysql_url, "UPDATE events SET event_data = NULL WHERE id = 'E3-1'")
 
     asyncio.run(write())
-    monkeypatch.setattr(statements, "JOINED_MAX_BYTES", 20_000)
-    rows_read: list[tuple[str, int]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        # the events' reads, not the summaries' counts nor export's one-row size probe (max(length(...)))
-        if "event_data" in statement and "max(length(" not in statement.lower().replace(" ", ""):
-            rows_read.append(("joined" if "GROUP_CONCAT" in statement else "rows", cursor.rowcount))
-
-    def export(name: str) -> bytes:
-        out = tmp_path / name
-        done = CliRunner().invoke(app, ["-v", "session", "export", "-o", str(out), "--db-url", mysql_url])
-        assert done.exit_code == 0, done.output
-        assert "GROUP_CONCAT" not in done.output + done.stderr  # --verbose shows libraries' warnings
-        return out.read_bytes()
-
-    sa_event.listen(Engine, "after_cursor_execute", record)
-    try:
-        joined = export("joined.jsonl")
-        joined_reads, rows_read[:] = list(rows_read), []
-        monkeypatch.setattr(statements, "JOINED_EVENTS", 0)  # every batch read a row an event
-        plain = export("rows.jsonl")
-    finally:
-        sa_event.remove(Engine, "after_cursor_execute", record)
-    assert joined == plain
-    # one row a session with events, then the long one's 20 events again, alone
-    assert joined_reads == [("joined", len(AWKWARD) + 1), ("rows", 20)], joined_reads
-    assert rows_read == [("rows", len(AWKWARD) * 3 + 20)]
-    lines = {(d["userId"], d["id"]): d for d in map(json.loads, plain.decode().splitlines()) if "events" in d}
+    out = tmp_path / "out.jsonl"
+    done = CliRunner().invoke(app, ["session", "export", "-o", str(out), "--db-url", mysql_url])
+    assert done.exit_code == 0, done.output
+    lines = {(d["userId"], d["id"]): d for d in map(json.loads, out.read_text().splitlines()) if "events" in d}
+    assert len(lines) == len(AWKWARD) + 1
     theirs = asyncio.run(adk_get(mysql_url, APP, "bob", "long"))
     assert theirs is not None
     assert [e["content"]["parts"][0]["text"] for e in lines[("bob", "long")]["events"]] == [long_words] * 20
     assert [e["id"] for e in lines[("bob", "long")]["events"]] == [e.id for e in theirs.events]
     assert [e["id"] for e in lines[("plain", "s3")]["events"]] == ["E3-0", "E3-1", "E3-2"]  # E3-1: NULL JSON
-
-
-def test_joined_text_cut_anywhere_is_read_again_never_wrong() -> None:
-    """`split_joined` of a session's text cut at any point (as group_concat_max_len cuts it),
-    or NULL, gives the session to read again; whole, it gives every row exactly."""
-    from veadk_mem.sessions.statements import PACKED, SEP, split_joined
-
-    events = [
-        ["app", "u", "s", "e1", "inv", "2026-01-01 00:00:00.250000", '{"a": "x:y,z"}'],
-        ["app", "u", "s", f"e{SEP}2", "inv", "2026-01-01 00:00:01.000000", None],  # keys as a JSON array
-        ["app", "u", "s", "e3", "inv,:", "2026-01-01 00:00:02.000000", "🙂" * 5],
-    ]
-    pieces = []
-    for *keys, data in events:
-        joined = SEP.join(keys) if SEP not in "".join(keys) else json.dumps(keys)
-        size = -1 if data is None else len(data)
-        pieces.append(f"{len(joined)},{size}:{joined}{data or ''}")
-    whole = "".join(pieces)
-    rows, missed = split_joined([("app", "u", "s", 3, whole)])
-    assert missed == [] and [list(r) for r in rows] == events
-    assert len(PACKED) + 1 == len(events[0])
-    for cut in range(len(whole)):
-        rows, missed = split_joined([("app", "u", "s", 3, whole[:cut]), ("app", "u", "t", 1, pieces[0])])
-        assert missed == [("app", "u", "s")], cut
-        assert [list(r) for r in rows] == [events[0]], cut
-    assert split_joined([("app", "u", "s", 3, None)]) == ([], [("app", "u", "s")])
 
 
 def _lines(text: str) -> list[Any]:

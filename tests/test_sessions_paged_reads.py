@@ -18,7 +18,8 @@ from sessions_helpers import APP, adk_service, sqlite_url
 from test_sessions_export_paged import _export, _fill
 
 from veadk_mem.errors import StoreError
-from veadk_mem.sessions.read_queries import READ_ATTEMPTS, Reads
+from veadk_mem.sessions.pages import PagedReads
+from veadk_mem.sessions.read_queries import READ_ATTEMPTS
 from veadk_mem.sessions.store import SessionStore
 
 
@@ -51,9 +52,9 @@ async def _adk_append(url: str, sid: str, n: int) -> float:
 def _writer_between_pages(monkeypatch: pytest.MonkeyPatch, url: str, *, every: bool = False) -> dict[str, Any]:
     """An agent appends after the second page of a read (every read with `every`, else the first)."""
     seen: dict[str, Any] = {"reads": 0, "appended": 0, "waits": []}
-    real = Reads.session_pages
+    real = PagedReads.session_pages
 
-    def spy(self: Reads, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    def spy(self: PagedReads, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         seen["reads"] += 1
 
         async def pages() -> AsyncIterator[Any]:
@@ -69,7 +70,7 @@ def _writer_between_pages(monkeypatch: pytest.MonkeyPatch, url: str, *, every: b
 
         return pages()
 
-    monkeypatch.setattr(Reads, "session_pages", spy)
+    monkeypatch.setattr(PagedReads, "session_pages", spy)
     return seen
 
 
@@ -163,7 +164,7 @@ def test_a_spooled_session_gives_the_memory_strings_of_a_whole_one(
     """`ltm save --from-store` / `policy test --from-store` of a session past PAGED_EVENTS: its events
     come back from disk, one at a time, and the policy's decisions are those of the whole session."""
     from veadk_mem.policy import ResolvedPolicy, dry_run, preset_policy
-    from veadk_mem.sessions import read_queries
+    from veadk_mem.sessions import session_reads
     from veadk_mem.sessions.spooled import SpooledEvents
 
     _fill(db, tmp_path / "in.jsonl", {"long": 2_500})
@@ -176,7 +177,7 @@ def test_a_spooled_session_gives_the_memory_strings_of_a_whole_one(
             return one, every
 
     whole, _ = asyncio.run(read())
-    monkeypatch.setattr(read_queries, "PAGED_EVENTS", 1_000)
+    monkeypatch.setattr(session_reads, "PAGED_EVENTS", 1_000)
     spooled, listed = asyncio.run(read())
     assert isinstance(spooled.events, SpooledEvents) and isinstance(listed[0].events, SpooledEvents)
     assert len(spooled.events) == len(whole.events) == 2_500

@@ -17,6 +17,7 @@ from google.genai import types
 from sessions_helpers import APP, adk_service, interrupt_when, sqlite_url
 from sqlalchemy import event as sa_event
 
+from veadk_mem.sessions.statements import Statements
 from veadk_mem.sessions.store import SessionStore
 
 
@@ -550,7 +551,7 @@ def test_export_batches_read_every_event_through_adks_key(
             lines = [json.loads(x) for x in "".join([p async for p in store.export_jsonl(batch_events=3)]).splitlines()]
             found = await store.list_sessions(None)
             params = store.db.key_params([(s.app_name, s.user_id, s.id) for s in found])
-            compiled = store.sql.batch_events_stmt().compile(dialect=store.db.engine.dialect)
+            compiled = Statements(store.db).batch_events_stmt().compile(dialect=store.db.engine.dialect)
             return lines, str(compiled), params, compiled
 
     lines, sql, params, compiled = asyncio.run(go())
@@ -583,7 +584,9 @@ def test_export_batches_read_every_event_through_adks_key(
         assert "app_name=? AND user_id=? AND session_id=?" in plan, plan
 
 
-def test_an_export_batch_reads_its_rows_and_events_in_one_snapshot(pg_url: str) -> None:
+def test_an_export_batch_reads_its_rows_and_events_in_one_snapshot(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A batch's session rows and events come from one REPEATABLE READ snapshot, also when the
     statements go straight to asyncpg: an event an agent appends between the two reads is in
     neither, so the exported session matches its row. (SQLAlchemy's adapter sends BEGIN with
@@ -595,11 +598,11 @@ def test_an_export_batch_reads_its_rows_and_events_in_one_snapshot(pg_url: str) 
 
     async def go() -> list[dict[str, Any]]:
         async with SessionStore(pg_url) as store:
-            summaries = store.sql.summaries
+            summaries = Statements.summaries
             appended: list[int] = []
 
-            async def then_append(*args: Any, **kwargs: Any) -> Any:
-                found = await summaries(*args, **kwargs)
+            async def then_append(self: Statements, *args: Any, **kwargs: Any) -> Any:
+                found = await summaries(self, *args, **kwargs)
                 if len(args) > 2 and args[2] is not None and not appended:  # between a batch's two reads
                     conn = await asyncpg.connect(plain)
                     try:
@@ -618,7 +621,7 @@ def test_an_export_batch_reads_its_rows_and_events_in_one_snapshot(pg_url: str) 
                     appended.append(len(found))
                 return found
 
-            store.sql.summaries = then_append  # type: ignore[method-assign]
+            monkeypatch.setattr(Statements, "summaries", then_append)
             text = "".join([p async for p in store.export_jsonl()])
             assert appended and appended[0] == 12
             return [json.loads(x) for x in text.splitlines() if '"events"' in x]

@@ -339,6 +339,7 @@ def test_importing_the_store_leaves_its_parts_unimported() -> None:
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     loaded = set(out.stdout.split())
-    for part in ("read_queries", "export", "deletes", "writes", "limits", "upgrade", "validate", "codec"):
+    parts = ("read_queries", "session_reads", "pages", "export", "deletes", "stored_rows", "state_purge")
+    for part in (*parts, "long_delete", "writes", "limits", "upgrade", "validate", "codec", "statements"):
         assert f"veadk_mem.sessions.{part}" not in loaded, sorted(loaded)
-    assert "veadk_mem.sessions.statements" in loaded
+    assert "veadk_mem.sessions.engine" in loaded

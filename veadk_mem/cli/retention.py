@@ -15,7 +15,6 @@ from veadk_mem.cli.terminal import terminal_safe
 from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput
 from veadk_mem.ops.erasure import prune_erasure
-from veadk_mem.sessions.vacuum import vacuum as run_vacuum
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.retention import AppPlan, RetentionPlan
@@ -235,7 +234,7 @@ def vacuum(
 
     async def go() -> Any:
         async with store:
-            return await run_vacuum(store.db, dry_run=dry_run, yes=yes)
+            return await store.vacuum(dry_run=dry_run, yes=yes)
 
     with state.recording("session vacuum", store.display_url, dry_run=dry_run) as change:
         report = run(go())
@@ -302,16 +301,13 @@ def index(
     json_flag: JsonOption = False,
 ) -> None:
     """The indexes ADK's get_session and list_sessions need; --create adds the missing ones."""
-    from veadk_mem.sessions.indexes import create_indexes, inspect_indexes
     from veadk_mem.sessions.store import SessionStore
 
     state = _state(ctx, db_url, json_flag)
 
     async def go() -> Any:
         async with SessionStore.from_settings(state.loaded.settings) as store:
-            if create or dry_run:
-                return await create_indexes(store.db, dry_run=dry_run)
-            return await inspect_indexes(store.db)
+            return await store.indexes(create=create, dry_run=dry_run)
 
     report = run(go())
     if state.json_mode:

@@ -311,19 +311,13 @@ async def prune_erasure(
 ) -> tuple[PruneReport, ErasureReport]:
     """`session prune --with-memories`: the memories of the sessions the rules delete and of the events
     they trim go first (after the confirmation), then the prune runs as without; then the verification."""
-    from veadk_mem.sessions.retention import prune, refuse_dangerous, retention_plan, trimmed_event_ids
+    from veadk_mem.sessions.retention import planned_trims, prune, refuse_dangerous, retention_plan
 
     _check_backend(ltm)
     plan = await retention_plan(store, settings, app=app)
     refuse_dangerous(plan, app=app, yes=yes)
     doomed = [s.summary() for s in plan.doomed]
-    trims: dict[SessionKey, frozenset[str]] = {}
-    for a in plan.apps:
-        keep = a.keep_last_events
-        if keep is None:
-            continue
-        for s in a.trims:
-            trims[s.summary().key] = frozenset(await trimmed_event_ids(store.db, s, keep))
+    trims = await planned_trims(store, plan)
     policies = candidate_policies(ltm, policy)
     events = sum(s.event_count for s in doomed)
     report = ErasureReport(

@@ -410,7 +410,7 @@ class SyncJob:
             await syncer.ltm.close()
         if lost:
             with contextlib.suppress(Exception):
-                await syncer.store.db.engine.dispose(close=False)
+                await syncer.store.drop_connections()
         with contextlib.suppress(Exception):
             await syncer.store.close()
 

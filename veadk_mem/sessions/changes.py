@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import VmemError
 from veadk_mem.sessions.layout import stored_time, to_epoch
+from veadk_mem.sessions.notes import Notes
+from veadk_mem.sessions.pages import EventPages
 from veadk_mem.sessions.read_queries import MEMORY_FACTOR
 from veadk_mem.sessions.records import batch_bytes
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
-    from veadk_mem.sessions.read_queries import Reads
+    from veadk_mem.sessions.engine import Database
 
 
 @dataclass(frozen=True)
@@ -70,12 +72,12 @@ def decode_bound(text: str) -> tuple[Any, Any]:
 
 
 class Changes:
-    """The keyset reads of `vmem ltm sync` over one open database (`Reads` gives the event pages)."""
+    """The keyset reads of `vmem ltm sync` over one open database (`pages.EventPages` gives the event pages)."""
 
-    def __init__(self, reads: Reads) -> None:
-        self.reads = reads
-        self.db = reads.db
-        self.sql = reads.sql
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.events = EventPages(db, Notes())
+        self.sql = self.events.sql
 
     def _listing_stmt(self, app: bool, user: bool) -> Any:
         """Sessions after the bound (b_time, b_app, b_user, b_id), oldest update first, b_limit of them."""
@@ -149,9 +151,9 @@ class Changes:
         name = ("sync_count", bound is not None)
         stmt = self.db.stmts.get(name)
         if stmt is None:
-            where = self.reads._one_session_events()
+            where = self.events.one_session_events()
             if bound is not None:
-                ts, tie = self.reads._keyset_terms()
+                ts, tie = self.events.keyset_terms()
                 b_ts, b_tie = bindparam("k_ts", type_=ts.type), bindparam("k_tie", type_=tie.type)
                 where += [ts >= b_ts, or_(ts > b_ts, and_(ts == b_ts, tie > b_tie))]
             stmt = self.db.stmts[name] = select(func.count()).select_from(self.db.tables.events).where(*where)
@@ -183,18 +185,18 @@ class Changes:
             try:
                 async with self.db.reader.connect() as conn:
                     if bound is None:
-                        stmt, params = self.reads._page_stmt(False), base
+                        stmt, params = self.events.page_stmt(False), base
                     else:
                         stamp, tie = decode_bound(bound)
-                        index = await self.reads._mysql_events_index(conn)
-                        stmt = self.reads._page_stmt(True, index)
+                        index = await self.events.mysql_events_index(conn)
+                        stmt = self.events.page_stmt(True, index)
                         params = {**base, "k_ts": self.sql.cursor_time(stamp), "k_tie": tie}
-                    rows = await self.reads._page_rows(conn, stmt, params, limit)
+                    rows = await self.events.page_rows(conn, stmt, params, limit)
             except VmemError:
                 raise
             except Exception as exc:
                 raise self.db.fail(exc) from None
-            items, weight, cursor = self.reads._decoded_page(app, user, session_id, rows, ev.Event.model_validate)
+            items, weight, cursor = self.events.decoded_page(app, user, session_id, rows, ev.Event.model_validate)
             if cursor is None:
                 return
             bound = encode_bound(cursor)

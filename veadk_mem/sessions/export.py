@@ -10,7 +10,8 @@ from veadk_mem.adkjson import printed_event
 from veadk_mem.errors import NotFound, StoreError, VmemError
 from veadk_mem.jsonio import compact_json_out as dumps
 from veadk_mem.sessions.codec import event_from_row
-from veadk_mem.sessions.read_queries import FIRST_PAGE, MEMORY_FACTOR, Frame, session_head, session_tail, times_line
+from veadk_mem.sessions.pages import Frame, PagedReads, session_head, session_tail, times_line
+from veadk_mem.sessions.read_queries import FIRST_PAGE, MEMORY_FACTOR, Listings
 from veadk_mem.sessions.records import (
     BATCH,
     PAGED_EVENTS,
@@ -21,21 +22,21 @@ from veadk_mem.sessions.records import (
     batch_bytes,
     noop,
 )
+from veadk_mem.sessions.statements import Statements
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.engine import Database
     from veadk_mem.sessions.notes import Notes
-    from veadk_mem.sessions.read_queries import Reads
-    from veadk_mem.sessions.statements import Statements
 
 
 class Export:
     """`export_jsonl`: one short read transaction per batch, nothing held while the caller writes."""
 
-    def __init__(self, db: Database, sql: Statements, reads: Reads, notes: Notes) -> None:
+    def __init__(self, db: Database, notes: Notes) -> None:
         self.db = db
-        self.sql = sql
-        self.reads = reads
+        self.sql = Statements(db)
+        self.listings = Listings(db, notes)
+        self.pages = PagedReads(db, notes)
         self.notes = notes  # the sessions left out, and why: handed back with the stream (store.py)
 
     async def _read_batch(self, batch: Sequence[SessionSummary]) -> tuple[dict[SessionKey, SessionSummary], list[Any]]:
@@ -55,7 +56,7 @@ class Export:
                     await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
                 fresh = {x.key: x for x in await self.sql.summaries(conn, None, keys, notes=self.notes)}
                 params = self.db.key_params([(k.app_name, k.user_id, k.id) for k in keys])
-                rows = await self.sql.batch_event_rows(conn, params, sum(s.event_count for s in batch))
+                rows = list((await conn.execute(self.sql.batch_events_stmt(), params)).all())
         except VmemError:
             raise
         except Exception as exc:
@@ -100,13 +101,13 @@ class Export:
 
     async def _paged_line(self, listed: SessionSummary) -> AsyncIterator[str]:
         """The export line of a session too large to read whole, read a page at a time (as `get --json`
-        reads one: `Reads.session_text`) into a private temporary file, then handed out from it in
+        reads one: `PagedReads.session_text`) into a private temporary file, then handed out from it in
         pieces: memory holds a page whatever the session's size, and a session found damaged
         part-way, or deleted since it was listed, is left out whole (named in a warning)."""
 
         key = listed.key
         name = f"{key.app_name}/{key.user_id}/{key.id}"
-        pieces = self.reads.session_text(key.app_name, key.user_id, key.id, EXPORT_FRAME, spool=True)
+        pieces = self.pages.session_text(key.app_name, key.user_id, key.id, EXPORT_FRAME, spool=True)
         try:
             first = await anext(pieces)
         except StopAsyncIteration:
@@ -160,12 +161,12 @@ class Export:
         session larger than a batch is a batch of its own, and one of more than `paged_events`
         events, or too heavy to read whole (`Batches`), is read a page at a time (`_paged_line`).
         """
-        summaries = await self.reads.list_sessions(flt, oldest_first=True)
+        summaries = await self.listings.list_sessions(flt, oldest_first=True)
         apps = sorted({s.app_name for s in summaries})
         pairs = sorted({(s.app_name, s.user_id) for s in summaries})
         try:
             async with self.db.reader.connect() as conn:
-                app_states, user_states = await self.reads.states(conn, apps, pairs)
+                app_states, user_states = await self.listings.states(conn, apps, pairs)
         except Exception as exc:
             raise self.db.fail(exc) from None
         for app in apps:
@@ -179,8 +180,8 @@ class Export:
         # their own processes, sqlite in aiosqlite's thread) while this one is converted, so an
         # export takes about the longer of the two rather than their sum. Each read-ahead is a
         # short transaction of its own, ended before its rows are used: nothing is held while
-        # the caller stalls. MySQL builds a batch's rows (`select_joined`) about as long as
-        # the conversion takes, so one read ahead left the export waiting on it: two there.
+        # the caller stalls. Two ahead on MySQL, one elsewhere (on sqlite, reads overlapping
+        # each other would keep a writer waiting for the later one as well).
         import asyncio
         from collections import deque
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from veadk_mem.errors import BadInput, Interrupted, VmemError
 from veadk_mem.sessions.layout import Layout, to_epoch
 from veadk_mem.sessions.pruned import TrimStep, ensure_table, record_step
-from veadk_mem.sessions.records import BATCH, DeleteReport, SessionSummary
+from veadk_mem.sessions.records import BATCH, DeleteReport, SessionKey, SessionSummary
 from veadk_mem.sessions.timespec import parse_duration
 
 if TYPE_CHECKING:
@@ -461,6 +461,19 @@ async def trimmed_event_ids(db: Database, s: StoredSession, keep: int) -> list[s
     except Exception as exc:
         raise db.fail(exc) from None
     return [m.id for m in marks[: cut_point(marks, keep)]]
+
+
+async def planned_trims(store: SessionStore, plan: RetentionPlan) -> dict[SessionKey, frozenset[str]]:
+    """The ids of the events `plan`'s keep_last_events trims remove, by session: what an erasure of
+    their memories looks for before the prune runs."""
+    trims: dict[SessionKey, frozenset[str]] = {}
+    for a in plan.apps:
+        keep = a.keep_last_events
+        if keep is None:
+            continue
+        for s in a.trims:
+            trims[s.summary().key] = frozenset(await trimmed_event_ids(store.db, s, keep))
+    return trims
 
 
 async def trim_session(db: Database, s: StoredSession, keep: int) -> int:

@@ -51,7 +51,7 @@ from veadk_mem.sessions.records import (
     noop,
 )
 from veadk_mem.sessions.state_scopes import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, merge_state, split_state, state_scope
-from veadk_mem.sessions.statements import Statements
+from veadk_mem.sessions.vacuum import VacuumReport, vacuum
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -60,11 +60,15 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.bigline import BigSession
     from veadk_mem.sessions.changes import Changes
     from veadk_mem.sessions.deletes import Deletes
+    from veadk_mem.sessions.indexes import IndexReport
     from veadk_mem.sessions.limits import Limits
+    from veadk_mem.sessions.pages import PagedReads
     from veadk_mem.sessions.preflight import Preflight
     from veadk_mem.sessions.rawsession import RawSession
-    from veadk_mem.sessions.read_queries import Reads
+    from veadk_mem.sessions.read_queries import Listings
+    from veadk_mem.sessions.session_reads import SessionReads
     from veadk_mem.sessions.stats import Stats
+    from veadk_mem.sessions.stored_rows import StoredRows
     from veadk_mem.sessions.watch import Watcher
 
 __all__ = [
@@ -114,7 +118,6 @@ class SessionStore:
             self.db = url
         else:
             self.db = Database(url, create=create, busy_timeout=busy_timeout, schema=schema, password=password)
-        self.sql = Statements(self.db)
 
     @classmethod
     def from_settings(cls, settings: VmemSettings, *, create: bool = False) -> Self:
@@ -154,16 +157,31 @@ class SessionStore:
         """The layout of the tables (`layout.Layout`), known once the store is open."""
         return self.db.layout
 
-    def _reads(self, notes: Notes) -> Reads:
-        from veadk_mem.sessions.read_queries import Reads
+    def _listings(self, notes: Notes) -> Listings:
+        from veadk_mem.sessions.read_queries import Listings
 
-        return Reads(self.db, self.sql, notes)
+        return Listings(self.db, notes)
+
+    def _sessions(self, notes: Notes) -> SessionReads:
+        from veadk_mem.sessions.session_reads import SessionReads
+
+        return SessionReads(self.db, notes)
+
+    def _pages(self, notes: Notes) -> PagedReads:
+        from veadk_mem.sessions.pages import PagedReads
+
+        return PagedReads(self.db, notes)
 
     @cached_property
     def _deletes(self) -> Deletes:
         from veadk_mem.sessions.deletes import Deletes
 
-        return Deletes(self.db, self._reads(Notes()))
+        return Deletes(self.db)
+
+    def _stored(self) -> StoredRows:
+        from veadk_mem.sessions.stored_rows import StoredRows
+
+        return StoredRows(self.db)
 
     @cached_property
     def _preflight(self) -> Preflight:
@@ -182,7 +200,7 @@ class SessionStore:
         """Batches committed by this store's deletes (tests count them)."""
         return self._deletes.delete_transactions if "_deletes" in self.__dict__ else 0
 
-    # --- reads (read_queries.py) ------------------------------------------------
+    # --- reads (read_queries.py, session_reads.py, pages.py) -----------------------
 
     async def list_sessions(
         self,
@@ -196,23 +214,23 @@ class SessionStore:
         """Sessions matching `flt`, newest update first, without loading any event; with the
         warnings and the sessions skipped for unreadable state."""
         notes = Notes()
-        found = await self._reads(notes).list_sessions(
+        found = await self._listings(notes).list_sessions(
             flt, limit=limit, offset=offset, oldest_first=oldest_first, compactions=compactions
         )
         return Listing(found, notes)
 
     async def count_sessions(self, flt: SessionFilter | None = None) -> int:
         """How many sessions match."""
-        return await self._reads(Notes()).count_sessions(flt)
+        return await self._listings(Notes()).count_sessions(flt)
 
     async def get_summary(self, app: str, user: str, session_id: str) -> SessionSummary:
         """One session's summary; NotFound (exit 3) when it does not exist."""
-        return await self._reads(Notes()).get_summary(app, user, session_id)
+        return await self._listings(Notes()).get_summary(app, user, session_id)
 
     async def sessions_by_id(self, prefix: str) -> list[SessionKey]:
         """The sessions whose id is `prefix` or begins with it, across apps and users
-        (`Reads.sessions_by_id`: the exact id's alone when it names one; at most 20)."""
-        return await self._reads(Notes()).sessions_by_id(prefix)
+        (`Listings.sessions_by_id`: the exact id's alone when it names one; at most 20)."""
+        return await self._listings(Notes()).sessions_by_id(prefix)
 
     async def resolve_id(self, prefix: str) -> SessionKey:
         """The one session whose id is `prefix` or begins with it, across apps and users;
@@ -243,19 +261,19 @@ class SessionStore:
     async def find_sessions(self, keys: Sequence[SessionKey]) -> Listing[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""
         notes = Notes()
-        return Listing(await self._reads(notes).find_sessions(keys), notes)
+        return Listing(await self._listings(notes).find_sessions(keys), notes)
 
     def iter_event_data(
         self, app: str, user: str, session_id: str, *, last: int | None = None
     ) -> Stream[dict[str, Any]]:
         """A session's events as ADK stored them (snake_case data), oldest first, streamed."""
         notes = Notes()
-        return Stream(self._reads(notes).iter_event_data(app, user, session_id, last=last), notes)
+        return Stream(self._sessions(notes).iter_event_data(app, user, session_id, last=last), notes)
 
     def iter_events(self, app: str, user: str, session_id: str, *, last: int | None = None) -> Stream[ev.Event]:
         """A session's events as `events.Event` models, oldest first, streamed."""
         notes = Notes()
-        return Stream(self._reads(notes).iter_events(app, user, session_id, last=last), notes)
+        return Stream(self._sessions(notes).iter_events(app, user, session_id, last=last), notes)
 
     async def get_session(self, app: str, user: str, session_id: str, *, last: int | None = None) -> ev.Session:
         """The whole session (merged state, events oldest first); NotFound (exit 3) when missing."""
@@ -266,41 +284,41 @@ class SessionStore:
     ) -> tuple[ev.Session, Notes]:
         """`get_session`, with the warnings its events gave (a v0 pickle refused, say)."""
         notes = Notes()
-        return await self._reads(notes).get_session(app, user, session_id, last=last), notes
+        return await self._sessions(notes).get_session(app, user, session_id, last=last), notes
 
     def session_json(
         self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
     ) -> Stream[str]:
         """The ADK session JSON of one session in text pieces, one event a piece."""
         notes = Notes()
-        return Stream(self._reads(notes).session_json(app, user, session_id, last=last, page=page), notes)
+        return Stream(self._pages(notes).session_json(app, user, session_id, last=last, page=page), notes)
 
     def session_jsonl(
         self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
     ) -> Stream[str]:
         """The session's events, each ADK event JSON on a line, as one version of the session."""
         notes = Notes()
-        return Stream(self._reads(notes).session_jsonl(app, user, session_id, last=last, page=page), notes)
+        return Stream(self._pages(notes).session_jsonl(app, user, session_id, last=last, page=page), notes)
 
     def session_pages(
         self, app: str, user: str, session_id: str, *, last: int | None = None, page: int = 1000
     ) -> Stream[SessionSummary | list[Any]]:
         """The session's summary, then its events' printed JSON a page (a list of texts) at a time
-        (`Reads.session_pages`: one snapshot on PostgreSQL and MySQL; on sqlite, SessionChanged when
+        (`PagedReads.session_pages`: one snapshot on PostgreSQL and MySQL; on sqlite, SessionChanged when
         an agent changed the session between two pages)."""
         notes = Notes()
-        return Stream(self._reads(notes).session_pages(app, user, session_id, last=last, page=page), notes)
+        return Stream(self._pages(notes).session_pages(app, user, session_id, last=last, page=page), notes)
 
     def iter_sessions(self, flt: SessionFilter | None = None) -> Stream[ev.Session]:
         """Every matching session with its events, oldest update first, one at a time."""
         notes = Notes()
-        return Stream(self._reads(notes).iter_sessions(flt), notes)
+        return Stream(self._sessions(notes).iter_sessions(flt), notes)
 
     def changes(self) -> Changes:
         """The keyset reads `vmem ltm sync` follows the database by (`changes.Changes`)."""
         from veadk_mem.sessions.changes import Changes
 
-        return Changes(self._reads(Notes()))
+        return Changes(self.db)
 
     # --- export (export.py) -----------------------------------------------------
 
@@ -317,7 +335,7 @@ class SessionStore:
         from veadk_mem.sessions.export import Export
 
         notes = Notes()
-        part = Export(self.db, self.sql, self._reads(notes), notes)
+        part = Export(self.db, notes)
         return Stream(
             part.export_jsonl(flt, progress=progress, batch_events=batch_events, paged_events=paged_events), notes
         )
@@ -330,13 +348,31 @@ class SessionStore:
 
         return await collect_stats(self.db, flt, by=by, top=top)
 
+    async def vacuum(self, *, dry_run: bool = False, yes: bool = False) -> VacuumReport:
+        """`vmem session vacuum`: return the disk the session tables no longer use (`vacuum.vacuum`)."""
+        return await vacuum(self.db, dry_run=dry_run, yes=yes)
+
+    async def indexes(self, *, create: bool = False, dry_run: bool = False) -> IndexReport:
+        """`vmem session index`: the plan of each ADK query; with `create` (or `dry_run`, its plan), the
+        indexes none serves made (`indexes.create_indexes`)."""
+        from veadk_mem.sessions.indexes import create_indexes, inspect_indexes
+
+        if create or dry_run:
+            return await create_indexes(self.db, dry_run=dry_run)
+        return await inspect_indexes(self.db)
+
+    async def drop_connections(self) -> None:
+        """A new pool after a failed read: the old one's connections may be dead, so they are dropped
+        unclosed (closing a dead socket can hang); the next read connects anew."""
+        await self.db.engine.dispose(close=False)
+
     def watch(self, app: str, user: str, session_id: str | None = None, **options: Any) -> Watcher:
         """A poller of one session (or a user's newest) for new events (`watch.Watcher`)."""
         from veadk_mem.sessions.watch import Watcher
 
-        return Watcher(self.db, self.sql, app, user, session_id, **options)
+        return Watcher(self.db, app, user, session_id, **options)
 
-    # --- deletes (deletes.py) ---------------------------------------------------
+    # --- deletes (deletes.py, stored_rows.py) ------------------------------------
 
     async def delete_sessions(
         self,
@@ -356,19 +392,19 @@ class SessionStore:
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
     ) -> list[SessionSummary]:
         """Sessions by key as stored, state not decoded: a delete's view (a corrupt state is still deleted)."""
-        return await self._deletes.stored_sessions(app=app, user=user, keys=keys)
+        return await self._stored().stored_sessions(app=app, user=user, keys=keys)
 
     async def orphan_events(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
     ) -> dict[SessionKey, int]:
         """Event rows without a session row (a killed import's staging), counted by key."""
-        return await self._deletes.orphan_events(app=app, user=user, keys=keys)
+        return await self._stored().orphan_events(app=app, user=user, keys=keys)
 
     async def delete_orphans(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
     ) -> int:
         """Delete the event rows `orphan_events` counts; how many went."""
-        return await self._deletes.delete_orphans(app=app, user=user, keys=keys)
+        return await self._stored().delete_orphans(app=app, user=user, keys=keys)
 
     # --- imports (preflight.py, batches.py) --------------------------------------
 

@@ -21,10 +21,10 @@ from veadk_mem.errors import NotFound, StoreError, VmemError
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.layout import Layout, stored_time
 from veadk_mem.sessions.read_queries import elsewhere_hint, keys_by_id
+from veadk_mem.sessions.statements import Statements
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.engine import Database
-    from veadk_mem.sessions.statements import Statements
 
 _PAGE = 500  # events a poll reads at most; a burst is drained without waiting between pages
 
@@ -53,7 +53,6 @@ class Watcher:
     def __init__(
         self,
         db: Database,
-        sql: Statements,
         app: str,
         user: str,
         session_id: str | None = None,
@@ -64,7 +63,7 @@ class Watcher:
         max_interval: float = 5.0,
     ) -> None:
         self.db = db
-        self.sql = sql
+        self.sql = Statements(db)
         self._warnings: list[str] = []  # met since `take_warnings` last gave them
         self.app = app
         self.user = user

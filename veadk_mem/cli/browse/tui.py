@@ -983,7 +983,7 @@ class BrowseApp(App[None]):
         import contextlib
 
         with contextlib.suppress(Exception):
-            await self.store.db.engine.dispose(close=False)
+            await self.store.drop_connections()
 
     def scope_text(self) -> str:
         if self.app_name and self.user_id:
