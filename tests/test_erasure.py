@@ -432,3 +432,35 @@ def test_an_erasure_writes_its_receipt_into_the_history(tmp_path: Path, env: dic
     assert code == 0, err
     receipt = json.loads(out)["receipt"]
     assert receipt["deleted"] == {"sessions": 1, "memories": 1} and receipt["verification"]["clean"] is True
+    assert receipt["sessions"]["ids"] == ["shop/pia/s1"] and receipt["memories_total"] == 1
+
+
+def test_the_history_keeps_no_erased_text_and_caps_the_receipt(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history is append-only: an erased memory's text stored there could never be erased."""
+    import sqlite3
+
+    from veadk_mem.ops import erasure
+    from veadk_mem.ops.history import history_path
+
+    monkeypatch.setattr(erasure, "MAX_IDS", 2, raising=False)
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    secrets = ["my passport is X123", "my PIN is 4711", "I live at 5 Elm St"]
+    adk_write(db, {("quin", "s1"): secrets})
+    save_from_store(db, "quin", "s1")
+    code, out, err = cli("forget", "quin", "--session", "s1", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    assert sorted(m["text"] for m in json.loads(out)["memories"]) == sorted(secrets)  # the operator sees them
+    with sqlite3.connect(history_path(load_settings().settings.history)) as conn:
+        stored = "\n".join(str(row) for row in conn.execute("SELECT * FROM changes"))
+    for text in secrets:
+        assert text not in stored and json.dumps(text)[1:-1] not in stored
+    code, out, err = cli("history", "--json")
+    assert code == 0, err
+    [entry] = [e for e in json.loads(out) if e["command"] == "forget --session"]
+    assert "receipt" not in entry  # the listing does not read receipts
+    receipt = json.loads(cli("history", "show", str(entry["n"]), "--json")[1])["receipt"]
+    assert len(receipt["memories"]) == 2 and receipt["memories_total"] == 3
+    assert all(set(m) >= {"id", "content_hash", "index"} and "text" not in m for m in receipt["memories"])
+    assert {m["content_hash"] for m in receipt["memories"]} <= {content_hash(user_string(t)) for t in secrets}

@@ -204,13 +204,13 @@ def verified(state: AppState, report: ErasureReport) -> None:
 
 
 def record_erasure(change: Any, report: ErasureReport) -> None:
-    """An erasure's history entry: what went from each store, and the report itself as its receipt."""
+    """An erasure's history entry: what went from each store, and its receipt (ids and hashes, no text)."""
     if not report.done:
         return
     change.count(sessions=report.deleted_sessions, events=report.sessions.events, memories=report.deleted_memories)
     change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions.sessions)
     change.add_ids(f"memory {m.index}/{m.record.id}" for m in report.memories)
-    change.receipt = report.to_json()
+    change.receipt = report.receipt()
 
 
 def forget_session(

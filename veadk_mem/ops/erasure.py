@@ -20,7 +20,10 @@ and browse's delete all come here. For the sessions to delete:
 4. verify: list each index again and search for each deleted memory's text; whatever still
    has a deleted id or content hash is reported as left (the caller exits 1).
 
-The report (`ErasureReport.to_json`) is the receipt a data-protection request asks for.
+The report (`ErasureReport.to_json`) is what the operator sees, memory texts included; the
+history keeps `ErasureReport.receipt()`, the proof a data-protection request asks for: ids and
+content hashes only, never the erased text (the history is append-only: text stored there could
+never be erased), every list capped at MAX_IDS with its total.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.ltm.base import Capability
 from veadk_mem.ltm.provenance import policy_name
+from veadk_mem.ops.history import MAX_IDS
 from veadk_mem.ops.memory_match import EventChoice, Produced, candidate_policies, session_hashes, user_indexes
 from veadk_mem.sessions.delete_flow import PlannedDelete, carry_out, plan_delete
 from veadk_mem.sessions.records import DeleteReport, SessionFilter
@@ -76,6 +80,26 @@ class MatchedMemory:
         if self.kept:
             out["kept"] = self.kept
         return out
+
+    def receipt(self) -> dict[str, Any]:
+        """This memory as the history keeps it: where it was and its content hash, never its text."""
+        out: dict[str, Any] = {
+            "index": self.index,
+            "user_id": self.user_id,
+            "id": self.record.id,
+            "content_hash": self.record.content_hash,
+            "matched_by": self.matched_by,
+            **capped("sessions", self.sessions),
+            **capped("events", self.events),
+        }
+        if self.kept:
+            out["kept"] = self.kept
+        return out
+
+
+def capped(name: str, items: list[Any]) -> dict[str, Any]:
+    """`{name: the first MAX_IDS items, name_total: how many}`: a receipt's list stays bounded."""
+    return {name: items[:MAX_IDS], f"{name}_total": len(items)}
 
 
 @dataclass
@@ -129,6 +153,27 @@ class ErasureReport:
             "kept": [m.to_json() for m in self.kept],
             "deleted": {"sessions": self.deleted_sessions, "memories": self.deleted_memories} if self.done else None,
             "verification": self.verification.to_json() if self.verification is not None else None,
+        }
+
+    def receipt(self) -> dict[str, Any]:
+        """What the history keeps of this erasure: `to_json` without any memory's text, every list
+        capped at MAX_IDS with its total (the history can never delete what it stores)."""
+        s = self.sessions
+        keys = [f"{x.app_name}/{x.user_id}/{x.id}" for x in s.sessions]
+        skipped = [f"{k.app_name}/{k.user_id}/{k.id}" for k in s.skipped]
+        verification = None
+        if self.verification is not None:
+            v = self.verification
+            verification = {"checked": v.checked, "searches": v.searches, "clean": v.clean, **capped("left", v.left)}
+        return {
+            "session_database": self.session_db,
+            "backend": self.backend,
+            "policies": self.policies,
+            "sessions": {**capped("ids", keys), "events": s.events, **capped("skipped", skipped)},
+            **capped("memories", [m.receipt() for m in self.memories]),
+            **capped("kept", [m.receipt() for m in self.kept]),
+            "deleted": {"sessions": self.deleted_sessions, "memories": self.deleted_memories} if self.done else None,
+            "verification": verification,
         }
 
 
