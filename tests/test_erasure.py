@@ -464,3 +464,47 @@ def test_the_history_keeps_no_erased_text_and_caps_the_receipt(
     assert len(receipt["memories"]) == 2 and receipt["memories_total"] == 3
     assert all(set(m) >= {"id", "content_hash", "index"} and "text" not in m for m in receipt["memories"])
     assert {m["content_hash"] for m in receipt["memories"]} <= {content_hash(user_string(t)) for t in secrets}
+
+
+# --- review of #42: a memory another app's staying session makes -------------------------------
+
+
+def test_a_memory_whose_source_is_a_staying_session_of_another_app_stays(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `long_term_memory.index` set every app shares one index: the memory saved from appA/sA
+    (its provenance says so) is not appB/sB's to take, though appB/sB makes the same string."""
+    monkeypatch.setenv("LONG_TERM_MEMORY_INDEX", "shared")
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("u1", "sA"): ["I like green tea"]}, app_name="appA")
+    adk_write(db, {("u1", "sB"): ["I like green tea"]}, app_name="appB")
+    for app_name, sid in (("appA", "sA"), ("appB", "sB")):
+        code, _, err = cli("ltm", "save", "--from-store", app_name, "u1", sid, "--db-url", db)
+        assert code == 0, err
+    assert len(memories("u1", "shared")) == 1  # saved once, from appA/sA (the first to make it)
+    code, out, err = cli("session", "delete", "appB", "u1", "sB", "--with-memories", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    receipt = json.loads(out)
+    assert receipt["memories"] == [] and receipt["deleted"] == {"sessions": 1, "memories": 0}
+    [kept] = receipt["kept"]
+    assert "appA/u1/sA" in kept["kept"]
+    assert texts_of(memories("u1", "shared")) == ["I like green tea"]
+
+
+def test_an_agent_saved_memory_another_app_in_the_shared_index_makes_is_kept(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No recorded source: matched by content hash, and kept because appA/sA, which stays and
+    whose app saves into the same shared index, makes the same string."""
+    monkeypatch.setenv("LONG_TERM_MEMORY_INDEX", "shared")
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("u1", "sA"): ["I like green tea"]}, app_name="appA")
+    adk_write(db, {("u1", "sB"): ["I like green tea", "only in B"]}, app_name="appB")
+    agent_saved("u1", ["I like green tea", "only in B"], index="shared")
+    code, out, err = cli("forget", "u1", "--session", "sB", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    receipt = json.loads(out)
+    assert [m["text"] for m in receipt["memories"]] == ["only in B"]
+    [kept] = receipt["kept"]
+    assert kept["text"] == "I like green tea" and "appA/u1/sA" in kept["kept"]
+    assert texts_of(memories("u1", "shared")) == ["I like green tea"]

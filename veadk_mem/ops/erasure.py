@@ -234,12 +234,21 @@ def _match(record: MemoryRecord, group: _Group, own_index: bool) -> MatchedMemor
         return MatchedMemory(
             index, user, record, "session id", [record.session_id], [record.event_id] if record.event_id else []
         )
-    made = group.hashes.get(record.content_hash) if own_index else None
+    made = group.hashes.get(record.content_hash) if own_index else None  # see _keep_shared for a named source
     if made:
         return MatchedMemory(
             index, user, record, "content hash", sorted({s for s, _ in made}), list(dict.fromkeys(e for _, e in made))
         )
     return None
+
+
+def _named_sessions(record: MemoryRecord) -> list[tuple[str, str]]:
+    """The (app, session id) pairs a memory names as where it came from: its provenance, a service's id."""
+    source = record.source
+    named = [(source.app_name, source.session_id)] if source is not None and source.session_id else []
+    if record.session_id:
+        named.append((record.app_name, record.session_id))
+    return named
 
 
 async def _memories(ltm: LongTermMemory, group: _Group) -> list[MatchedMemory]:
@@ -261,30 +270,56 @@ async def _memories(ltm: LongTermMemory, group: _Group) -> list[MatchedMemory]:
 
 async def _keep_shared(
     store: SessionStore,
+    ltm: LongTermMemory,
     matched: list[MatchedMemory],
     groups: dict[tuple[str, str], _Group],
     policies: list[ResolvedPolicy],
 ) -> None:
-    """Mark the memories a session that stays also makes (same content hash), and services' profiles, as kept."""
+    """Mark the memories a session that stays also makes (same content hash), and services' profiles, as kept.
+
+    The sessions that stand behind a memory are the user's staying sessions of the erased sessions'
+    apps and of every app whose index is the memory's (with `long_term_memory.index` set, all apps
+    share one index), and, for a memory matched by content hash, the session its recorded source
+    names (another app's, say): that memory is the staying session's, however the same string was
+    made. A named source that no longer exists does not keep it."""
     for m in matched:
         if _is_profile(m.record):
             m.kept = "a profile the service derives from all of the user's sessions: delete it with `vmem ltm delete`"
-    for (app, user), group in groups.items():
-        wanted = {m.record.content_hash: m for m in matched if m.user_id == user and not m.kept}
+    for user in dict.fromkeys(u for _, u in groups):
+        mine = [m for m in matched if m.user_id == user]
+        wanted = {m.record.content_hash: m for m in mine if not m.kept}
         if not wanted:
             continue
-        for other in await store.list_sessions(SessionFilter(app=app, user=user)):
-            if other.id in group.sessions:
+        apps = {a for a, u in groups if u == user}
+        indexes = {m.index for m in wanted.values()}
+        named = {sid for m in mine for _, sid in _named_sessions(m.record)}
+        for other in await store.list_sessions(SessionFilter(user=user)):
+            group = groups.get((other.app_name, user))
+            if group is not None and other.id in group.sessions:
                 continue
-            rest = EventChoice(group.trimmed[other.id], inside=False) if other.id in group.trimmed else None
-            for digest in (await session_hashes(store, app, user, other.id, policies, rest)).keys() & wanted.keys():
-                m = wanted.pop(digest)
-                m.kept = f"session {app}/{user}/{other.id}, which stays, makes the same memory"
-                for same in matched:  # the same text in another index is one memory string too
-                    if same.record.content_hash == digest and same.user_id == user and not same.kept:
-                        same.kept = m.kept
+            if other.id in named:
+                _keep_named(mine, other)
+            if other.app_name not in apps and ltm.index_for(other.app_name) not in indexes:
+                continue
+            rest = EventChoice(group.trimmed[other.id], inside=False) if group and other.id in group.trimmed else None
+            made = await session_hashes(store, other.app_name, user, other.id, policies, rest)
+            for digest in made.keys() & wanted.keys():
+                del wanted[digest]
+                reason = f"session {other.app_name}/{user}/{other.id}, which stays, makes the same memory"
+                for same in mine:  # the same text in another index is one memory string too
+                    if same.record.content_hash == digest and not same.kept:
+                        same.kept = reason
             if not wanted:
                 break
+
+
+def _keep_named(mine: list[MatchedMemory], other: SessionSummary) -> None:
+    """Keep the memories matched by content hash whose recorded source is `other`, a session that stays."""
+    for m in mine:
+        if m.kept or m.matched_by != "content hash":
+            continue
+        if any(sid == other.id and app in ("", other.app_name) for app, sid in _named_sessions(m.record)):
+            m.kept = f"its recorded source, session {other.app_name}/{other.user_id}/{other.id}, stays"
 
 
 async def plan_erasure(
@@ -322,7 +357,7 @@ async def _find_memories(
     matched: list[MatchedMemory] = []
     for group in groups.values():
         matched.extend(await _memories(ltm, group))
-    await _keep_shared(store, matched, groups, policies)
+    await _keep_shared(store, ltm, matched, groups, policies)
     report.memories = [m for m in matched if not m.kept]
     report.kept = [m for m in matched if m.kept]
 
