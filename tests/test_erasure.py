@@ -508,3 +508,79 @@ def test_an_agent_saved_memory_another_app_in_the_shared_index_makes_is_kept(
     [kept] = receipt["kept"]
     assert kept["text"] == "I like green tea" and "appA/u1/sA" in kept["kept"]
     assert texts_of(memories("u1", "shared")) == ["I like green tea"]
+
+
+def adk_append(url: str, user: str, sid: str, text: str, at: float) -> None:
+    """An agent resuming a session: one more user event through ADK's own service, from a thread of
+    its own (the caller may be inside vmem's event loop, as a confirm callback is)."""
+
+    async def go() -> None:
+        service = DatabaseSessionService(url)
+        try:
+            session = await service.get_session(app_name=APP, user_id=user, session_id=sid)
+            assert session is not None
+            said = types.Content(role="user", parts=[types.Part(text=text)])
+            event = Event(author="user", invocation_id="resumed", content=said, timestamp=at)
+            await service.append_event(session, event)
+        finally:
+            await service.close()
+
+    import threading
+
+    worker = threading.Thread(target=lambda: asyncio.run(go()))
+    worker.start()
+    worker.join()
+
+
+def test_a_session_resumed_while_the_question_waits_keeps_its_memories(tmp_path: Path, env: dict[str, str]) -> None:
+    """The re-checking delete keeps a session an agent updated since the plan: its memories stay too
+    (they went first, and the session that makes them was left)."""
+    from veadk_mem.ops.erasure import erase
+    from veadk_mem.sessions.records import SessionFilter
+    from veadk_mem.sessions.store import SessionStore
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("rae", "s1"): ["I collect stamps"], ("rae", "s2"): ["I grow figs"]})
+    save_from_store(db, "rae", "s1")
+    save_from_store(db, "rae", "s2")
+
+    def resumed(_report: Any) -> None:
+        adk_append(db, "rae", "s1", "back again", T0 + 100)
+
+    async def go() -> Any:
+        async with SessionStore(db) as store, facade() as ltm:
+            flt = SessionFilter(app=APP, user="rae", older_than=86_400)
+            return await erase(store, ltm, flt=flt, confirm=resumed)
+
+    report = asyncio.run(go())
+    assert [k.id for k in report.sessions.skipped] == ["s1"] and report.deleted_sessions == 1
+    assert report.deleted_memories == 1 and [m.record.id for m in report.memories] != []
+    [kept] = report.kept
+    assert "shop/rae/s1" in kept.kept and "I collect stamps" in kept.record.text
+    assert texts_of(memories("rae")) == ["I collect stamps"] and adk_sessions(db, "rae") == ["s1"]
+    assert report.verification is not None and report.verification.clean
+
+
+def test_prune_with_memories_keeps_those_of_a_session_resumed_after_the_plan(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veadk_mem.ops.erasure import prune_erasure
+    from veadk_mem.sessions.store import SessionStore
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("sam", "s1"): ["I collect stamps"], ("sam", "s2"): ["I grow figs"]})
+    save_from_store(db, "sam", "s1")
+    save_from_store(db, "sam", "s2")
+    monkeypatch.setenv("VMEM_RETENTION_MAX_AGE", "30d")
+
+    def resumed(_plan: Any) -> None:
+        adk_append(db, "sam", "s2", "back again", T0 + 100)  # still old: only the re-check sees it
+
+    async def go() -> Any:
+        async with SessionStore(db) as store, facade() as ltm:
+            return await prune_erasure(store, ltm, load_settings().settings.retention, yes=True, confirm=resumed)
+
+    pruned, report = asyncio.run(go())
+    assert [k.id for k in pruned.deleted.skipped] == ["s2"]
+    assert report.deleted_memories == 1 and [m.sessions for m in report.kept] == [["s2"]]
+    assert texts_of(memories("sam")) == ["I grow figs"] and report.verification.clean

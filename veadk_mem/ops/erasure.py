@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.errors import NotFound
 from veadk_mem.ltm.base import Capability
 from veadk_mem.ltm.provenance import policy_name
 from veadk_mem.ops.history import MAX_IDS
@@ -370,6 +371,29 @@ def _check_backend(ltm: LongTermMemory) -> None:
         kind.require(Capability.DELETE)
 
 
+async def _keep_resumed(store: SessionStore, report: ErasureReport, planned: list[SessionSummary]) -> None:
+    """Just before the memories go: a planned session an agent updated since the plan stays (the
+    re-checking delete keeps it), so the memories it made move to `kept` instead of going first."""
+    if not planned:
+        return
+    keys = [s.key for s in planned]
+    try:
+        found: list[SessionSummary] = list(await store.find_sessions(keys))
+    except NotFound:  # one deleted meanwhile, or a state the reads cannot decode: as stored
+        found = await store.stored_sessions(keys=keys)
+    now = {s.key: s.update_time for s in found}
+    changed = {(s.user_id, s.id): s.key for s in planned if s.key in now and abs(now[s.key] - s.update_time) > 1e-6}
+    if not changed:
+        return
+    for m in report.memories:
+        key = next((changed[(m.user_id, sid)] for sid in m.sessions if (m.user_id, sid) in changed), None)
+        if key is not None:
+            where = f"{key.app_name}/{key.user_id}/{key.id}"
+            m.kept = f"session {where} changed since the plan (an agent resumed it): it stays"
+    report.kept += [m for m in report.memories if m.kept]
+    report.memories = [m for m in report.memories if not m.kept]
+
+
 async def _delete_memories(ltm: LongTermMemory, report: ErasureReport) -> None:
     by_scope: dict[tuple[str, str], list[MemoryRecord]] = {}
     for m in report.memories:
@@ -417,6 +441,7 @@ async def prune_erasure(
         return await prune(store, settings, app=app, dry_run=True, yes=yes, planned=plan), report
 
     async def first(_plan: RetentionPlan) -> None:
+        await _keep_resumed(store, report, doomed)  # the prune's delete re-checks every session
         await _delete_memories(ltm, report)
 
     pruned = await prune(store, settings, app=app, yes=yes, confirm=confirm, planned=plan, first=first)
@@ -431,7 +456,11 @@ async def prune_erasure(
 async def carry_out_erasure(
     store: SessionStore, ltm: LongTermMemory, report: ErasureReport, planned: PlannedDelete
 ) -> ErasureReport:
-    """Delete the planned memories, then the sessions, then verify the memories are gone."""
+    """Delete the planned memories, then the sessions, then verify the memories are gone. When the
+    delete re-checks its sessions (a filter with --older-than), the memories of a session resumed
+    since the plan stay with it."""
+    if planned.recheck:
+        await _keep_resumed(store, report, planned.chosen)
     await _delete_memories(ltm, report)
     report.sessions = await carry_out(store, planned)
     report.deleted_sessions = len(report.sessions.sessions)
