@@ -251,3 +251,32 @@ def test_a_sync_that_saves_is_one_history_entry_and_one_that_saves_nothing_none(
     assert entry["store"] == "local" and entry["outcome"] == "ok"
     assert sync(runner, db, "--once")[0] == 0  # nothing new: no entry
     assert len(HistoryLog(log).entries()) == 1
+
+
+def test_a_cursor_path_that_is_a_link_or_cannot_be_made_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    """A link to a missing file: sqlite would create its target with the umask's mode (0644), outside
+    vmem's private file; refused in the one opener of vmem's sqlite files. A parent that cannot be
+    made (under a regular file) is one line naming the file, exit 1, no traceback."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    append(url, "u", "s0", turns("s0", 1))
+    target, link = tmp_path / "target.db", tmp_path / "cursor.db"
+    link.symlink_to(target)
+    result = runner.invoke(app, ["ltm", "sync", "--once", "--db-url", url], env={"VMEM_SYNC_CURSOR": str(link)})
+    assert result.exit_code == 2 and "symbolic link" in result.stderr and str(link) in result.stderr
+    assert not target.exists() and len(result.stderr.strip().splitlines()) <= 2
+    (tmp_path / "plain").write_text("a file, not a directory")
+    under = tmp_path / "plain" / "sub" / "sync.db"
+    result = runner.invoke(app, ["ltm", "sync", "--once", "--db-url", url], env={"VMEM_SYNC_CURSOR": str(under)})
+    assert result.exit_code == 1 and str(under) in result.stderr and "unexpected" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2, result.stderr
+
+
+def test_the_ledger_and_history_refuse_a_link_in_the_one_opener(tmp_path: Path) -> None:
+    from veadk_mem.errors import BadInput
+    from veadk_mem.files import open_private_sqlite
+
+    target, link = tmp_path / "target.db", tmp_path / "link.db"
+    link.symlink_to(target)
+    with pytest.raises(BadInput, match="symbolic link"):
+        open_private_sqlite(link, 1.0, lambda conn: None)
+    assert not target.exists()

@@ -91,7 +91,7 @@ R = TypeVar("R")
 
 
 def _guarded(method: Callable[Concatenate[SyncCursor, P], R]) -> Callable[Concatenate[SyncCursor, P], R]:
-    """sqlite's errors on the cursor file as one CursorError naming the file."""
+    """sqlite's and the file system's errors on the cursor file as one CursorError naming the file."""
 
     @functools.wraps(method)
     def run(self: SyncCursor, /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -103,6 +103,9 @@ def _guarded(method: Callable[Concatenate[SyncCursor, P], R]) -> Callable[Concat
                 f"{self.path}: cannot use the sync cursor: {exc}",
                 hint="move the file aside to start over (memories already saved are skipped by content hash)",
             ) from None
+        except OSError as exc:  # its directory cannot be made, a full disk, no permission
+            self.close()
+            raise CursorError(f"{self.path}: cannot use the sync cursor: {exc.strerror or exc}") from None
 
     return run
 
