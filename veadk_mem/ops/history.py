@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import NotFound, StoreError
+from veadk_mem.errors import BadInput, NotFound, StoreError
 from veadk_mem.files import open_private_sqlite
 from veadk_mem.jsonio import dumps
 from veadk_mem.ltm.ledger import default_path as ledger_path
@@ -48,6 +48,7 @@ MAX_IDS = 100  # ids kept per entry; `ids_total` says how many there were
 MAX_ARG = 500  # characters kept of one command-line argument (a long --text), or of one id
 MAX_ARGS = 200  # command-line arguments kept; the rest are counted
 MAX_TEXT = 10_000  # characters kept of one detail's text (an edited memory's old text)
+SQLITE_INT_MAX = 2**63 - 1  # the largest entry number or limit sqlite takes
 BUSY_TIMEOUT = 2.0  # seconds an append waits for another vmem's write: the change is already made
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS changes (
@@ -275,12 +276,18 @@ class HistoryLog:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY n DESC"
         if limit:
+            if not 0 < limit <= SQLITE_INT_MAX:
+                raise BadInput(f"--limit: expected a number of entries from 0 to {SQLITE_INT_MAX}, got {limit}")
             sql += f" LIMIT {int(limit)}"
         return self._read(sql, args, LISTED)
 
     def entry(self, n: int) -> dict[str, Any]:
-        """Entry number `n`, whole; NotFound when there is none."""
-        found = self._read(f"SELECT {COLUMNS} FROM changes WHERE n = ?", [n], COLUMNS)
+        """Entry number `n`, whole; NotFound when there is none (a number sqlite cannot hold included)."""
+        found = (
+            []
+            if not 0 < n <= SQLITE_INT_MAX
+            else self._read(f"SELECT {COLUMNS} FROM changes WHERE n = ?", [n], COLUMNS)
+        )
         if not found:
             raise NotFound(f"history entry {n}: no such entry in {self.path}")
         return found[0]
