@@ -280,3 +280,54 @@ def test_the_ledger_and_history_refuse_a_link_in_the_one_opener(tmp_path: Path) 
     with pytest.raises(BadInput, match="symbolic link"):
         open_private_sqlite(link, 1.0, lambda conn: None)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("refusal", ["auth", "throttled"])
+def test_a_refusing_store_stops_the_sync_without_moving_the_cursor(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: str
+) -> None:
+    """Credentials refused or a quota spent meets every session alike: the sync stops (exit 1)
+    with the cursor where it was, and the next run, the store answering, saves them all. (Marked
+    failed, they were passed over for good: a failed session is tried again only if it changes.)"""
+    from veadk_mem.errors import StoreAuthError, StoreThrottled
+    from veadk_mem.ltm.backends.local import LocalBackend
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    for n in range(3):
+        append(url, "u", f"s{n}", turns(f"s{n}", 1))
+    real = LocalBackend.save
+
+    async def refuses(self: LocalBackend, *args: Any, **kwargs: Any) -> Any:
+        if refusal == "auth":
+            raise StoreAuthError("local: the store refused the credentials")
+        raise StoreThrottled("local: the quota is spent")
+
+    monkeypatch.setattr(LocalBackend, "save", refuses)
+    code, _, err = sync(runner, url, "--once")
+    assert code == 1 and ("credentials" in err or "quota" in err), err
+    code, out, _ = sync(runner, url, "--status")
+    assert out["position"] is None and out["sessions"]["failed"] == 0
+    monkeypatch.setattr(LocalBackend, "save", real)
+    code, out, err = sync(runner, url, "--once")
+    assert code == 0, err
+    assert out["totals"]["synced"] == 3 and out["totals"]["saved"] == 3 and out["totals"]["failed"] == 0
+
+
+def test_a_not_found_from_long_term_memory_is_a_failure_not_a_save(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VikingDB says NotFound for a collection that is not there: the session was not saved, so it
+    is not marked saved (only a session deleted from the session database is)."""
+    from veadk_mem.errors import NotFound
+    from veadk_mem.ltm.backends.local import LocalBackend
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    append(url, "u", "s0", turns("s0", 1))
+
+    async def no_collection(self: LocalBackend, *args: Any, **kwargs: Any) -> Any:
+        raise NotFound("collection syncapp not found")
+
+    monkeypatch.setattr(LocalBackend, "save", no_collection)
+    code, out, err = sync(runner, url, "--once")
+    assert out["totals"]["failed"] == 1 and out["totals"]["synced"] == 0, (code, out, err)
+    assert "collection syncapp not found" in err
