@@ -584,3 +584,25 @@ def test_prune_with_memories_keeps_those_of_a_session_resumed_after_the_plan(
     assert [k.id for k in pruned.deleted.skipped] == ["s2"]
     assert report.deleted_memories == 1 and [m.sessions for m in report.kept] == [["s2"]]
     assert texts_of(memories("sam")) == ["I grow figs"] and report.verification.clean
+
+
+def test_forget_session_finds_a_session_whose_state_cannot_be_decoded(tmp_path: Path, env: dict[str, str]) -> None:
+    """The key is looked up by id (a bounded query on the key columns), not among the user's listed
+    sessions, which leave out one whose state does not decode: that one is erased all the same."""
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    db = f"sqlite+aiosqlite:///{path}"
+    adk_write(db, {("tia", "bad"): ["I paint"], ("tia", "good"): ["I row"]})
+    save_from_store(db, "tia", "bad")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE sessions SET state = '{not json' WHERE id = 'bad'")
+    code, out, err = cli("forget", "tia", "--session", "bad", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    receipt = json.loads(out)
+    assert receipt["deleted"] == {"sessions": 1, "memories": 1}
+    assert adk_sessions(db, "tia") == ["good"] and memories("tia") == []
+    code, _, err = cli("forget", "tia", "--session", "bad", "--app", APP, "--db-url", db, "-y")
+    assert code == 3 and "bad" in err
+    code, _, err = cli("forget", "nobody", "--session", "good", "--db-url", db, "-y")
+    assert code == 3 and "good" in err  # another user's session is not this user's

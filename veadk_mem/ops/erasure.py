@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import NotFound
+from veadk_mem.errors import BadInput, NotFound
 from veadk_mem.ltm.base import Capability
 from veadk_mem.ltm.provenance import policy_name
 from veadk_mem.ops.history import MAX_IDS
@@ -321,6 +321,29 @@ def _keep_named(mine: list[MatchedMemory], other: SessionSummary) -> None:
             continue
         if any(sid == other.id and app in ("", other.app_name) for app, sid in _named_sessions(m.record)):
             m.kept = f"its recorded source, session {other.app_name}/{other.user_id}/{other.id}, stays"
+
+
+async def user_session(store: SessionStore, user: str, session_id: str, app_name: str | None) -> SessionKey:
+    """`forget USER --session ID`'s session: looked up by its key (with the app) or its id (one bounded
+    query on the key columns), never among the user's listed sessions, which leave out one whose
+    state does not decode. NotFound when the user has none; BadInput when it is in several apps."""
+    from veadk_mem.sessions.read_queries import ID_CANDIDATES
+    from veadk_mem.sessions.records import SessionKey
+
+    if app_name is not None:
+        found = [s.key for s in await store.stored_sessions(keys=[SessionKey(app_name, user, session_id)])]
+    else:
+        keys = await store.sessions_by_id(session_id)
+        found = [k for k in keys if k.id == session_id and k.user_id == user]
+        if not found and len(keys) >= ID_CANDIDATES:  # a common id: the user's may lie past the cap
+            found = [s.key for s in await store.stored_sessions(user=user) if s.id == session_id]
+    if not found:
+        where = f" in app {app_name!r}" if app_name else ""
+        raise NotFound(f"no session {session_id!r} of user {user!r}{where}: nothing deleted")
+    if len(found) > 1:
+        apps = ", ".join(sorted(k.app_name for k in found))
+        raise BadInput(f"session {session_id!r} of user {user!r} is in several apps ({apps}): name one with --app")
+    return found[0]
 
 
 async def plan_erasure(
