@@ -331,3 +331,31 @@ def test_a_not_found_from_long_term_memory_is_a_failure_not_a_save(
     code, out, err = sync(runner, url, "--once")
     assert out["totals"]["failed"] == 1 and out["totals"]["synced"] == 0, (code, out, err)
     assert "collection syncapp not found" in err
+
+
+def test_a_relative_sqlite_path_from_two_directories_keeps_two_cursors(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--db-url s.db` in two directories names two databases: each keeps a cursor of its own (keyed
+    by the absolute file), and a cursor kept under the absolute URL the old way is taken over."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    for where in (two, one):  # two's older: a shared cursor would hold it done
+        where.mkdir()
+        append(f"sqlite+aiosqlite:///{where / 's.db'}", "u", "s0", turns("s0", 1))
+    monkeypatch.chdir(one)
+    code, out, err = sync(runner, "s.db", "--once")
+    assert code == 0 and out["totals"]["synced"] == 1, err
+    monkeypatch.chdir(two)
+    code, out, err = sync(runner, "s.db", "--once")
+    assert code == 0 and out["totals"]["synced"] == 1 and out["totals"]["saved"] == 0, err  # same text: held
+    # a cursor an older vmem kept under the displayed URL: renamed to the new key, not started over
+    data = Path.home() / ".local" / "share" / "vmem" / "sync.db"
+    url = f"sqlite+aiosqlite:///{tmp_path / 'three.db'}"
+    append(url, "u", "s0", turns("s0", 1))
+    assert sync(runner, url, "--once")[0] == 0
+    with sqlite3.connect(data) as conn:
+        [key] = [k for (k,) in conn.execute("SELECT DISTINCT db FROM position") if "three" in k]
+        for table in ("position", "session"):
+            conn.execute(f"UPDATE {table} SET db = ? WHERE db = ?", (url.replace("+aiosqlite", ""), key))
+    code, out, err = sync(runner, url, "--once")
+    assert code == 0 and out["totals"]["synced"] == 0 and out["totals"]["unchanged"] <= 1, err

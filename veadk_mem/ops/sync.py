@@ -124,6 +124,29 @@ def cursor_path(settings: VmemSettings) -> Path:
     return Path(given).expanduser() if given else data_dir() / "sync.db"
 
 
+def cursor_key(store: SessionStore) -> tuple[str, str | None]:
+    """The session database as the cursor keys it, and an older key to take over (or None).
+
+    A sqlite file by its absolute, resolved path (`--db-url s.db` from two directories is two
+    databases); a server by its URL with the password masked, plus the PostgreSQL schema when one
+    is configured. Cursors of earlier versions were keyed by the displayed URL: taken over when it
+    named the database unambiguously (a server, an absolute sqlite path), never for a relative one.
+    """
+    from veadk_mem.masking import mask_url
+    from veadk_mem.sessions.url import plain_url
+
+    db = store.db
+    old = store.display_url
+    path = db.sqlite_path()
+    if path is not None:
+        key = f"sqlite:{Path(path).expanduser().resolve()}"
+        return key, (old if Path(path).expanduser().is_absolute() and old != key else None)
+    key = mask_url(plain_url(db.url))
+    if db.schema:
+        key += f" schema={db.schema}"
+    return key, (old if old != key else None)
+
+
 def systemic(exc: BaseException) -> bool:
     """An error every later session would meet too (a store gone, credentials refused, a rate limit
     or quota still hit after the retries, the ledger or cursor unusable): the batch stops with the
@@ -402,8 +425,11 @@ class SyncJob:
         await store.open()
         ltm = LongTermMemory.from_settings(self.settings, warn=self.warn, notice=self.notice)
         try:
-            cursor = SyncCursor(cursor_path(self.settings), store.display_url)
+            key, older = cursor_key(store)
+            cursor = SyncCursor(cursor_path(self.settings), key)
             cursor.check()
+            if older is not None:
+                cursor.adopt(older)
             if probe:
                 await ltm.backend_for(self.app).health()
         except BaseException:

@@ -139,6 +139,22 @@ class SyncCursor:
         """Open the file and read it once: a damaged or foreign file fails before anything is saved."""
         self._open().execute("SELECT count(*) FROM position").fetchone()
 
+    @_guarded
+    def adopt(self, older: str) -> None:
+        """Take over the rows kept under an older key of the same database (the displayed URL
+        earlier versions used), unless this key has rows of its own: one transaction."""
+        conn = self._open()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            mine = conn.execute("SELECT 1 FROM position WHERE db=? LIMIT 1", (self.db,)).fetchone()
+            if mine is None:
+                for table in ("position", "session"):
+                    conn.execute(f"UPDATE OR IGNORE {table} SET db=? WHERE db=?", (self.db, older))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
     # --- positions ---------------------------------------------------------------------
 
     @_guarded
