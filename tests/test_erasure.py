@@ -606,3 +606,31 @@ def test_forget_session_finds_a_session_whose_state_cannot_be_decoded(tmp_path: 
     assert code == 3 and "bad" in err
     code, _, err = cli("forget", "nobody", "--session", "good", "--db-url", db, "-y")
     assert code == 3 and "good" in err  # another user's session is not this user's
+
+
+def test_a_session_delete_that_fails_after_the_memories_went_says_so_and_is_recorded(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer holds the session database: the memories went first, the session delete then
+    fails. The message must not say nothing was changed, and the history records the memories."""
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    db = f"sqlite+aiosqlite:///{path}"
+    adk_write(db, {("uma", "s1"): ["I sail"]})
+    save_from_store(db, "uma", "s1")
+    monkeypatch.setenv("VMEM_SQLITE_BUSY_TIMEOUT", "0.2")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # a writer's lock: reads go on, a delete waits and gives up
+        code, _, err = cli("session", "delete", APP, "uma", "s1", "--with-memories", "--db-url", db, "-y")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 1 and "locked" in err, err
+    assert "nothing was changed" not in err and "1 memory" in err
+    assert memories("uma") == [] and adk_sessions(db, "uma") == ["s1"]
+    code, out, _ = cli("history", "--json")
+    [entry] = [e for e in json.loads(out) if e["command"] == "session delete --with-memories"]
+    assert entry["outcome"] == "failed" and entry["counts"] == {"memories": 1}
+    assert entry["ids"][0].startswith("memory shop/")

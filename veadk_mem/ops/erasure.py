@@ -467,7 +467,10 @@ async def prune_erasure(
         await _keep_resumed(store, report, doomed)  # the prune's delete re-checks every session
         await _delete_memories(ltm, report)
 
-    pruned = await prune(store, settings, app=app, yes=yes, confirm=confirm, planned=plan, first=first)
+    try:
+        pruned = await prune(store, settings, app=app, yes=yes, confirm=confirm, planned=plan, first=first)
+    except BaseException as exc:
+        raise _memories_went(exc, report) from None
     if pruned.deleted is not None:
         report.sessions = pruned.deleted
         report.deleted_sessions = len(pruned.deleted.sessions)
@@ -485,11 +488,39 @@ async def carry_out_erasure(
     if planned.recheck:
         await _keep_resumed(store, report, planned.chosen)
     await _delete_memories(ltm, report)
-    report.sessions = await carry_out(store, planned)
+    try:
+        report.sessions = await carry_out(store, planned)
+    except BaseException as exc:
+        raise _memories_went(exc, report) from None
     report.deleted_sessions = len(report.sessions.sessions)
     report.dry_run, report.done = False, True
     report.verification = await verify(ltm, report.memories, report.kept)
     return report
+
+
+def _memories_went(exc: BaseException, report: ErasureReport) -> BaseException:
+    """`exc`, raised by the session delete after the memories went, saying so: its message no longer
+    claims nothing was changed, and its `committed` (what the history records) counts them."""
+    from veadk_mem.errors import Interrupted, VmemError
+    from veadk_mem.sessions.dberrors import partial
+
+    gone = report.deleted_memories
+    if not gone:
+        return exc
+    if isinstance(exc, (KeyboardInterrupt,)) or type(exc).__name__ == "CancelledError":
+        exc = Interrupted("interrupted")
+    if not isinstance(exc, VmemError):
+        return exc
+    committed = dict(exc.committed or {})
+    committed["memories"] = int(committed.get("memories", 0)) + gone
+    committed["ids"] = [*committed.get("ids", []), *(f"memory {m.index}/{m.record.id}" for m in report.memories)]
+    exc.committed = committed
+    exc.message = (
+        f"{partial(exc.message)} -- {gone:,} memor{'y' if gone == 1 else 'ies'} made from these sessions "
+        "had been deleted first; run the same command again to delete the sessions"
+    )
+    exc.args = (exc.message,)
+    return exc
 
 
 async def verify(ltm: LongTermMemory, deleted: list[MatchedMemory], kept: list[MatchedMemory]) -> Verification:
