@@ -32,20 +32,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotFound
+from veadk_mem.errors import BadInput, Interrupted, NotFound, VmemError
 from veadk_mem.ltm.base import Capability
 from veadk_mem.ltm.provenance import policy_name
 from veadk_mem.ops.history import MAX_IDS
 from veadk_mem.ops.memory_match import EventChoice, Produced, candidate_policies, session_hashes, user_indexes
 from veadk_mem.sessions.delete_flow import PlannedDelete, carry_out, plan_delete
-from veadk_mem.sessions.records import DeleteReport, SessionFilter
+from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionKey
 
 if TYPE_CHECKING:
     from veadk_mem.config import RetentionSettings
     from veadk_mem.ltm.base import MemoryRecord
     from veadk_mem.ltm.facade import LongTermMemory
     from veadk_mem.policy.model import ResolvedPolicy
-    from veadk_mem.sessions.records import SessionKey, SessionSummary
+    from veadk_mem.sessions.records import SessionSummary
     from veadk_mem.sessions.retention import PruneReport, RetentionPlan
     from veadk_mem.sessions.store import SessionStore
 
@@ -328,7 +328,6 @@ async def user_session(store: SessionStore, user: str, session_id: str, app_name
     query on the key columns), never among the user's listed sessions, which leave out one whose
     state does not decode. NotFound when the user has none; BadInput when it is in several apps."""
     from veadk_mem.sessions.read_queries import ID_CANDIDATES
-    from veadk_mem.sessions.records import SessionKey
 
     if app_name is not None:
         found = [s.key for s in await store.stored_sessions(keys=[SessionKey(app_name, user, session_id)])]
@@ -501,7 +500,6 @@ async def carry_out_erasure(
 def _memories_went(exc: BaseException, report: ErasureReport) -> BaseException:
     """`exc`, raised by the session delete after the memories went, saying so: its message no longer
     claims nothing was changed, and its `committed` (what the history records) counts them."""
-    from veadk_mem.errors import Interrupted, VmemError
     from veadk_mem.sessions.dberrors import partial
 
     gone = report.deleted_memories

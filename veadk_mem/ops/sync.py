@@ -36,6 +36,7 @@ from veadk_mem.errors import (
     VmemError,
 )
 from veadk_mem.ltm.ledger import LedgerError
+from veadk_mem.masking import mask_url
 from veadk_mem.ops.sync_cursor import START, CursorError, SessionMark, SyncCursor
 from veadk_mem.sessions.records import SessionFilter
 
@@ -132,7 +133,6 @@ def cursor_key(store: SessionStore) -> tuple[str, str | None]:
     is configured. Cursors of earlier versions were keyed by the displayed URL: taken over when it
     named the database unambiguously (a server, an absolute sqlite path), never for a relative one.
     """
-    from veadk_mem.masking import mask_url
     from veadk_mem.sessions.url import plain_url
 
     db = store.db
