@@ -432,3 +432,205 @@ def test_an_erasure_writes_its_receipt_into_the_history(tmp_path: Path, env: dic
     assert code == 0, err
     receipt = json.loads(out)["receipt"]
     assert receipt["deleted"] == {"sessions": 1, "memories": 1} and receipt["verification"]["clean"] is True
+    assert receipt["sessions"]["ids"] == ["shop/pia/s1"] and receipt["memories_total"] == 1
+
+
+def test_the_history_keeps_no_erased_text_and_caps_the_receipt(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history is append-only: an erased memory's text stored there could never be erased."""
+    import sqlite3
+
+    from veadk_mem.ops import erasure
+    from veadk_mem.ops.history import history_path
+
+    monkeypatch.setattr(erasure, "MAX_IDS", 2, raising=False)
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    secrets = ["my passport is X123", "my PIN is 4711", "I live at 5 Elm St"]
+    adk_write(db, {("quin", "s1"): secrets})
+    save_from_store(db, "quin", "s1")
+    code, out, err = cli("forget", "quin", "--session", "s1", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    assert sorted(m["text"] for m in json.loads(out)["memories"]) == sorted(secrets)  # the operator sees them
+    with sqlite3.connect(history_path(load_settings().settings.history)) as conn:
+        stored = "\n".join(str(row) for row in conn.execute("SELECT * FROM changes"))
+    for text in secrets:
+        assert text not in stored and json.dumps(text)[1:-1] not in stored
+    code, out, err = cli("history", "--json")
+    assert code == 0, err
+    [entry] = [e for e in json.loads(out) if e["command"] == "forget --session"]
+    assert "receipt" not in entry  # the listing does not read receipts
+    receipt = json.loads(cli("history", "show", str(entry["n"]), "--json")[1])["receipt"]
+    assert len(receipt["memories"]) == 2 and receipt["memories_total"] == 3
+    assert all(set(m) >= {"id", "content_hash", "index"} and "text" not in m for m in receipt["memories"])
+    assert {m["content_hash"] for m in receipt["memories"]} <= {content_hash(user_string(t)) for t in secrets}
+
+
+# --- review of #42: a memory another app's staying session makes -------------------------------
+
+
+def test_a_memory_whose_source_is_a_staying_session_of_another_app_stays(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `long_term_memory.index` set every app shares one index: the memory saved from appA/sA
+    (its provenance says so) is not appB/sB's to take, though appB/sB makes the same string."""
+    monkeypatch.setenv("LONG_TERM_MEMORY_INDEX", "shared")
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("u1", "sA"): ["I like green tea"]}, app_name="appA")
+    adk_write(db, {("u1", "sB"): ["I like green tea"]}, app_name="appB")
+    for app_name, sid in (("appA", "sA"), ("appB", "sB")):
+        code, _, err = cli("ltm", "save", "--from-store", app_name, "u1", sid, "--db-url", db)
+        assert code == 0, err
+    assert len(memories("u1", "shared")) == 1  # saved once, from appA/sA (the first to make it)
+    code, out, err = cli("session", "delete", "appB", "u1", "sB", "--with-memories", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    receipt = json.loads(out)
+    assert receipt["memories"] == [] and receipt["deleted"] == {"sessions": 1, "memories": 0}
+    [kept] = receipt["kept"]
+    assert "appA/u1/sA" in kept["kept"]
+    assert texts_of(memories("u1", "shared")) == ["I like green tea"]
+
+
+def test_an_agent_saved_memory_another_app_in_the_shared_index_makes_is_kept(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No recorded source: matched by content hash, and kept because appA/sA, which stays and
+    whose app saves into the same shared index, makes the same string."""
+    monkeypatch.setenv("LONG_TERM_MEMORY_INDEX", "shared")
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("u1", "sA"): ["I like green tea"]}, app_name="appA")
+    adk_write(db, {("u1", "sB"): ["I like green tea", "only in B"]}, app_name="appB")
+    agent_saved("u1", ["I like green tea", "only in B"], index="shared")
+    code, out, err = cli("forget", "u1", "--session", "sB", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    receipt = json.loads(out)
+    assert [m["text"] for m in receipt["memories"]] == ["only in B"]
+    [kept] = receipt["kept"]
+    assert kept["text"] == "I like green tea" and "appA/u1/sA" in kept["kept"]
+    assert texts_of(memories("u1", "shared")) == ["I like green tea"]
+
+
+def adk_append(url: str, user: str, sid: str, text: str, at: float) -> None:
+    """An agent resuming a session: one more user event through ADK's own service, from a thread of
+    its own (the caller may be inside vmem's event loop, as a confirm callback is)."""
+
+    async def go() -> None:
+        service = DatabaseSessionService(url)
+        try:
+            session = await service.get_session(app_name=APP, user_id=user, session_id=sid)
+            assert session is not None
+            said = types.Content(role="user", parts=[types.Part(text=text)])
+            event = Event(author="user", invocation_id="resumed", content=said, timestamp=at)
+            await service.append_event(session, event)
+        finally:
+            await service.close()
+
+    import threading
+
+    worker = threading.Thread(target=lambda: asyncio.run(go()))
+    worker.start()
+    worker.join()
+
+
+def test_a_session_resumed_while_the_question_waits_keeps_its_memories(tmp_path: Path, env: dict[str, str]) -> None:
+    """The re-checking delete keeps a session an agent updated since the plan: its memories stay too
+    (they went first, and the session that makes them was left)."""
+    from veadk_mem.ops.erasure import erase
+    from veadk_mem.sessions.records import SessionFilter
+    from veadk_mem.sessions.store import SessionStore
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("rae", "s1"): ["I collect stamps"], ("rae", "s2"): ["I grow figs"]})
+    save_from_store(db, "rae", "s1")
+    save_from_store(db, "rae", "s2")
+
+    def resumed(_report: Any) -> None:
+        adk_append(db, "rae", "s1", "back again", T0 + 100)
+
+    async def go() -> Any:
+        async with SessionStore(db) as store, facade() as ltm:
+            flt = SessionFilter(app=APP, user="rae", older_than=86_400)
+            return await erase(store, ltm, flt=flt, confirm=resumed)
+
+    report = asyncio.run(go())
+    assert [k.id for k in report.sessions.skipped] == ["s1"] and report.deleted_sessions == 1
+    assert report.deleted_memories == 1 and [m.record.id for m in report.memories] != []
+    [kept] = report.kept
+    assert "shop/rae/s1" in kept.kept and "I collect stamps" in kept.record.text
+    assert texts_of(memories("rae")) == ["I collect stamps"] and adk_sessions(db, "rae") == ["s1"]
+    assert report.verification is not None and report.verification.clean
+
+
+def test_prune_with_memories_keeps_those_of_a_session_resumed_after_the_plan(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veadk_mem.ops.erasure import prune_erasure
+    from veadk_mem.sessions.store import SessionStore
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    adk_write(db, {("sam", "s1"): ["I collect stamps"], ("sam", "s2"): ["I grow figs"]})
+    save_from_store(db, "sam", "s1")
+    save_from_store(db, "sam", "s2")
+    monkeypatch.setenv("VMEM_RETENTION_MAX_AGE", "30d")
+
+    def resumed(_plan: Any) -> None:
+        adk_append(db, "sam", "s2", "back again", T0 + 100)  # still old: only the re-check sees it
+
+    async def go() -> Any:
+        async with SessionStore(db) as store, facade() as ltm:
+            return await prune_erasure(store, ltm, load_settings().settings.retention, yes=True, confirm=resumed)
+
+    pruned, report = asyncio.run(go())
+    assert [k.id for k in pruned.deleted.skipped] == ["s2"]
+    assert report.deleted_memories == 1 and [m.sessions for m in report.kept] == [["s2"]]
+    assert texts_of(memories("sam")) == ["I grow figs"] and report.verification.clean
+
+
+def test_forget_session_finds_a_session_whose_state_cannot_be_decoded(tmp_path: Path, env: dict[str, str]) -> None:
+    """The key is looked up by id (a bounded query on the key columns), not among the user's listed
+    sessions, which leave out one whose state does not decode: that one is erased all the same."""
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    db = f"sqlite+aiosqlite:///{path}"
+    adk_write(db, {("tia", "bad"): ["I paint"], ("tia", "good"): ["I row"]})
+    save_from_store(db, "tia", "bad")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE sessions SET state = '{not json' WHERE id = 'bad'")
+    code, out, err = cli("forget", "tia", "--session", "bad", "--db-url", db, "-y", "--json")
+    assert code == 0, err
+    receipt = json.loads(out)
+    assert receipt["deleted"] == {"sessions": 1, "memories": 1}
+    assert adk_sessions(db, "tia") == ["good"] and memories("tia") == []
+    code, _, err = cli("forget", "tia", "--session", "bad", "--app", APP, "--db-url", db, "-y")
+    assert code == 3 and "bad" in err
+    code, _, err = cli("forget", "nobody", "--session", "good", "--db-url", db, "-y")
+    assert code == 3 and "good" in err  # another user's session is not this user's
+
+
+def test_a_session_delete_that_fails_after_the_memories_went_says_so_and_is_recorded(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer holds the session database: the memories went first, the session delete then
+    fails. The message must not say nothing was changed, and the history records the memories."""
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    db = f"sqlite+aiosqlite:///{path}"
+    adk_write(db, {("uma", "s1"): ["I sail"]})
+    save_from_store(db, "uma", "s1")
+    monkeypatch.setenv("VMEM_SQLITE_BUSY_TIMEOUT", "0.2")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # a writer's lock: reads go on, a delete waits and gives up
+        code, _, err = cli("session", "delete", APP, "uma", "s1", "--with-memories", "--db-url", db, "-y")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 1 and "locked" in err, err
+    assert "nothing was changed" not in err and "1 memory" in err
+    assert memories("uma") == [] and adk_sessions(db, "uma") == ["s1"]
+    code, out, _ = cli("history", "--json")
+    [entry] = [e for e in json.loads(out) if e["command"] == "session delete --with-memories"]
+    assert entry["outcome"] == "failed" and entry["counts"] == {"memories": 1}
+    assert entry["ids"][0].startswith("memory shop/")

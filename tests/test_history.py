@@ -397,6 +397,24 @@ def test_history_show_prints_one_entry_whole_with_its_receipt(monkeypatch: pytes
     assert vmem("history", "show", "x").exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (["show", "99999999999999999999"], 3, "no such entry"),  # well formed, more than sqlite holds
+        (["show", "²"], 2, "show N"),  # str.isdigit() takes it, int() does not
+        (["show", "0"], 3, "no such entry"),
+        (["-n", "99999999999999999999"], 2, "--limit"),
+    ],
+)
+def test_history_bad_numbers_are_one_line(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], code: int, said: str
+) -> None:
+    seeded(monkeypatch)
+    result = vmem("history", *args)
+    assert result.exit_code == code and said in result.stderr, result.stderr
+    assert "unexpected" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_history_of_nothing_is_empty_and_config_show_names_the_settings() -> None:
     assert json.loads(vmem("history", "--json").stdout) == []
     shown = vmem("config", "show", "--json")

@@ -251,3 +251,111 @@ def test_a_sync_that_saves_is_one_history_entry_and_one_that_saves_nothing_none(
     assert entry["store"] == "local" and entry["outcome"] == "ok"
     assert sync(runner, db, "--once")[0] == 0  # nothing new: no entry
     assert len(HistoryLog(log).entries()) == 1
+
+
+def test_a_cursor_path_that_is_a_link_or_cannot_be_made_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    """A link to a missing file: sqlite would create its target with the umask's mode (0644), outside
+    vmem's private file; refused in the one opener of vmem's sqlite files. A parent that cannot be
+    made (under a regular file) is one line naming the file, exit 1, no traceback."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    append(url, "u", "s0", turns("s0", 1))
+    target, link = tmp_path / "target.db", tmp_path / "cursor.db"
+    link.symlink_to(target)
+    result = runner.invoke(app, ["ltm", "sync", "--once", "--db-url", url], env={"VMEM_SYNC_CURSOR": str(link)})
+    assert result.exit_code == 2 and "symbolic link" in result.stderr and str(link) in result.stderr
+    assert not target.exists() and len(result.stderr.strip().splitlines()) <= 2
+    (tmp_path / "plain").write_text("a file, not a directory")
+    under = tmp_path / "plain" / "sub" / "sync.db"
+    result = runner.invoke(app, ["ltm", "sync", "--once", "--db-url", url], env={"VMEM_SYNC_CURSOR": str(under)})
+    assert result.exit_code == 1 and str(under) in result.stderr and "unexpected" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2, result.stderr
+
+
+def test_the_ledger_and_history_refuse_a_link_in_the_one_opener(tmp_path: Path) -> None:
+    from veadk_mem.errors import BadInput
+    from veadk_mem.files import open_private_sqlite
+
+    target, link = tmp_path / "target.db", tmp_path / "link.db"
+    link.symlink_to(target)
+    with pytest.raises(BadInput, match="symbolic link"):
+        open_private_sqlite(link, 1.0, lambda conn: None)
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("refusal", ["auth", "throttled"])
+def test_a_refusing_store_stops_the_sync_without_moving_the_cursor(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: str
+) -> None:
+    """Credentials refused or a quota spent meets every session alike: the sync stops (exit 1)
+    with the cursor where it was, and the next run, the store answering, saves them all. (Marked
+    failed, they were passed over for good: a failed session is tried again only if it changes.)"""
+    from veadk_mem.errors import StoreAuthError, StoreThrottled
+    from veadk_mem.ltm.backends.local import LocalBackend
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    for n in range(3):
+        append(url, "u", f"s{n}", turns(f"s{n}", 1))
+    real = LocalBackend.save
+
+    async def refuses(self: LocalBackend, *args: Any, **kwargs: Any) -> Any:
+        if refusal == "auth":
+            raise StoreAuthError("local: the store refused the credentials")
+        raise StoreThrottled("local: the quota is spent")
+
+    monkeypatch.setattr(LocalBackend, "save", refuses)
+    code, _, err = sync(runner, url, "--once")
+    assert code == 1 and ("credentials" in err or "quota" in err), err
+    code, out, _ = sync(runner, url, "--status")
+    assert out["position"] is None and out["sessions"]["failed"] == 0
+    monkeypatch.setattr(LocalBackend, "save", real)
+    code, out, err = sync(runner, url, "--once")
+    assert code == 0, err
+    assert out["totals"]["synced"] == 3 and out["totals"]["saved"] == 3 and out["totals"]["failed"] == 0
+
+
+def test_a_not_found_from_long_term_memory_is_a_failure_not_a_save(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VikingDB says NotFound for a collection that is not there: the session was not saved, so it
+    is not marked saved (only a session deleted from the session database is)."""
+    from veadk_mem.errors import NotFound
+    from veadk_mem.ltm.backends.local import LocalBackend
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    append(url, "u", "s0", turns("s0", 1))
+
+    async def no_collection(self: LocalBackend, *args: Any, **kwargs: Any) -> Any:
+        raise NotFound("collection syncapp not found")
+
+    monkeypatch.setattr(LocalBackend, "save", no_collection)
+    code, out, err = sync(runner, url, "--once")
+    assert out["totals"]["failed"] == 1 and out["totals"]["synced"] == 0, (code, out, err)
+    assert "collection syncapp not found" in err
+
+
+def test_a_relative_sqlite_path_from_two_directories_keeps_two_cursors(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--db-url s.db` in two directories names two databases: each keeps a cursor of its own (keyed
+    by the absolute file), and a cursor kept under the absolute URL the old way is taken over."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    for where in (two, one):  # two's older: a shared cursor would hold it done
+        where.mkdir()
+        append(f"sqlite+aiosqlite:///{where / 's.db'}", "u", "s0", turns("s0", 1))
+    monkeypatch.chdir(one)
+    code, out, err = sync(runner, "s.db", "--once")
+    assert code == 0 and out["totals"]["synced"] == 1, err
+    monkeypatch.chdir(two)
+    code, out, err = sync(runner, "s.db", "--once")
+    assert code == 0 and out["totals"]["synced"] == 1 and out["totals"]["saved"] == 0, err  # same text: held
+    # a cursor an older vmem kept under the displayed URL: renamed to the new key, not started over
+    data = Path.home() / ".local" / "share" / "vmem" / "sync.db"
+    url = f"sqlite+aiosqlite:///{tmp_path / 'three.db'}"
+    append(url, "u", "s0", turns("s0", 1))
+    assert sync(runner, url, "--once")[0] == 0
+    with sqlite3.connect(data) as conn:
+        [key] = [k for (k,) in conn.execute("SELECT DISTINCT db FROM position") if "three" in k]
+        for table in ("position", "session"):
+            conn.execute(f"UPDATE {table} SET db = ? WHERE db = ?", (url.replace("+aiosqlite", ""), key))
+    code, out, err = sync(runner, url, "--once")
+    assert code == 0 and out["totals"]["synced"] == 0 and out["totals"]["unchanged"] <= 1, err

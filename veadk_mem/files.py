@@ -303,12 +303,17 @@ def open_private_sqlite(
     path: Path, timeout: float, setup: Callable[[sqlite3.Connection], None], *, pragmas: tuple[str, ...] = ()
 ) -> sqlite3.Connection:
     """A sqlite file vmem keeps (ledger, history, sync cursor), opened for writing: 0600 with its
-    -wal and -shm (`private_sqlite`), WAL, `pragmas`, then `setup` (its schema); closed on failure."""
+    -wal and -shm (`private_sqlite`), WAL, `pragmas`, then `setup` (its schema); closed on failure.
+
+    A symbolic link there is refused (BadInput, exit 2), before and after the open: sqlite follows
+    it and would create a missing target with the umask's mode, outside the private file."""
     import sqlite3
 
+    _not_a_link(path)
     private_sqlite(path)
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
     try:
+        _not_a_link(path)  # planted between the check and the open
         for pragma in ("journal_mode=WAL", *pragmas):
             conn.execute(f"PRAGMA {pragma}")
         setup(conn)
@@ -316,3 +321,9 @@ def open_private_sqlite(
         conn.close()
         raise
     return conn
+
+
+def _not_a_link(path: Path) -> None:
+    """BadInput for a symbolic link where vmem keeps one of its own files."""
+    if path.is_symlink():
+        raise BadInput(f"{path}: is a symbolic link; vmem never opens its own files through one (remove it)")

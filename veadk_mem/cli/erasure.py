@@ -13,8 +13,7 @@ from veadk_mem.cli.columns import Column
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.session_rows import show_plan
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
-from veadk_mem.errors import BadInput, NotFound
-from veadk_mem.ops.erasure import erase
+from veadk_mem.ops.erasure import erase, user_session
 from veadk_mem.ops.memory_show import show_memory
 
 if TYPE_CHECKING:
@@ -204,37 +203,29 @@ def verified(state: AppState, report: ErasureReport) -> None:
 
 
 def record_erasure(change: Any, report: ErasureReport) -> None:
-    """An erasure's history entry: what went from each store, and the report itself as its receipt."""
+    """An erasure's history entry: what went from each store, and its receipt (ids and hashes, no text)."""
     if not report.done:
         return
     change.count(sessions=report.deleted_sessions, events=report.sessions.events, memories=report.deleted_memories)
     change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions.sessions)
     change.add_ids(f"memory {m.index}/{m.record.id}" for m in report.memories)
-    change.receipt = report.to_json()
+    change.receipt = report.receipt()
 
 
 def forget_session(
     state: AppState, *, user: str, session_id: str, app_name: str | None, policy: str | None, dry_run: bool, yes: bool
 ) -> None:
     """`vmem forget USER --session ID`: one session of the user, with the memories made from it."""
-    from veadk_mem.sessions.store import SessionFilter, SessionStore
+    from veadk_mem.sessions.store import SessionStore
 
     ltm = ltm_facade(state, app_name or "")
     store = SessionStore.from_settings(state.loaded.settings)
 
     async def go() -> ErasureReport:
         async with ltm, store:
-            found = [s for s in await store.list_sessions(SessionFilter(app=app_name, user=user)) if s.id == session_id]
-            if not found:
-                where = f" in app {app_name!r}" if app_name else ""
-                raise NotFound(f"no session {session_id!r} of user {user!r}{where}: nothing deleted")
-            if len(found) > 1:
-                apps = ", ".join(sorted(s.app_name for s in found))
-                raise BadInput(
-                    f"session {session_id!r} of user {user!r} is in several apps ({apps}): name one with --app"
-                )
+            key = await user_session(store, user, session_id, app_name)
             return await erase(
-                store, ltm, keys=[found[0].key], policy=policy, dry_run=dry_run, confirm=confirm_erasure(state, yes)
+                store, ltm, keys=[key], policy=policy, dry_run=dry_run, confirm=confirm_erasure(state, yes)
             )
 
     with state.recording("forget --session", store.display_url, dry_run=dry_run) as change:

@@ -34,7 +34,7 @@ def _number(words: list[str]) -> int | None:
     """None to list entries; N for `show N`; exit 2 for anything else."""
     if not words:
         return None
-    if len(words) == 2 and words[0] == "show" and words[1].isdigit():
+    if len(words) == 2 and words[0] == "show" and words[1].isascii() and words[1].isdigit():  # not "²"
         return int(words[1])
     raise BadInput(f"history: expected nothing or 'show N' (N an entry number), got {' '.join(words)!r}")
 

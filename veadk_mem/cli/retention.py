@@ -166,7 +166,7 @@ def prune(
         if erasure is not None and erasure.done:
             change.count(memories=erasure.deleted_memories)
             change.add_ids(f"memory {m.index}/{m.record.id}" for m in erasure.memories)
-            change.receipt = erasure.to_json()
+            change.receipt = erasure.receipt()
     _prune_outcome(state, report, erasure)
 
 

@@ -20,7 +20,10 @@ and browse's delete all come here. For the sessions to delete:
 4. verify: list each index again and search for each deleted memory's text; whatever still
    has a deleted id or content hash is reported as left (the caller exits 1).
 
-The report (`ErasureReport.to_json`) is the receipt a data-protection request asks for.
+The report (`ErasureReport.to_json`) is what the operator sees, memory texts included; the
+history keeps `ErasureReport.receipt()`, the proof a data-protection request asks for: ids and
+content hashes only, never the erased text (the history is append-only: text stored there could
+never be erased), every list capped at MAX_IDS with its total.
 """
 
 from __future__ import annotations
@@ -29,18 +32,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.errors import BadInput, Interrupted, NotFound, VmemError
 from veadk_mem.ltm.base import Capability
 from veadk_mem.ltm.provenance import policy_name
+from veadk_mem.ops.history import MAX_IDS
 from veadk_mem.ops.memory_match import EventChoice, Produced, candidate_policies, session_hashes, user_indexes
 from veadk_mem.sessions.delete_flow import PlannedDelete, carry_out, plan_delete
-from veadk_mem.sessions.records import DeleteReport, SessionFilter
+from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionKey
 
 if TYPE_CHECKING:
     from veadk_mem.config import RetentionSettings
     from veadk_mem.ltm.base import MemoryRecord
     from veadk_mem.ltm.facade import LongTermMemory
     from veadk_mem.policy.model import ResolvedPolicy
-    from veadk_mem.sessions.records import SessionKey, SessionSummary
+    from veadk_mem.sessions.records import SessionSummary
     from veadk_mem.sessions.retention import PruneReport, RetentionPlan
     from veadk_mem.sessions.store import SessionStore
 
@@ -76,6 +81,26 @@ class MatchedMemory:
         if self.kept:
             out["kept"] = self.kept
         return out
+
+    def receipt(self) -> dict[str, Any]:
+        """This memory as the history keeps it: where it was and its content hash, never its text."""
+        out: dict[str, Any] = {
+            "index": self.index,
+            "user_id": self.user_id,
+            "id": self.record.id,
+            "content_hash": self.record.content_hash,
+            "matched_by": self.matched_by,
+            **capped("sessions", self.sessions),
+            **capped("events", self.events),
+        }
+        if self.kept:
+            out["kept"] = self.kept
+        return out
+
+
+def capped(name: str, items: list[Any]) -> dict[str, Any]:
+    """`{name: the first MAX_IDS items, name_total: how many}`: a receipt's list stays bounded."""
+    return {name: items[:MAX_IDS], f"{name}_total": len(items)}
 
 
 @dataclass
@@ -129,6 +154,27 @@ class ErasureReport:
             "kept": [m.to_json() for m in self.kept],
             "deleted": {"sessions": self.deleted_sessions, "memories": self.deleted_memories} if self.done else None,
             "verification": self.verification.to_json() if self.verification is not None else None,
+        }
+
+    def receipt(self) -> dict[str, Any]:
+        """What the history keeps of this erasure: `to_json` without any memory's text, every list
+        capped at MAX_IDS with its total (the history can never delete what it stores)."""
+        s = self.sessions
+        keys = [f"{x.app_name}/{x.user_id}/{x.id}" for x in s.sessions]
+        skipped = [f"{k.app_name}/{k.user_id}/{k.id}" for k in s.skipped]
+        verification = None
+        if self.verification is not None:
+            v = self.verification
+            verification = {"checked": v.checked, "searches": v.searches, "clean": v.clean, **capped("left", v.left)}
+        return {
+            "session_database": self.session_db,
+            "backend": self.backend,
+            "policies": self.policies,
+            "sessions": {**capped("ids", keys), "events": s.events, **capped("skipped", skipped)},
+            **capped("memories", [m.receipt() for m in self.memories]),
+            **capped("kept", [m.receipt() for m in self.kept]),
+            "deleted": {"sessions": self.deleted_sessions, "memories": self.deleted_memories} if self.done else None,
+            "verification": verification,
         }
 
 
@@ -189,12 +235,21 @@ def _match(record: MemoryRecord, group: _Group, own_index: bool) -> MatchedMemor
         return MatchedMemory(
             index, user, record, "session id", [record.session_id], [record.event_id] if record.event_id else []
         )
-    made = group.hashes.get(record.content_hash) if own_index else None
+    made = group.hashes.get(record.content_hash) if own_index else None  # see _keep_shared for a named source
     if made:
         return MatchedMemory(
             index, user, record, "content hash", sorted({s for s, _ in made}), list(dict.fromkeys(e for _, e in made))
         )
     return None
+
+
+def _named_sessions(record: MemoryRecord) -> list[tuple[str, str]]:
+    """The (app, session id) pairs a memory names as where it came from: its provenance, a service's id."""
+    source = record.source
+    named = [(source.app_name, source.session_id)] if source is not None and source.session_id else []
+    if record.session_id:
+        named.append((record.app_name, record.session_id))
+    return named
 
 
 async def _memories(ltm: LongTermMemory, group: _Group) -> list[MatchedMemory]:
@@ -216,30 +271,78 @@ async def _memories(ltm: LongTermMemory, group: _Group) -> list[MatchedMemory]:
 
 async def _keep_shared(
     store: SessionStore,
+    ltm: LongTermMemory,
     matched: list[MatchedMemory],
     groups: dict[tuple[str, str], _Group],
     policies: list[ResolvedPolicy],
 ) -> None:
-    """Mark the memories a session that stays also makes (same content hash), and services' profiles, as kept."""
+    """Mark the memories a session that stays also makes (same content hash), and services' profiles, as kept.
+
+    The sessions that stand behind a memory are the user's staying sessions of the erased sessions'
+    apps and of every app whose index is the memory's (with `long_term_memory.index` set, all apps
+    share one index), and, for a memory matched by content hash, the session its recorded source
+    names (another app's, say): that memory is the staying session's, however the same string was
+    made. A named source that no longer exists does not keep it."""
     for m in matched:
         if _is_profile(m.record):
             m.kept = "a profile the service derives from all of the user's sessions: delete it with `vmem ltm delete`"
-    for (app, user), group in groups.items():
-        wanted = {m.record.content_hash: m for m in matched if m.user_id == user and not m.kept}
+    for user in dict.fromkeys(u for _, u in groups):
+        mine = [m for m in matched if m.user_id == user]
+        wanted = {m.record.content_hash: m for m in mine if not m.kept}
         if not wanted:
             continue
-        for other in await store.list_sessions(SessionFilter(app=app, user=user)):
-            if other.id in group.sessions:
+        apps = {a for a, u in groups if u == user}
+        indexes = {m.index for m in wanted.values()}
+        named = {sid for m in mine for _, sid in _named_sessions(m.record)}
+        for other in await store.list_sessions(SessionFilter(user=user)):
+            group = groups.get((other.app_name, user))
+            if group is not None and other.id in group.sessions:
                 continue
-            rest = EventChoice(group.trimmed[other.id], inside=False) if other.id in group.trimmed else None
-            for digest in (await session_hashes(store, app, user, other.id, policies, rest)).keys() & wanted.keys():
-                m = wanted.pop(digest)
-                m.kept = f"session {app}/{user}/{other.id}, which stays, makes the same memory"
-                for same in matched:  # the same text in another index is one memory string too
-                    if same.record.content_hash == digest and same.user_id == user and not same.kept:
-                        same.kept = m.kept
+            if other.id in named:
+                _keep_named(mine, other)
+            if other.app_name not in apps and ltm.index_for(other.app_name) not in indexes:
+                continue
+            rest = EventChoice(group.trimmed[other.id], inside=False) if group and other.id in group.trimmed else None
+            made = await session_hashes(store, other.app_name, user, other.id, policies, rest)
+            for digest in made.keys() & wanted.keys():
+                del wanted[digest]
+                reason = f"session {other.app_name}/{user}/{other.id}, which stays, makes the same memory"
+                for same in mine:  # the same text in another index is one memory string too
+                    if same.record.content_hash == digest and not same.kept:
+                        same.kept = reason
             if not wanted:
                 break
+
+
+def _keep_named(mine: list[MatchedMemory], other: SessionSummary) -> None:
+    """Keep the memories matched by content hash whose recorded source is `other`, a session that stays."""
+    for m in mine:
+        if m.kept or m.matched_by != "content hash":
+            continue
+        if any(sid == other.id and app in ("", other.app_name) for app, sid in _named_sessions(m.record)):
+            m.kept = f"its recorded source, session {other.app_name}/{other.user_id}/{other.id}, stays"
+
+
+async def user_session(store: SessionStore, user: str, session_id: str, app_name: str | None) -> SessionKey:
+    """`forget USER --session ID`'s session: looked up by its key (with the app) or its id (one bounded
+    query on the key columns), never among the user's listed sessions, which leave out one whose
+    state does not decode. NotFound when the user has none; BadInput when it is in several apps."""
+    from veadk_mem.sessions.read_queries import ID_CANDIDATES
+
+    if app_name is not None:
+        found = [s.key for s in await store.stored_sessions(keys=[SessionKey(app_name, user, session_id)])]
+    else:
+        keys = await store.sessions_by_id(session_id)
+        found = [k for k in keys if k.id == session_id and k.user_id == user]
+        if not found and len(keys) >= ID_CANDIDATES:  # a common id: the user's may lie past the cap
+            found = [s.key for s in await store.stored_sessions(user=user) if s.id == session_id]
+    if not found:
+        where = f" in app {app_name!r}" if app_name else ""
+        raise NotFound(f"no session {session_id!r} of user {user!r}{where}: nothing deleted")
+    if len(found) > 1:
+        apps = ", ".join(sorted(k.app_name for k in found))
+        raise BadInput(f"session {session_id!r} of user {user!r} is in several apps ({apps}): name one with --app")
+    return found[0]
 
 
 async def plan_erasure(
@@ -277,7 +380,7 @@ async def _find_memories(
     matched: list[MatchedMemory] = []
     for group in groups.values():
         matched.extend(await _memories(ltm, group))
-    await _keep_shared(store, matched, groups, policies)
+    await _keep_shared(store, ltm, matched, groups, policies)
     report.memories = [m for m in matched if not m.kept]
     report.kept = [m for m in matched if m.kept]
 
@@ -288,6 +391,29 @@ def _check_backend(ltm: LongTermMemory) -> None:
     if kind is not None:
         kind.require(Capability.LIST)
         kind.require(Capability.DELETE)
+
+
+async def _keep_resumed(store: SessionStore, report: ErasureReport, planned: list[SessionSummary]) -> None:
+    """Just before the memories go: a planned session an agent updated since the plan stays (the
+    re-checking delete keeps it), so the memories it made move to `kept` instead of going first."""
+    if not planned:
+        return
+    keys = [s.key for s in planned]
+    try:
+        found: list[SessionSummary] = list(await store.find_sessions(keys))
+    except NotFound:  # one deleted meanwhile, or a state the reads cannot decode: as stored
+        found = await store.stored_sessions(keys=keys)
+    now = {s.key: s.update_time for s in found}
+    changed = {(s.user_id, s.id): s.key for s in planned if s.key in now and abs(now[s.key] - s.update_time) > 1e-6}
+    if not changed:
+        return
+    for m in report.memories:
+        key = next((changed[(m.user_id, sid)] for sid in m.sessions if (m.user_id, sid) in changed), None)
+        if key is not None:
+            where = f"{key.app_name}/{key.user_id}/{key.id}"
+            m.kept = f"session {where} changed since the plan (an agent resumed it): it stays"
+    report.kept += [m for m in report.memories if m.kept]
+    report.memories = [m for m in report.memories if not m.kept]
 
 
 async def _delete_memories(ltm: LongTermMemory, report: ErasureReport) -> None:
@@ -331,9 +457,13 @@ async def prune_erasure(
         return await prune(store, settings, app=app, dry_run=True, yes=yes, planned=plan), report
 
     async def first(_plan: RetentionPlan) -> None:
+        await _keep_resumed(store, report, doomed)  # the prune's delete re-checks every session
         await _delete_memories(ltm, report)
 
-    pruned = await prune(store, settings, app=app, yes=yes, confirm=confirm, planned=plan, first=first)
+    try:
+        pruned = await prune(store, settings, app=app, yes=yes, confirm=confirm, planned=plan, first=first)
+    except BaseException as exc:
+        raise _memories_went(exc, report) from None
     if pruned.deleted is not None:
         report.sessions = pruned.deleted
         report.deleted_sessions = len(pruned.deleted.sessions)
@@ -345,13 +475,44 @@ async def prune_erasure(
 async def carry_out_erasure(
     store: SessionStore, ltm: LongTermMemory, report: ErasureReport, planned: PlannedDelete
 ) -> ErasureReport:
-    """Delete the planned memories, then the sessions, then verify the memories are gone."""
+    """Delete the planned memories, then the sessions, then verify the memories are gone. When the
+    delete re-checks its sessions (a filter with --older-than), the memories of a session resumed
+    since the plan stay with it."""
+    if planned.recheck:
+        await _keep_resumed(store, report, planned.chosen)
     await _delete_memories(ltm, report)
-    report.sessions = await carry_out(store, planned)
+    try:
+        report.sessions = await carry_out(store, planned)
+    except BaseException as exc:
+        raise _memories_went(exc, report) from None
     report.deleted_sessions = len(report.sessions.sessions)
     report.dry_run, report.done = False, True
     report.verification = await verify(ltm, report.memories, report.kept)
     return report
+
+
+def _memories_went(exc: BaseException, report: ErasureReport) -> BaseException:
+    """`exc`, raised by the session delete after the memories went, saying so: its message no longer
+    claims nothing was changed, and its `committed` (what the history records) counts them."""
+    from veadk_mem.sessions.dberrors import partial
+
+    gone = report.deleted_memories
+    if not gone:
+        return exc
+    if isinstance(exc, (KeyboardInterrupt,)) or type(exc).__name__ == "CancelledError":
+        exc = Interrupted("interrupted")
+    if not isinstance(exc, VmemError):
+        return exc
+    committed = dict(exc.committed or {})
+    committed["memories"] = int(committed.get("memories", 0)) + gone
+    committed["ids"] = [*committed.get("ids", []), *(f"memory {m.index}/{m.record.id}" for m in report.memories)]
+    exc.committed = committed
+    exc.message = (
+        f"{partial(exc.message)} -- {gone:,} memor{'y' if gone == 1 else 'ies'} made from these sessions "
+        "had been deleted first; run the same command again to delete the sessions"
+    )
+    exc.args = (exc.message,)
+    return exc
 
 
 async def verify(ltm: LongTermMemory, deleted: list[MatchedMemory], kept: list[MatchedMemory]) -> Verification:

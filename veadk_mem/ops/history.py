@@ -4,10 +4,11 @@ One row per change (a session delete, import, upgrade, prune or vacuum; an ltm s
 copy, delete, edit or forget): when (UTC), the OS user and host, the command line with its
 secrets masked, the store (its masked URL, or backend and index), what changed (counts, and the
 first `MAX_IDS` ids with their total), the outcome (ok, failed with its exit code, interrupted),
-and, for an erasure, a receipt. It lives in a sqlite file beside the replay ledger
-($XDG_DATA_HOME/vmem/history.db, or `[history] path`), created 0600, never through a link;
-concurrent vmem processes append under WAL with a busy timeout; triggers refuse updates and
-deletes, so a row once written stays as written.
+and, for an erasure, a receipt (ids and content hashes: never an erased text, which could then
+never be erased; an edit's `details` do keep its old text, an undo trail). It lives in a
+sqlite file beside the replay ledger ($XDG_DATA_HOME/vmem/history.db, or `[history] path`),
+created 0600, never through a link; concurrent vmem processes append under WAL with a busy
+timeout; triggers refuse updates and deletes, so a row once written stays as written.
 
 A change is recorded after it is made, and recording it never fails the command: a history
 that is damaged, read-only, locked or on a full disk costs one warning line, and the command's
@@ -34,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import NotFound, StoreError
+from veadk_mem.errors import BadInput, NotFound, StoreError
 from veadk_mem.files import open_private_sqlite
 from veadk_mem.jsonio import dumps
 from veadk_mem.ltm.ledger import default_path as ledger_path
@@ -47,6 +48,7 @@ MAX_IDS = 100  # ids kept per entry; `ids_total` says how many there were
 MAX_ARG = 500  # characters kept of one command-line argument (a long --text), or of one id
 MAX_ARGS = 200  # command-line arguments kept; the rest are counted
 MAX_TEXT = 10_000  # characters kept of one detail's text (an edited memory's old text)
+SQLITE_INT_MAX = 2**63 - 1  # the largest entry number or limit sqlite takes
 BUSY_TIMEOUT = 2.0  # seconds an append waits for another vmem's write: the change is already made
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS changes (
@@ -72,6 +74,7 @@ SCHEMA = (
     BEGIN SELECT RAISE(ABORT, 'the history is append-only'); END""",
 )
 COLUMNS = "n, at, os_user, host, command, argv, store, counts, ids, ids_total, outcome, exit_code, details, receipt"
+LISTED = COLUMNS.removesuffix(", receipt")  # a listing leaves receipts (large) to `history show N`
 OK, FAILED, INTERRUPTED = "ok", "failed", "interrupted"
 # An option whose value is a secret itself, or a URL whose password is.
 _SECRET_OPTION = re.compile(r"^--?[\w-]*(?:key|token|secret|password|passwd|credential)[\w-]*$", re.IGNORECASE)
@@ -268,22 +271,28 @@ class HistoryLog:
         if command is not None:
             where.append("(command = ? OR substr(command, 1, ?) = ?)")
             args.extend([command, len(command) + 1, f"{command} "])
-        sql = f"SELECT {COLUMNS} FROM changes"
+        sql = f"SELECT {LISTED} FROM changes"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY n DESC"
         if limit:
+            if not 0 < limit <= SQLITE_INT_MAX:
+                raise BadInput(f"--limit: expected a number of entries from 0 to {SQLITE_INT_MAX}, got {limit}")
             sql += f" LIMIT {int(limit)}"
-        return self._read(sql, args)
+        return self._read(sql, args, LISTED)
 
     def entry(self, n: int) -> dict[str, Any]:
-        """Entry number `n`, whole; NotFound when there is none."""
-        found = self._read(f"SELECT {COLUMNS} FROM changes WHERE n = ?", [n])
+        """Entry number `n`, whole; NotFound when there is none (a number sqlite cannot hold included)."""
+        found = (
+            []
+            if not 0 < n <= SQLITE_INT_MAX
+            else self._read(f"SELECT {COLUMNS} FROM changes WHERE n = ?", [n], COLUMNS)
+        )
         if not found:
             raise NotFound(f"history entry {n}: no such entry in {self.path}")
         return found[0]
 
-    def _read(self, sql: str, args: list[Any]) -> list[dict[str, Any]]:
+    def _read(self, sql: str, args: list[Any], columns: str) -> list[dict[str, Any]]:
         try:
             conn = self._connect(write=False)
             if conn is None:
@@ -296,7 +305,8 @@ class HistoryLog:
             raise StoreError(f"cannot read the history: {exc}") from None
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot read the history {self.path}: {_reason(exc)}") from None
-        return [_entry(row) for row in rows]
+        names = columns.split(", ")
+        return [_entry(names, row) for row in rows]
 
 
 def _reason(exc: BaseException) -> str:
@@ -314,12 +324,12 @@ def _stored(value: Any) -> Any:
     return value
 
 
-def _entry(row: tuple[Any, ...]) -> dict[str, Any]:
+def _entry(names: list[str], row: tuple[Any, ...]) -> dict[str, Any]:
     import json
 
-    out = dict(zip(COLUMNS.split(", "), row, strict=True))
+    out = dict(zip(names, row, strict=True))
     for name in ("argv", "counts", "ids", "details", "receipt"):
-        if out[name] is not None:
+        if out.get(name) is not None:
             with contextlib.suppress(ValueError):  # else shown as stored
                 out[name] = json.loads(out[name])
     return out

@@ -21,13 +21,22 @@ turn) or when its user has a newer session.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from veadk_mem.errors import NotFound, PartialWrite, StoreError, StoreUnreachable, VmemError
+from veadk_mem.errors import (
+    NotFound,
+    PartialWrite,
+    StoreAuthError,
+    StoreError,
+    StoreThrottled,
+    StoreUnreachable,
+    VmemError,
+)
 from veadk_mem.ltm.ledger import LedgerError
+from veadk_mem.masking import mask_url
 from veadk_mem.ops.sync_cursor import START, CursorError, SessionMark, SyncCursor
 from veadk_mem.sessions.records import SessionFilter
 
@@ -116,11 +125,53 @@ def cursor_path(settings: VmemSettings) -> Path:
     return Path(given).expanduser() if given else data_dir() / "sync.db"
 
 
+def cursor_key(store: SessionStore) -> tuple[str, str | None]:
+    """The session database as the cursor keys it, and an older key to take over (or None).
+
+    A sqlite file by its absolute, resolved path (`--db-url s.db` from two directories is two
+    databases); a server by its URL with the password masked, plus the PostgreSQL schema when one
+    is configured. Cursors of earlier versions were keyed by the displayed URL: taken over when it
+    named the database unambiguously (a server, an absolute sqlite path), never for a relative one.
+    """
+    from veadk_mem.sessions.url import plain_url
+
+    db = store.db
+    old = store.display_url
+    path = db.sqlite_path()
+    if path is not None:
+        key = f"sqlite:{Path(path).expanduser().resolve()}"
+        return key, (old if Path(path).expanduser().is_absolute() and old != key else None)
+    key = mask_url(plain_url(db.url))
+    if db.schema:
+        key += f" schema={db.schema}"
+    return key, (old if old != key else None)
+
+
 def systemic(exc: BaseException) -> bool:
-    """An error every later session would meet too (a store gone, the ledger or cursor unusable)."""
+    """An error every later session would meet too (a store gone, credentials refused, a rate limit
+    or quota still hit after the retries, the ledger or cursor unusable): the batch stops with the
+    cursor where it was, so the next run tries the same sessions again. Marked failed instead, they
+    would be passed over until an agent changed them."""
     if isinstance(exc, PartialWrite):
         return exc.lost
-    return isinstance(exc, StoreUnreachable | LedgerError | CursorError)
+    return isinstance(exc, StoreUnreachable | StoreAuthError | StoreThrottled | LedgerError | CursorError)
+
+
+_P = TypeVar("_P")
+
+
+class _SessionGone(Exception):
+    """The session database no longer has the session being read (deleted since it was listed)."""
+
+
+async def _read_pages(pages: AsyncIterator[_P]) -> AsyncIterator[_P]:
+    """`pages` with the session database's NotFound as _SessionGone: a NotFound the long-term store
+    raises while a page is saved (VikingDB's missing collection) stays a failure of the save."""
+    try:
+        async for page in pages:
+            yield page
+    except NotFound:
+        raise _SessionGone from None
 
 
 class Syncer:
@@ -251,7 +302,7 @@ class Syncer:
 
         bound = mark.bound if mark is not None else None
         try:
-            async for page in self.changes.events_after(app, user, session_id, bound, page=self.page):
+            async for page in _read_pages(self.changes.events_after(app, user, session_id, bound, page=self.page)):
                 session = ev.Session(
                     id=session_id, app_name=app, user_id=user, state={}, events=page.events, last_update_time=seen
                 )
@@ -263,7 +314,7 @@ class Syncer:
                 out.saved += report.saved
                 out.duplicates += report.duplicates
                 out.dropped += report.dropped
-        except NotFound:  # deleted since it was listed: nothing to save
+        except _SessionGone:  # deleted since it was listed: nothing to save
             self.cursor.saved(app, user, session_id, seen=seen, at=self.clock())
             return False
         except VmemError as exc:
@@ -374,8 +425,11 @@ class SyncJob:
         await store.open()
         ltm = LongTermMemory.from_settings(self.settings, warn=self.warn, notice=self.notice)
         try:
-            cursor = SyncCursor(cursor_path(self.settings), store.display_url)
+            key, older = cursor_key(store)
+            cursor = SyncCursor(cursor_path(self.settings), key)
             cursor.check()
+            if older is not None:
+                cursor.adopt(older)
             if probe:
                 await ltm.backend_for(self.app).health()
         except BaseException:

@@ -91,7 +91,7 @@ R = TypeVar("R")
 
 
 def _guarded(method: Callable[Concatenate[SyncCursor, P], R]) -> Callable[Concatenate[SyncCursor, P], R]:
-    """sqlite's errors on the cursor file as one CursorError naming the file."""
+    """sqlite's and the file system's errors on the cursor file as one CursorError naming the file."""
 
     @functools.wraps(method)
     def run(self: SyncCursor, /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -103,6 +103,9 @@ def _guarded(method: Callable[Concatenate[SyncCursor, P], R]) -> Callable[Concat
                 f"{self.path}: cannot use the sync cursor: {exc}",
                 hint="move the file aside to start over (memories already saved are skipped by content hash)",
             ) from None
+        except OSError as exc:  # its directory cannot be made, a full disk, no permission
+            self.close()
+            raise CursorError(f"{self.path}: cannot use the sync cursor: {exc.strerror or exc}") from None
 
     return run
 
@@ -135,6 +138,22 @@ class SyncCursor:
     def check(self) -> None:
         """Open the file and read it once: a damaged or foreign file fails before anything is saved."""
         self._open().execute("SELECT count(*) FROM position").fetchone()
+
+    @_guarded
+    def adopt(self, older: str) -> None:
+        """Take over the rows kept under an older key of the same database (the displayed URL
+        earlier versions used), unless this key has rows of its own: one transaction."""
+        conn = self._open()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            mine = conn.execute("SELECT 1 FROM position WHERE db=? LIMIT 1", (self.db,)).fetchone()
+            if mine is None:
+                for table in ("position", "session"):
+                    conn.execute(f"UPDATE OR IGNORE {table} SET db=? WHERE db=?", (self.db, older))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     # --- positions ---------------------------------------------------------------------
 

@@ -1054,7 +1054,7 @@ class BrowseApp(App[None]):
             if report is not None:
                 change.count(sessions=report.deleted_sessions, memories=report.deleted_memories)
                 change.add_ids(f"{s.app_name}/{s.user_id}/{s.id}" for s in report.sessions.sessions)
-                change.receipt = report.to_json()
+                change.receipt = report.receipt()
         if report is None:
             return
         left = report.verification.left if report.verification is not None else []
