@@ -96,6 +96,15 @@ def retryable(exc: BaseException) -> bool:
     return "deadlock" in text or "1213" in text or "could not serialize" in text or code in ("40001", "40P01")
 
 
+def collided(exc: BaseException) -> bool:
+    """True when another writer collided with a write batch: a deadlock, or a row it committed
+    between the batch's look for it and its INSERT (a duplicate key: write batches run under READ
+    COMMITTED, so a state row an agent or a second import creates meanwhile is not locked out).
+    The transaction was rolled back whole; written again, the batch finds the row and merges into it."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return retryable(exc) or "duplicate entry" in text or "duplicate key value" in text
+
+
 def concurrent_ddl(exc: BaseException) -> bool:
     """True for the errors of a table, index or metadata row another creator just made."""
     text = str(getattr(exc, "orig", None) or exc).lower()
