@@ -203,7 +203,8 @@ def test_state_rows_another_writer_created_meanwhile_are_merged_into(
 
     url = str(request.getfixturevalue(server))
     other = [
-        "INSERT INTO app_states (app_name, state, update_time) VALUES ('a', '{\"theme\": \"dark\"}', CURRENT_TIMESTAMP)",
+        "INSERT INTO app_states (app_name, state, update_time) "
+        "VALUES ('a', '{\"theme\": \"dark\"}', CURRENT_TIMESTAMP)",
         "INSERT INTO user_states (app_name, user_id, state, update_time) "
         "VALUES ('a', 'u', '{\"seen\": 1}', CURRENT_TIMESTAMP)",
     ]

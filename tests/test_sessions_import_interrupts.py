@@ -55,7 +55,9 @@ class _Postgres:
         self.conn = self.loop.run_until_complete(asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql")))
 
     def url(self) -> str:
-        tables = self.loop.run_until_complete(self.conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))
+        tables = self.loop.run_until_complete(
+            self.conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        )
         for row in tables:
             self.loop.run_until_complete(self.conn.execute(f'DROP TABLE "{row[0]}" CASCADE'))
         return self._url
@@ -139,7 +141,9 @@ def test_ctrl_c_at_any_point_of_an_import_reports_what_the_database_holds(
     try:
         for run in range(24):
             cmd = [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", db.url()]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+            )
             try:
                 deadline = time.monotonic() + 120
                 while db.sessions() == 0 and proc.poll() is None:  # the first batch committed
