@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -96,13 +97,16 @@ def retryable(exc: BaseException) -> bool:
     return "deadlock" in text or "1213" in text or "could not serialize" in text or code in ("40001", "40P01")
 
 
-def collided(exc: BaseException) -> bool:
-    """True when another writer collided with a write batch: a deadlock, or a row it committed
-    between the batch's look for it and its INSERT (a duplicate key: write batches run under READ
-    COMMITTED, so a state row an agent or a second import creates meanwhile is not locked out).
-    The transaction was rolled back whole; written again, the batch finds the row and merges into it."""
+_INSERT_INTO = re.compile(r"\s*insert\s+into\s+(?:[\w\"`]+\.)?[\"`]?(\w+)", re.IGNORECASE)
+
+
+def duplicate_in(exc: BaseException) -> str | None:
+    """The table whose INSERT failed on a duplicate key (MariaDB 1062, PostgreSQL 23505), else None."""
     text = str(getattr(exc, "orig", None) or exc).lower()
-    return retryable(exc) or "duplicate entry" in text or "duplicate key value" in text
+    if "duplicate entry" not in text and "duplicate key value" not in text:
+        return None
+    found = _INSERT_INTO.match(getattr(exc, "statement", None) or "")
+    return found.group(1).lower() if found else None
 
 
 def concurrent_ddl(exc: BaseException) -> bool:
