@@ -167,6 +167,10 @@ def _pty_session(argv: list[str], env: dict[str, str], steps: list[tuple[bytes, 
 def test_zsh_runs_no_config_word_and_inserts_it_quoted(
     hostile: tuple[dict[str, Path], dict[str, Path]], isolated_env: Path
 ) -> None:
+    """An interactive zsh on a pty: TAB lists and inserts each config word quoted, and Enter hands the
+    command the name itself, through both of the script's paths: `_describe` (`policy show NAME`) and
+    `compadd` (`-p NAME`). The script before f2abc9b single-quoted its words too (no `$(...)` ran), but
+    doubled a backslash inside the quotes, so `-p it<TAB>` gave the command `it's \\\\ odd`."""
     names, scripts = hostile
     exe = shutil.which("zsh")
     if exe is None:
@@ -191,12 +195,19 @@ def test_zsh_runs_no_config_word_and_inserts_it_quoted(
             (b"\n", "ARG<"),  # Enter: the name reaches the command as text, nothing runs
             (b"vmem policy test -p f\t", "fish-paren\\)"),
             (b"\n", "ARG<f("),
+            (b"vmem policy show it\t", "odd"),  # a quote and a backslash: the name, no more, no less
+            (b"\n", "ARG<"),
+            (b"vmem policy test -p it\t", "odd"),
+            (b"\n", "ARG<"),
         ],
         isolated_env,
     )
     assert "custom" in typed and "default" in typed, typed  # the completion really ran
     assert f"ARG<{first}>" in typed, typed
     assert f"ARG<{next(n for n in names if n.startswith('f('))}>" in typed, typed
+    odd = next(n for n in names if n.endswith("odd"))
+    got = [line for line in typed.splitlines() if line.startswith("ARG<it")]
+    assert got == [f"ARG<{odd}>"] * 2, got  # from `policy show` and from `-p`
     assert _created(names) == [], typed
 
 

@@ -276,7 +276,7 @@ def test_doctor_counts_staged_rows_and_forget_and_delete_remove_them(runner: Cli
 # --- item 12: `session upgrade --drop-old` compares what the copy holds, not row counts -------
 
 
-@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql", "mysql"])
 def test_drop_old_refuses_while_a_kept_session_is_missing_though_the_counts_agree(
     runner: CliRunner, request: pytest.FixtureRequest, dialect: str, tmp_path: Path
 ) -> None:

@@ -183,3 +183,58 @@ def test_tables_another_creator_made_meanwhile_are_created_again(
     assert result.exit_code == 0, result.output
     assert len(calls) == 2
     assert sqlite_rows(db, "SELECT count(*) FROM sessions") == [(3,)]
+
+
+@pytest.mark.parametrize("server", ["pg_url", "mysql_url"])
+def test_state_rows_another_writer_created_meanwhile_are_merged_into(
+    runner: CliRunner, request: pytest.FixtureRequest, server: str, tmp_path: Path
+) -> None:
+    """Another writer (a second import, an agent's first create_session of the app) committed the
+    app's and the user's state rows between the batch's look for them and its INSERT: a duplicate
+    key (write batches run under READ COMMITTED, as PostgreSQL's default). The batch was rolled back
+    whole, so it is written again and merges into those rows; it used to fail, exit 1, "nothing
+    was written" (two first imports into an empty MariaDB at once, 2 of 6 runs under load)."""
+    import asyncio
+    import threading
+
+    from sessions_helpers import adk_get, run_sql
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    url = str(request.getfixturevalue(server))
+    other = [
+        "INSERT INTO app_states (app_name, state, update_time) "
+        "VALUES ('a', '{\"theme\": \"dark\"}', CURRENT_TIMESTAMP)",
+        "INSERT INTO user_states (app_name, user_id, state, update_time) "
+        "VALUES ('a', 'u', '{\"seen\": 1}', CURRENT_TIMESTAMP)",
+    ]
+    raced: list[str] = []
+
+    def meanwhile(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not raced and statement.lstrip().upper().startswith("INSERT INTO APP_STATES"):
+            raced.append(statement)  # once: the other writer's own INSERT comes through here too
+            # its own connection and event loop (this one is inside the import's), committed before ours goes on
+            writer = threading.Thread(target=lambda: asyncio.run(run_sql(url, *other)))
+            writer.start()
+            writer.join()
+
+    line = {
+        "id": "s1",
+        "appName": "a",
+        "userId": "u",
+        "state": {"app:tier": "gold", "user:lang": "fr", "n": 1},
+        "events": [],
+        "lastUpdateTime": 1_790_000_000.0,
+    }
+    source = tmp_path / "s.jsonl"
+    source.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    event.listen(Engine, "before_cursor_execute", meanwhile)
+    try:
+        result = runner.invoke(app, ["session", "import", str(source), "--db-url", url])
+    finally:
+        event.remove(Engine, "before_cursor_execute", meanwhile)
+    assert raced, "the import inserted no app state row"
+    assert result.exit_code == 0, result.output
+    stored = asyncio.run(adk_get(url, "a", "u", "s1"))
+    assert stored is not None
+    assert stored.state == {"app:theme": "dark", "app:tier": "gold", "user:seen": 1, "user:lang": "fr", "n": 1}

@@ -206,3 +206,45 @@ def test_input_the_models_coerce_or_refuse_is_left_to_them(tmp_path: Path, chang
     key = next(iter(change))
     value = got.events[0].model_dump()[{"partial": "partial", "timestamp": "timestamp"}[key]]
     assert value == expect and type(value) is type(expect)
+
+
+def test_a_shape_half_built_in_one_thread_is_not_used_by_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk's shape of the models is built on first use. Held half-built in one thread while a
+    second thread walks a session, the second used to take the half-built one (its fields not yet
+    filled in): it declined a good session, or, half-built further, failed with KeyError('invocation_id')
+    (two first imports into an empty MariaDB, run in two threads of one process, in 1 of 6 runs)."""
+    import threading
+
+    from veadk_mem.sessions import rawsession
+
+    monkeypatch.setattr(rawsession, "_SHAPES", {})
+    real = rawsession._kind_of
+    holding, release = threading.Event(), threading.Event()
+
+    def held_in_first(annotation: Any, cache: Any) -> Any:
+        if threading.current_thread().name == "first" and not holding.is_set():
+            holding.set()
+            release.wait(30)
+        return real(annotation, cache)
+
+    monkeypatch.setattr(rawsession, "_kind_of", held_in_first)
+    doc = {
+        "id": "s1",
+        "appName": "a",
+        "userId": "u",
+        "state": {},
+        "events": [{"id": "e1", "author": "user", "invocationId": "inv", "timestamp": 1_790_000_000.0}],
+        "lastUpdateTime": 1_790_000_001.0,
+    }
+    got: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: got.setdefault("first", raw_session(json.loads(json.dumps(doc)))))
+    first.name = "first"
+    first.start()
+    try:
+        assert holding.wait(30)
+        second = raw_session(json.loads(json.dumps(doc)))  # while the first thread builds the shape
+    finally:
+        release.set()
+        first.join(30)
+    assert second is not None and second == got["first"]
+    assert [e.invocation_id for e in second.events] == ["inv"]

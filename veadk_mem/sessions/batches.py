@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.sessions.big_writes import BigWrites, ReadAhead, uncancelled
 from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, BigSession, big_line_bytes
-from veadk_mem.sessions.dberrors import concurrent_ddl, partial, retry_db, retryable
+from veadk_mem.sessions.dberrors import concurrent_ddl, duplicate_in, partial, retry_db, retryable
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import LATEST_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Layout, build_tables
 from veadk_mem.sessions.rawsession import RawSession
@@ -188,9 +188,10 @@ class _Run:
             async with ReadAhead(produce) as batches:
                 async for batch in batches:
                     started = time.monotonic()
-                    # Another writer (a second import, the agent) may deadlock with this batch: the
-                    # database rolled it back whole, so the same records are written again.
-                    await retry_db(self._counted_attempt(batch), retryable)
+                    # Another writer (a second import, the agent) may deadlock with this batch or
+                    # create a state row it meant to insert: the database rolled it back whole, so
+                    # the same records are written again.
+                    await retry_db(self._counted_attempt(batch), self._collided)
                     if not ended[0]:
                         await sqlite_gap(self.db.dialect, time.monotonic() - started)
                     advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
@@ -205,6 +206,16 @@ class _Run:
             error.args = (error.message,)
             error.committed = self._committed()
             raise error from None
+
+    def _collided(self, exc: BaseException) -> bool:
+        """True when another writer collided with a batch, which was rolled back whole: a deadlock,
+        or an app's or user's state row it created between the batch's look for the row and its
+        INSERT (write batches run at READ COMMITTED, which locks out no row that does not exist
+        yet: two first imports of an app at once, an agent's first session of it). Written again,
+        the batch finds the row and merges into it. A session row another writer created meanwhile
+        stops the import, naming it: that session is the agent's own."""
+        t = self.db.tables
+        return retryable(exc) or duplicate_in(exc) in (t.app_states.name, t.user_states.name)
 
     def _committed(self) -> dict[str, int]:
         """What the import had committed when it stopped, as the history records it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -94,6 +95,18 @@ def retryable(exc: BaseException) -> bool:
     text = str(orig).lower()
     code = str(getattr(orig, "sqlstate", "") or getattr(orig, "pgcode", "") or "")
     return "deadlock" in text or "1213" in text or "could not serialize" in text or code in ("40001", "40P01")
+
+
+_INSERT_INTO = re.compile(r"\s*insert\s+into\s+(?:[\w\"`]+\.)?[\"`]?(\w+)", re.IGNORECASE)
+
+
+def duplicate_in(exc: BaseException) -> str | None:
+    """The table whose INSERT failed on a duplicate key (MariaDB 1062, PostgreSQL 23505), else None."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    if "duplicate entry" not in text and "duplicate key value" not in text:
+        return None
+    found = _INSERT_INTO.match(getattr(exc, "statement", None) or "")
+    return found.group(1).lower() if found else None
 
 
 def concurrent_ddl(exc: BaseException) -> bool:

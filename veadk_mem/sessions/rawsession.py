@@ -215,10 +215,15 @@ _SHAPES: dict[type, _Strict] = {}
 
 
 def _session_shape() -> _Strict:
+    """The walk's shape of a session, built on first use in a cache of its own and published whole:
+    `_strict_shape` registers a shape before filling it in (for recursive models), and a second
+    thread (two imports in one process) took such a half-built one."""
     from veadk_mem import events as ev
 
     shape = _SHAPES.get(ev.Session)
-    return shape if shape is not None else _strict_shape(ev.Session, _SHAPES)
+    if shape is None:
+        shape = _SHAPES.setdefault(ev.Session, _strict_shape(ev.Session, {}))
+    return shape
 
 
 def dump_event(event: ev.Event) -> dict[str, Any]:
