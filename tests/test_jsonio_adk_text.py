@@ -17,7 +17,7 @@ VALUES: list[Any] = [
     "plain",
     "naïve — 東京 \U0001f600 \x7f \u202e",
     "\ud83d half an emoji",
-    {"a": 1, "b": [1.5, -0.0, 1e300, 10**30, True, False, None], "c": {"d": {"e": "x\ny\t\"z\\"}}},
+    {"a": 1, "b": [1.5, -0.0, 1e300, 10**30, True, False, None], "c": {"d": {"e": 'x\ny\t"z\\'}}},
     {1: "int key", 2.5: "float key", False: "bool key", None: "null key"},
     {"usage_metadata": {"prompt_token_count": 12}, "actions": {"state_delta": {}, "artifact_delta": {}}},
 ]
