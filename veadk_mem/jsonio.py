@@ -208,7 +208,7 @@ def _adk_encoder() -> Callable[[Any], str]:
     from json import encoder
 
     plain = json.JSONEncoder(allow_nan=False)
-    make = encoder.c_make_encoder
+    make = getattr(encoder, "c_make_encoder", None)  # not in typeshed: json.encoder's C accelerator
     if make is None:  # a Python without json's C accelerator
         return plain.encode
     chunks = make(None, plain.default, encoder.encode_basestring_ascii, None, ": ", ", ", False, False, False)
