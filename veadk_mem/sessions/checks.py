@@ -57,12 +57,22 @@ def _fill_event_ids(session: ev.Session, where: str) -> None:
         seen.add(event.id)
 
 
-def check_record(where: str, data: Any, limits: Limits | None) -> tuple[str, RawSession | dict[str, Any]]:
+def fast_paths() -> bool:
+    """`[tuning] fast_paths`: whether a record is read by `raw_session`'s walk before the models."""
+    from veadk_mem.config import tuning  # see tests/test_import_graph.DEFERRED
+
+    return tuning().fast_paths
+
+
+def check_record(
+    where: str, data: Any, limits: Limits | None, fast: bool | None = None
+) -> tuple[str, RawSession | dict[str, Any]]:
     """(where, record) for one decoded record, validated: a RawSession or a state record dict.
 
-    With `limits`, also every value the target database would refuse at write time.
+    With `limits`, also every value the target database would refuse at write time. `fast`:
+    `[tuning] fast_paths`, read here when None (a file's reader reads it once: looked up per
+    record, the settings' freshness check cost a twentieth of an import).
     """
-    from veadk_mem.config import tuning  # see tests/test_import_graph.DEFERRED
     from veadk_mem.events import STATE_RECORD_KINDS, parse_session
     from veadk_mem.sessions.rawsession import from_model, raw_session
 
@@ -71,7 +81,9 @@ def check_record(where: str, data: Any, limits: Limits | None) -> tuple[str, Raw
         if limits is not None:
             limits.check(where, data, None)
         return where, record
-    session = raw_session(data) if tuning().fast_paths else None  # the common case, without pydantic objects
+    if fast is None:
+        fast = fast_paths()
+    session = raw_session(data) if fast else None  # the common case, without pydantic objects
     if session is None:  # the models coerce it, or name what is wrong
         model = parse_session(data, where)
         for field_name, value in (("appName", model.app_name), ("userId", model.user_id), ("id", model.id)):

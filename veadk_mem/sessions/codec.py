@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic.alias_generators import to_snake
 
 from veadk_mem.jsonio import compact_json, stored_json
-from veadk_mem.sessions.layout import Layout, Tables, to_epoch
+from veadk_mem.sessions.layout import Layout, Tables, stored_time, to_epoch
 from veadk_mem.sessions.safepickle import decode_actions, encode_actions, record_undecoded
 
 if TYPE_CHECKING:
@@ -94,8 +94,6 @@ def event_row(
 
     Into an old v0 table, a field it has no column for is left out and counted in `dropped`.
     """
-    from veadk_mem.sessions.layout import stored_time
-
     data = event.data
     stamp = stored_time(tables, event.timestamp)
     layout = tables.layout

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from veadk_mem.adkjson import adk_ordered, fresh_copy, stored_event, stored_field
+from veadk_mem.adkjson import adk_ordered, fresh_source, stored_event, stored_field
 
 if TYPE_CHECKING:
     from veadk_mem import events as ev
@@ -125,7 +125,7 @@ def _compile(plan: _Plan | None) -> _Walker:
     if plan is None:
         return lambda _data: None
     specs, defaults, stores = plan
-    ns: dict[str, Any] = {"_walk": _walk, "_fresh": fresh_copy, "M": _FLOAT_INT}
+    ns: dict[str, Any] = {"_walk": _walk, "M": _FLOAT_INT}
     names = tuple(spec[0] for spec in specs)
     ns["N"] = names
     values = ", ".join(f"v{i}" for i in range(len(specs)))
@@ -190,10 +190,8 @@ def _compile(plan: _Plan | None) -> _Walker:
                 f"        {put} = items",
             ]
     for j, (_name, default) in enumerate(defaults):
-        ns[f"D{j}"] = default
         ns[f"DN{j}"] = _name
-        fresh = isinstance(default, (dict, list))
-        lines.append(f"    out[DN{j}] = _fresh(D{j})" if fresh else f"    out[DN{j}] = D{j}")
+        lines.append(f"    out[DN{j}] = {fresh_source(default, ns, f'D{j}')}")
     lines.append("    return out")
     exec("\n".join(lines), ns)  # the source is built from the model's structure only
     walker: _Walker = ns["walk"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from veadk_mem.errors import BadInput
 from veadk_mem.sessions import bigline
 from veadk_mem.sessions.bigline import BigSession
-from veadk_mem.sessions.checks import check_record, check_times_record
+from veadk_mem.sessions.checks import check_record, check_times_record, fast_paths
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.limits import Limits
@@ -39,6 +39,7 @@ def iter_checked(
     from veadk_mem.sessions.rawsession import RawSession
 
     limit = bigline.big_line_bytes() if big_bytes is None else big_bytes
+    fast = fast_paths()
     documents = bigline.iter_lines(source, name, limit) if big else None
     times: tuple[tuple[str, str, str], float] | None = None  # the session_times line just read
     for where, data, size in documents or ((where, data, 0) for where, data in iter_documents(source, name)):
@@ -51,7 +52,7 @@ def iter_checked(
                 checked = big == "check"
                 found = where, bigline.check_big(data, limits, spool=True) if checked else data
             else:
-                found = check_record(where, data, limits)
+                found = check_record(where, data, limits, fast)
         except RecursionError:
             raise BadInput(f"{where}: JSON nested too deeply") from None
         _given_times(found[1], times)
