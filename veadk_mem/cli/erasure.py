@@ -14,8 +14,6 @@ from veadk_mem.cli.render import counted
 from veadk_mem.cli.session_rows import show_plan
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.errors import BadInput, NotFound
-from veadk_mem.ops.erasure import erase
-from veadk_mem.ops.memory_show import show_memory
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -70,6 +68,8 @@ def show(
     settings = state.loaded.settings
 
     async def go() -> MemoryShow:
+        from veadk_mem.ops.memory_show import show_memory  # startup: only `ltm show` needs it
+
         async with ltm:
             return await show_memory(settings, ltm, memory_id, user_id=user, app_name=app_name)
 
@@ -223,6 +223,8 @@ def forget_session(
     store = SessionStore.from_settings(state.loaded.settings)
 
     async def go() -> ErasureReport:
+        from veadk_mem.ops.erasure import erase  # startup: only an erasure needs it
+
         async with ltm, store:
             found = [s for s in await store.list_sessions(SessionFilter(app=app_name, user=user)) if s.id == session_id]
             if not found:
