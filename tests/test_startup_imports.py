@@ -9,6 +9,7 @@ still see the whole tree. Whole processes, as a user runs them.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,14 +43,14 @@ PROBE = """
 import atexit, json, sys
 out = sys.argv[1]
 sys.argv = ["vmem", *sys.argv[2:]]
-atexit.register(lambda: open(out, "w").write(json.dumps(sorted(m for m in sys.modules if m.startswith("veadk_mem")))))
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
 from veadk_mem.cli.app import main
 main()
 """
 
 
 def _loaded(tmp_path: Path, *args: str) -> set[str]:
-    """The vmem modules loaded by the whole process `vmem ARGS` (it must succeed)."""
+    """The modules loaded by the whole process `vmem ARGS` (it must succeed)."""
     out = tmp_path / "modules.json"
     done = subprocess.run([sys.executable, "-c", PROBE, str(out), *args], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -75,6 +76,23 @@ def one_session(runner: CliRunner, tmp_path: Path) -> str:
 def test_a_session_read_loads_no_other_command(tmp_path: Path, one_session: str, args: list[str]) -> None:
     loaded = _loaded(tmp_path, *args, "--db-url", one_session)
     assert "veadk_mem.sessions.read_queries" in loaded  # the probe saw the command run
+    assert sorted(loaded.intersection(NOT_FOR_SESSION_READS)) == []
+
+
+@pytest.mark.parametrize("given", ["--db-url", "config"])
+def test_completing_a_sqlite_session_id_needs_no_sqlalchemy(tmp_path: Path, one_session: str, given: str) -> None:
+    """`vmem session get APP USER <TAB>` as completions/vmem.bash asks: the file named by --db-url or
+    by the sqlite backend's local_database_path is read with sqlite3, nothing parses a URL (#45 item 5)."""
+    words = f"vmem session get --db-url {one_session} a u s" if given == "--db-url" else "vmem session get a u s"
+    env = {"_VMEM_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
+    if given == "config":
+        env |= {"SHORT_TERM_MEMORY_BACKEND": "sqlite", "SHORT_TERM_MEMORY_LOCAL_DATABASE_PATH": one_session}
+    out = tmp_path / "modules.json"
+    cmd = [sys.executable, "-c", PROBE, str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+    assert done.stdout.split() == ["s1"], done.stderr
+    loaded = set(json.loads(out.read_text()))
+    assert not {m for m in loaded if m.split(".")[0] in ("sqlalchemy", "aiosqlite")}
     assert sorted(loaded.intersection(NOT_FOR_SESSION_READS)) == []
 
 
