@@ -132,6 +132,9 @@ def main() -> None:
     if args.before:
         compileall.compile_dir(str(args.before / "veadk_mem"), quiet=1)
     work = Path(tempfile.mkdtemp(prefix="vmem-startup-"))
+    # `python -m` puts the working directory first on sys.path, before PYTHONPATH: run from a
+    # checkout, every tree would run that checkout's vmem. The commands run from the temp dir.
+    os.chdir(work)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("VMEM_", "SHORT_TERM", "LONG_TERM"))}
     base |= {
         "HOME": str(work / "home"),
