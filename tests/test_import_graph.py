@@ -309,6 +309,17 @@ DEFERRED: dict[tuple[str, str], str] = {
     ("veadk_mem.sessions.checks", "veadk_mem.config"): (
         "cli/session.py imports the import machinery at startup; config pulls in pydantic, which startup must not"
     ),
+    ("veadk_mem.cli.app", "veadk_mem.cli.completion"): (
+        "startup: a run loads only the top-level command it invokes (cli/app.py build_app); the completion "
+        "command prints the whole tree's script, so it is loaded with all the rest"
+    ),
+    ("veadk_mem.cli.erasure", "veadk_mem.ops.erasure"): (
+        "startup: only an erasure (`session delete --with-memories`, `forget --session`) needs it; `session "
+        "list` and `get` import cli/erasure.py for the option types of `session delete`"
+    ),
+    ("veadk_mem.cli.erasure", "veadk_mem.ops.memory_show"): "startup: only `ltm show` needs it",
+    ("veadk_mem.cli.session", "veadk_mem.ops.erasure"): "startup: only `session delete --with-memories` needs it",
+    ("veadk_mem.cli.retention", "veadk_mem.ops.erasure"): "startup: only `session prune --with-memories` needs it",
 }
 
 

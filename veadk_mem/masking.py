@@ -33,6 +33,8 @@ def remember_secret(value: str) -> None:
 
 def remember_url_secrets(url: str) -> None:
     """Register the password and the secret query parameters of a URL (not its host and port)."""
+    if "://" not in url:  # a plain file path (sqlite) holds neither: no need to import SQLAlchemy for it
+        return
     from sqlalchemy.engine.url import make_url
     from sqlalchemy.exc import ArgumentError
 

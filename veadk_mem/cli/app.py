@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -10,17 +11,6 @@ import typer
 from typer.core import TyperGroup
 
 from veadk_mem import __version__
-from veadk_mem.cli import browse as browse_cmd
-from veadk_mem.cli import completion as completion_cmd
-from veadk_mem.cli import config as config_cmd
-from veadk_mem.cli import doctor as doctor_cmd
-from veadk_mem.cli import erasure as erasure_cmd
-from veadk_mem.cli import history as history_cmd
-from veadk_mem.cli import ltm as ltm_cmd
-from veadk_mem.cli import ltm_reembed, ltm_sync, ltm_transfer
-from veadk_mem.cli import policy as policy_cmd
-from veadk_mem.cli import retention as retention_cmd
-from veadk_mem.cli import session as session_cmd
 from veadk_mem.cli.names import attach as attach_names
 from veadk_mem.cli.state import AppState, get_state, library_warnings
 from veadk_mem.cli.terminal import terminal_safe, write_text
@@ -29,7 +19,7 @@ from veadk_mem.cli.wiring import add_global_options, usage_error, wire_commands
 from veadk_mem.errors import VmemError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from veadk_mem.cli.typer_internals import Context as ClickContext
 
@@ -137,25 +127,12 @@ def _report(ctx: ClickContext, message: str, hint: str | None, candidates: Seque
         state.render.hint(hint)
 
 
-app = typer.Typer(
-    cls=VmemGroup,
-    name="vmem",
-    help="Administer the memory of VeADK / Google ADK agents: sessions, long-term memory, save policies.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    rich_markup_mode=None,
-)
-
-
 def _version(value: bool) -> None:
     if value:
         AppState().render.text(f"vmem {__version__}")
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     ctx: typer.Context,
     config: Annotated[
@@ -178,34 +155,168 @@ def root(
     library_warnings(verbose)  # again, after the subcommand's own flags (wiring.apply_flags)
 
 
-session_cmd.app.command("prune")(retention_cmd.prune)
-session_cmd.app.command("vacuum")(retention_cmd.vacuum)
-session_cmd.app.command("index")(retention_cmd.index)
-app.add_typer(session_cmd.app, name="session")
-ltm_cmd.app.command("show")(erasure_cmd.show)
-ltm_cmd.app.command("export")(ltm_transfer.export)
-ltm_cmd.app.command("import")(ltm_transfer.import_)
-ltm_cmd.app.command("copy")(ltm_transfer.copy)
-ltm_cmd.app.command("reembed")(ltm_reembed.reembed)
-ltm_cmd.app.command("sync")(ltm_sync.sync)
-app.add_typer(ltm_cmd.app, name="ltm")
-app.add_typer(policy_cmd.app, name="policy")
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(retention_cmd.app, name="retention")
-app.command("doctor")(doctor_cmd.doctor)
-app.command("forget")(ltm_cmd.forget)
-app.command("history")(history_cmd.history)
-app.command("completion")(completion_cmd.completion)
-app.command("browse")(browse_cmd.browse)
-add_global_options(app)
+def _session() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import retention as retention_cmd
+    from veadk_mem.cli import session as session_cmd
+
+    session_cmd.app.command("prune")(retention_cmd.prune)
+    session_cmd.app.command("vacuum")(retention_cmd.vacuum)
+    session_cmd.app.command("index")(retention_cmd.index)
+    return [("session", session_cmd.app)]
+
+
+def _ltm() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import erasure as erasure_cmd
+    from veadk_mem.cli import ltm as ltm_cmd
+    from veadk_mem.cli import ltm_reembed, ltm_sync, ltm_transfer
+
+    ltm_cmd.app.command("show")(erasure_cmd.show)
+    ltm_cmd.app.command("export")(ltm_transfer.export)
+    ltm_cmd.app.command("import")(ltm_transfer.import_)
+    ltm_cmd.app.command("copy")(ltm_transfer.copy)
+    ltm_cmd.app.command("reembed")(ltm_reembed.reembed)
+    ltm_cmd.app.command("sync")(ltm_sync.sync)
+    return [("ltm", ltm_cmd.app)]
+
+
+def _policy() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import policy as policy_cmd
+
+    return [("policy", policy_cmd.app)]
+
+
+def _config() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import config as config_cmd
+
+    return [("config", config_cmd.app)]
+
+
+def _retention() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import retention as retention_cmd
+
+    return [("retention", retention_cmd.app)]
+
+
+def _doctor() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import doctor as doctor_cmd
+
+    return [("doctor", doctor_cmd.doctor)]
+
+
+def _forget() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import ltm as ltm_cmd
+
+    return [("forget", ltm_cmd.forget)]
+
+
+def _history() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import history as history_cmd
+
+    return [("history", history_cmd.history)]
+
+
+def _completion() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import completion as completion_cmd
+
+    return [("completion", completion_cmd.completion)]
+
+
+def _browse() -> list[tuple[str, Any]]:
+    from veadk_mem.cli import browse as browse_cmd
+
+    return [("browse", browse_cmd.browse)]
+
+
+# The top-level commands in registration order, each with the function that imports its module
+# (once: the sub-apps are module state) and gives its Typer sub-app or command function.
+# `completion` prints the script of the whole tree, so it is never loaded alone (see `_wanted`).
+COMMANDS: dict[str, Callable[[], list[tuple[str, Any]]]] = {
+    "session": functools.cache(_session),
+    "ltm": functools.cache(_ltm),
+    "policy": functools.cache(_policy),
+    "config": functools.cache(_config),
+    "retention": functools.cache(_retention),
+    "doctor": functools.cache(_doctor),
+    "forget": functools.cache(_forget),
+    "history": functools.cache(_history),
+    "completion": functools.cache(_completion),
+    "browse": functools.cache(_browse),
+}
+ALONE = frozenset(COMMANDS) - {"completion"}  # commands that run with the rest of the tree unloaded
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The vmem Typer app: every command, or (`only`) the one top-level command a run invokes.
+
+    Importing a command module imports what its commands need (the session store's modules,
+    the long-term backends' registry, the erasure job ...): `vmem session list` need not pay
+    for the ltm, policy and sync modules, which only `vmem --help` and the docs list (#45 item 13).
+    """
+    root_app = typer.Typer(
+        cls=VmemGroup,
+        name="vmem",
+        help="Administer the memory of VeADK / Google ADK agents: sessions, long-term memory, save policies.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        rich_markup_mode=None,
+    )
+    root_app.callback()(root)
+    for name, load in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        for cmd_name, target in load():
+            if isinstance(target, typer.Typer):
+                root_app.add_typer(target, name=cmd_name)
+            else:
+                root_app.command(cmd_name)(target)
+    add_global_options(root_app)
+    return root_app
+
+
+@functools.cache
+def _whole_app() -> typer.Typer:
+    return build_app()
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`app`, the whole vmem app (docs, tests, `typer.main.get_command(app)`), built on first use."""
+    if name == "app":
+        return _whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _wanted(words: Sequence[str]) -> str | None:
+    """The top-level command a command line invokes, when it can run alone; else None (all).
+
+    Skips the root's options (`--config FILE` and `-c FILE` take a value); the first other word
+    names the command. Anything else (no command, `--help`, a typo Click should answer with
+    "did you mean", `completion`) loads the whole tree.
+    """
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--":
+            return None
+        elif word.startswith("-"):
+            skip = word in ("--config", "-c") or (not word.startswith("--") and word.endswith("c"))
+        else:
+            return word if word in ALONE else None
+    return None
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: builds the part of the app the command line invokes."""
     _spare_the_collector()
+    words = sys.argv[1:]
     if os.environ.get("_VMEM_COMPLETE"):  # the scripts in completions/ ask for names this way
         enable_completion()
-    app(prog_name="vmem")
+        # bash passes the words in COMP_WORDS, zsh and fish in _TYPER_COMPLETE_ARGS; the first is `vmem`
+        given = os.environ.get("COMP_WORDS") or os.environ.get("_TYPER_COMPLETE_ARGS") or ""
+        words = given.split()[1:]
+    build_app(_wanted(words))(prog_name="vmem")
 
 
 def _spare_the_collector() -> None:

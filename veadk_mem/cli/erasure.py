@@ -13,8 +13,6 @@ from veadk_mem.cli.columns import Column
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.session_rows import show_plan
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
-from veadk_mem.ops.erasure import erase, user_session
-from veadk_mem.ops.memory_show import show_memory
 
 if TYPE_CHECKING:
     from veadk_mem.ltm.facade import LongTermMemory
@@ -69,6 +67,8 @@ def show(
     settings = state.loaded.settings
 
     async def go() -> MemoryShow:
+        from veadk_mem.ops.memory_show import show_memory  # startup: only `ltm show` needs it
+
         async with ltm:
             return await show_memory(settings, ltm, memory_id, user_id=user, app_name=app_name)
 
@@ -222,6 +222,8 @@ def forget_session(
     store = SessionStore.from_settings(state.loaded.settings)
 
     async def go() -> ErasureReport:
+        from veadk_mem.ops.erasure import erase, user_session  # startup: only an erasure needs it
+
         async with ltm, store:
             key = await user_session(store, user, session_id, app_name)
             return await erase(

@@ -11,6 +11,7 @@ created) or a broken config completes nothing, silently.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from veadk_mem.cli.typer_internals import set_completer
@@ -62,13 +63,26 @@ def names(kind: str, ctx: Any, prefix: str) -> list[str]:
     settings = load_settings(params.get("config"), overrides).settings
     if kind == "index":
         return _index_names(settings, params.get("backend") or settings.long_term_memory.backend, prefix)
-    url = session_db_url(settings)
     given = {"app": params.get("app_name") or params.get("app"), "user": params.get("user")}
     where = {k: str(v) for k, v in given.items() if v and k != kind}
-    path = sqlite_file(url)
-    if path is not None:
-        return _sqlite_names(path, kind, where, prefix)
-    return _server_names(url, kind, where, prefix)
+    path = _plain_sqlite_file(settings)
+    if path is None:
+        url = session_db_url(settings)
+        path = sqlite_file(url)
+        if path is None:
+            return _server_names(url, kind, where, prefix)
+    return _sqlite_names(path, kind, where, prefix)
+
+
+def _plain_sqlite_file(settings: Any) -> str | None:
+    """The sqlite file the settings name as a plain path (`--db-url FILE`, or the sqlite backend's
+    local_database_path), which is a file name as it stands: no URL to parse, so a completion on
+    it does not import SQLAlchemy (over a third of its CPU, #45 item 5). None for a URL."""
+    stm = settings.short_term_memory
+    given = stm.db_url.get_secret_value() or (stm.local_database_path if stm.backend == "sqlite" else "")
+    if not given or "://" in given:
+        return None
+    return str(Path(given).expanduser())
 
 
 def _chain(ctx: Any) -> list[Any]:

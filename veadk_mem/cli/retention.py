@@ -14,7 +14,6 @@ from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_delet
 from veadk_mem.cli.terminal import terminal_safe
 from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput
-from veadk_mem.ops.erasure import prune_erasure
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.retention import AppPlan, RetentionPlan
@@ -151,6 +150,8 @@ def prune(
     async def go() -> Any:
         async with store:
             if with_memories:
+                from veadk_mem.ops.erasure import prune_erasure  # startup: only --with-memories needs it
+
                 async with ltm_facade(state) as ltm:
                     return await prune_erasure(
                         store, ltm, settings, app=app_name, policy=policy, dry_run=dry_run, yes=yes, confirm=confirm

@@ -23,7 +23,6 @@ from veadk_mem.cli.session_rows import SUMMARY_COLUMNS, _safe, _summary_row, sho
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput
-from veadk_mem.ops.erasure import erase
 from veadk_mem.sessions.delete_flow import delete_flow
 from veadk_mem.sessions.files import atomic_output, check_output, spooled_stdin
 from veadk_mem.sessions.importer import import_file, source_size
@@ -413,6 +412,8 @@ def _delete_with_memories(
     store = _store(state)
 
     async def go() -> Any:
+        from veadk_mem.ops.erasure import erase  # startup: only --with-memories needs it
+
         async with ltm, store:
             confirm = confirm_erasure(state, yes)
             return await erase(
