@@ -155,6 +155,7 @@ def root(
     library_warnings(verbose)  # again, after the subcommand's own flags (wiring.apply_flags)
 
 
+@functools.cache  # it adds commands to a shared group: once per process, however often the app is built
 def _session() -> list[tuple[str, Any]]:
     from veadk_mem.cli import retention as retention_cmd
     from veadk_mem.cli import session as session_cmd
@@ -165,6 +166,7 @@ def _session() -> list[tuple[str, Any]]:
     return [("session", session_cmd.app)]
 
 
+@functools.cache  # it adds commands to a shared group: once per process, however often the app is built
 def _ltm() -> list[tuple[str, Any]]:
     from veadk_mem.cli import erasure as erasure_cmd
     from veadk_mem.cli import ltm as ltm_cmd
