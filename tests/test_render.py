@@ -177,6 +177,7 @@ def test_counted() -> None:
     assert render.counted(1, "memory") == "1 memory"
     assert render.counted(3, "memory") == "3 memories"
     assert render.counted(0, "app state") == "0 app states"
+    assert render.counted(2, "search") == "2 searches"
     assert render.counted(12_000, "day") == "12,000 days"
 
 

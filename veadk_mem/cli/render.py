@@ -61,10 +61,15 @@ def to_json(data: Any, *, indent: int | None = 2) -> str:
 
 
 def counted(n: int, noun: str) -> str:
-    """'1 app state', '2 app states', '3 memories'."""
+    """'1 app state', '2 app states', '3 memories', '2 searches'."""
     if n == 1:
         return f"1 {noun}"
-    plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
+    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+        plural = noun[:-1] + "ies"
+    elif noun.endswith(("s", "x", "z", "ch", "sh")):
+        plural = noun + "es"
+    else:
+        plural = noun + "s"
     return f"{n:,} {plural}"
 
 
