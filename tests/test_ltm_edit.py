@@ -142,3 +142,24 @@ def test_a_delete_failing_after_the_save_says_both_are_there_and_what_to_run(
     assert vmem(*command.split()[1:]).exit_code == 0
     left = json.loads(vmem("ltm", "list", "-u", "alice", "--json").stdout)
     assert sorted(text_of(m) for m in left) == ["I am allergic to tree nuts", "I live in Lisbon"]
+
+
+def test_a_store_that_cannot_list_its_users_is_exit_4_for_edit_and_show_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --user the memory's owner is looked up across the store's users: a backend that
+    cannot list them is 'not supported' (exit 4, DESIGN.md), the same one lookup for `ltm edit`
+    and `ltm show` (edit said exit 2); with --user both find it."""
+    from veadk_mem.ltm.backends.local import LocalBackend
+    from veadk_mem.ltm.base import Capability
+
+    old = saved(tmp_path)[0]
+    monkeypatch.setattr(LocalBackend, "capabilities", LocalBackend.capabilities - {Capability.USERS})
+    for args in (["ltm", "edit", old["id"], "--text", "corrected"], ["ltm", "show", old["id"]]):
+        result = vmem(*args)
+        assert result.exit_code == 4, (args, result.stderr)
+        assert "the local backend cannot list its users" in result.stderr and "--user" in result.stderr
+    assert vmem("ltm", "show", old["id"], "-u", "alice").exit_code == 0
+    result = vmem("ltm", "edit", old["id"], "-u", "alice", "--text", "corrected")
+    assert result.exit_code == 0, result.stderr
+    assert "corrected" in {text_of(m) for m in json.loads(vmem("ltm", "list", "-u", "alice", "--json").stdout)}

@@ -18,9 +18,10 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
+from veadk_mem.errors import BadInput, NotSupported, VmemError
 from veadk_mem.ltm.base import Capability, MemoryRecord
 from veadk_mem.ltm.convert import with_text
+from veadk_mem.ltm.lookup import find_memory
 from veadk_mem.ltm.registry import load_backend
 
 if TYPE_CHECKING:
@@ -55,20 +56,6 @@ class Edit:
         }
 
 
-async def _owner(ltm: LongTermMemory, app_name: str | None, memory_id: str) -> tuple[str, str]:
-    """(index, user) of the memory with this id, for an edit that names no user: every scope asked."""
-    backend = ltm.backend_for(app_name)
-    if not backend.can(Capability.USERS):
-        raise BadInput(f"the {ltm.backend_name} backend cannot list its users: name the memory's user with --user")
-    for index, user in await backend.scopes():
-        if app_name and index != ltm.index_for(app_name):
-            continue
-        records = await ltm.backend_for(index=index).list_memories(user)
-        if any(r.id == memory_id for r in records):
-            return index, user
-    raise NotFound(f"no memory has id {memory_id} in the {ltm.backend_name} store")
-
-
 async def edit_memory(
     ltm: LongTermMemory,
     *,
@@ -87,14 +74,9 @@ async def edit_memory(
         declared = ltm.backend_for(app_name).capabilities
     if Capability.EDIT not in declared:  # said before the store is built: it may need credentials
         raise _cannot(ltm.backend_name)
-    if user_id is None:
-        index, user_id = await _owner(ltm, app_name, memory_id)
-    else:
-        index = await ltm.user_index(app_name, user_id)
-    backend = ltm.backend_for(index=index)
-    if not backend.can(Capability.EDIT):  # mem0 with its inference on
+    if not ltm.backend_for(app_name).can(Capability.EDIT):  # mem0 with its inference on
         raise _cannot(ltm.backend_name, hint=INFER_HINT if ltm.backend_name == "mem0" else None)
-    (old,) = await ltm.select(app_name=app_name, user_id=user_id, ids=[memory_id], index=index)
+    index, user_id, old = await find_memory(ltm, memory_id, user_id=user_id, app_name=app_name)
     new = MemoryRecord(
         text=with_text(old.text, text),
         user_id=user_id,
