@@ -104,3 +104,62 @@ def test_a_service_that_rewrites_memories_is_exit_4_naming_it(backend: str, monk
     result = vmem("ltm", "edit", "m1", "-u", "alice", "--text", "x")
     assert result.exit_code == 4, result.stderr
     assert f"the {backend} backend cannot edit a memory" in result.stderr
+
+
+def test_a_delete_failing_after_the_save_says_both_are_there_and_what_to_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The corrected memory is saved, then the local store refuses the old one's delete (a real
+    sqlite error through the backend's own failure path): one line saying both texts are in the
+    store, naming both ids and the command that finishes the edit; the history records the save.
+    Running that command leaves the corrected memory alone."""
+    import sqlite3
+
+    from veadk_mem.ltm.backends.local import LocalBackend
+
+    before = saved(tmp_path)
+    old = next(m for m in before if "peanuts" in text_of(m))
+    real = LocalBackend.delete_memories
+
+    async def locked(self: LocalBackend, user_id: str, ids: list[str]) -> int:
+        raise self._failed(sqlite3.OperationalError("database is locked"), "deleting memories")
+
+    monkeypatch.setattr(LocalBackend, "delete_memories", locked)
+    result = vmem("ltm", "edit", old["id"], "-u", "alice", "--text", "I am allergic to tree nuts")
+    assert result.exit_code == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    after = json.loads(vmem("ltm", "list", "-u", "alice", "--json").stdout)
+    new = next(m for m in after if text_of(m) == "I am allergic to tree nuts")
+    assert {m["id"] for m in after} == {*(m["id"] for m in before), new["id"]}  # both texts are there
+    assert "database is locked" in line and "both" in line and new["id"] in line
+    command = f"vmem ltm delete --user alice --app app --id {old['id']} --yes"
+    assert command in line
+    [entry] = HistoryLog(default_path()).entries(command="ltm edit")
+    assert (entry["outcome"], entry["exit_code"]) == ("failed", 1)
+    assert entry["counts"] == {"memories": 1} and entry["ids"] == [new["id"]]
+
+    monkeypatch.setattr(LocalBackend, "delete_memories", real)
+    assert vmem(*command.split()[1:]).exit_code == 0
+    left = json.loads(vmem("ltm", "list", "-u", "alice", "--json").stdout)
+    assert sorted(text_of(m) for m in left) == ["I am allergic to tree nuts", "I live in Lisbon"]
+
+
+def test_a_store_that_cannot_list_its_users_is_exit_4_for_edit_and_show_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --user the memory's owner is looked up across the store's users: a backend that
+    cannot list them is 'not supported' (exit 4, DESIGN.md), the same one lookup for `ltm edit`
+    and `ltm show` (edit said exit 2); with --user both find it."""
+    from veadk_mem.ltm.backends.local import LocalBackend
+    from veadk_mem.ltm.base import Capability
+
+    old = saved(tmp_path)[0]
+    monkeypatch.setattr(LocalBackend, "capabilities", LocalBackend.capabilities - {Capability.USERS})
+    for args in (["ltm", "edit", old["id"], "--text", "corrected"], ["ltm", "show", old["id"]]):
+        result = vmem(*args)
+        assert result.exit_code == 4, (args, result.stderr)
+        assert "the local backend cannot list its users" in result.stderr and "--user" in result.stderr
+    assert vmem("ltm", "show", old["id"], "-u", "alice").exit_code == 0
+    result = vmem("ltm", "edit", old["id"], "-u", "alice", "--text", "corrected")
+    assert result.exit_code == 0, result.stderr
+    assert "corrected" in {text_of(m) for m in json.loads(vmem("ltm", "list", "-u", "alice", "--json").stdout)}

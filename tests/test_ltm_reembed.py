@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -167,6 +168,14 @@ def _hash_store(db: Path, count: int) -> None:
     asyncio.run(build())
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """In the child before it runs: SIGINT delivered and handled as at a terminal, whatever the test
+    runner's parent set (a shell's background job ignores it, and an ignored SIGINT stays ignored
+    across exec: vmem then ran on to the swap and exited 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _interrupt_while_staging(db: Path, how: signal.Signals) -> tuple[int, int, str]:
     """Start `ltm reembed` to MiniLM, send `how` once it has staged a batch; (staged then, exit code, stderr)."""
     env = {
@@ -176,7 +185,14 @@ def _interrupt_while_staging(db: Path, how: signal.Signals) -> tuple[int, int, s
         "VMEM_BATCH_BYTES": "64KiB",  # batches of about 240 memories: several commits before the swap
     }
     command = [sys.executable, "-m", "veadk_mem", "ltm", "reembed", "--model", MINILM_NAME]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
+    )
     staged = 0
     deadline = time.monotonic() + 120
     try:
@@ -209,6 +225,35 @@ def test_ctrl_c_part_way_stops_the_worker_before_the_swap(tmp_path: Path) -> Non
     assert code == 130, err
     assert "interrupted: nothing was changed" in err
     assert _rows(db) == before and _index_model(db) == old_model
+
+
+def test_ctrl_c_after_the_swap_committed_says_the_move_happened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C that lands after the swap's commit cannot undo it: vmem says the store moved (exit 0
+    with the report), never "nothing was changed" over a store that did change. The SIGINT is sent
+    by the worker itself the moment the swap returns, so it always lands after the commit."""
+    from veadk_mem.ltm.backends import local_reembed
+
+    db = tmp_path / "ltm.db"
+    _hash_store(db, 30)
+    real = local_reembed._swap
+
+    def swap_then_ctrl_c(*args: Any, **kwargs: Any) -> bool:
+        done = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the handler runs in the main thread meanwhile
+        return done
+
+    monkeypatch.setattr(local_reembed, "_swap", swap_then_ctrl_c)
+    result = CliRunner().invoke(
+        app, ["ltm", "reembed", "--model", MINILM_NAME], env={"LONG_TERM_MEMORY_LOCAL_PATH": str(db)}
+    )
+    assert _index_model(db)[:2] == (MINILM_NAME, 384)  # the swap committed
+    assert result.exit_code == 0, result.stderr
+    assert "nothing was changed" not in result.stderr
+    assert f"moved to {MINILM_NAME} (384-d)" in result.stderr
+    assert "Ctrl-C came after the swap had committed: the move is done" in result.stderr
 
 
 def test_a_kill_part_way_leaves_one_model_and_the_next_run_resumes(tmp_path: Path) -> None:

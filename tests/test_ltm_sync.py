@@ -359,3 +359,70 @@ def test_a_relative_sqlite_path_from_two_directories_keeps_two_cursors(
             conn.execute(f"UPDATE {table} SET db = ? WHERE db = ?", (url.replace("+aiosqlite", ""), key))
     code, out, err = sync(runner, url, "--once")
     assert code == 0 and out["totals"]["synced"] == 0 and out["totals"]["unchanged"] <= 1, err
+
+
+def _history() -> list[dict[str, Any]]:
+    import os
+
+    from veadk_mem.ops.history import HistoryLog
+
+    return HistoryLog(Path(os.environ["XDG_DATA_HOME"]) / "vmem" / "history.db").entries()
+
+
+def _failing_on(monkeypatch: pytest.MonkeyPatch, session_id: str, error: Exception) -> None:
+    """The local backend's save raises `error` for the memories of `session_id` and saves the rest."""
+    from veadk_mem.ltm.backends.local import LocalBackend
+
+    real = LocalBackend.save
+
+    async def save(self: LocalBackend, user_id: str, memories: list[Any], *args: Any, **kwargs: Any) -> Any:
+        if any(m.session_id == session_id for m in memories):
+            raise error
+        return await real(self, user_id, memories, *args, **kwargs)
+
+    monkeypatch.setattr(LocalBackend, "save", save)
+
+
+def test_a_pass_with_a_failed_session_is_recorded_failed_naming_it(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sessions saved and one failed: the history has what was saved, outcome failed with the exit
+    code the command ended with (1), and the failure named (an 'ok' entry hid it)."""
+    from veadk_mem.errors import StoreRejected
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    for n in range(3):
+        append(url, "u", f"s{n}", turns(f"s{n}", 1))
+    _failing_on(monkeypatch, "s1", StoreRejected("local: the store refused the batch"))
+    code, out, err = sync(runner, url, "--once")
+    assert code == 1 and out["totals"]["synced"] == 2 and out["totals"]["failed"] == 1, err
+    [entry] = _history()
+    assert entry["command"] == "ltm sync" and entry["counts"] == {"sessions": 2, "memories": 2}
+    assert (entry["outcome"], entry["exit_code"]) == ("failed", 1)
+    assert entry["details"]["failed"] == ["syncapp/u/s1: local: the store refused the batch"]
+
+
+def test_a_pass_stopped_by_a_store_gone_after_saving_some_is_recorded(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store goes away at the second session: the first one's memories are saved (the cursor moved
+    past it), so the pass is a change: recorded failed, exit 1, with what it saved and the error; the
+    message says what was saved before it stopped."""
+    from veadk_mem.errors import StoreUnreachable
+    from veadk_mem.ltm.backends.local import LocalBackend
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    for n in range(3):
+        append(url, "u", f"s{n}", turns(f"s{n}", 1))
+    real = LocalBackend.save
+    _failing_on(monkeypatch, "s1", StoreUnreachable("local: the connection went away"))
+    code, _, err = sync(runner, url, "--once")
+    assert code == 1 and "the connection went away" in err, err
+    assert "1 session" in err and "1 memory" in err, err
+    [entry] = _history()
+    assert entry["counts"] == {"sessions": 1, "memories": 1}
+    assert (entry["outcome"], entry["exit_code"]) == ("failed", 1)
+    assert "the connection went away" in entry["details"]["error"]
+    monkeypatch.setattr(LocalBackend, "save", real)
+    code, out, err = sync(runner, url, "--once")  # the rest (not the first again), once the store is back
+    assert code == 0 and out["totals"]["synced"] == 2 and out["totals"]["saved"] == 2, err

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -15,6 +17,7 @@ import typer
 from veadk_mem.cli.columns import Column
 from veadk_mem.cli.render import counted
 from veadk_mem.cli.state import JsonOption, get_state, run
+from veadk_mem.ltm.backends.local_reembed import Stopped, StopSwitch
 from veadk_mem.ltm.bounds import batch_bytes
 from veadk_mem.ltm.reembed import plan_reembed
 
@@ -59,27 +62,61 @@ def reembed(
     limit = batch_bytes()
     ltm = LongTermMemory.from_settings(state.loaded.settings, warn=render.warn, notice=render.warn)
 
+    switch = StopSwitch()
+    planned: list[Any] = []  # the job, once planned: its report is what a late Ctrl-C reports
+
     async def go() -> Any:
         async with ltm:
             job = await plan_reembed(ltm, user_id=user, app_name=app_name, model=model)
             job.report.dry_run = dry_run
             if dry_run or not job.report.indexes:
                 return job.report
-            with render.progress(f"re-embedding with {job.embedder.name}", total=job.to_embed) as advance:
+            planned.append(job)
+            progress = render.progress(f"re-embedding with {job.embedder.name}", total=job.to_embed)
+            with progress as advance, _ctrl_c_stops(switch):
                 try:
-                    return await asyncio.to_thread(job.run, batch_bytes=limit, progress=advance, stop=stopping.is_set)
-                except asyncio.CancelledError:  # Ctrl-C: asyncio waits for the worker thread, so stop it
-                    stopping.set()  # before its swap commits (else it would run on to the end)
+                    return await asyncio.to_thread(job.run, batch_bytes=limit, progress=advance, stop=switch)
+                except asyncio.CancelledError:  # a Ctrl-C asyncio passed on as a cancel (see _ctrl_c_stops)
+                    switch.request()
                     raise
 
-    stopping = threading.Event()
     try:
         report = run(go())
-    except KeyboardInterrupt:
-        render.error("interrupted: nothing was changed (the store keeps its model)")
-        render.hint("run the same command again to resume: the vectors embedded so far are kept aside")
-        raise typer.Exit(130) from None
+    except (KeyboardInterrupt, Stopped):
+        # The switch decides, under the swap's own lock: a stop asked now can no longer be overtaken
+        # by the commit, and one that comes after it says so, whichever way the interrupt came in.
+        if switch.request():
+            render.error("interrupted: nothing was changed (the store keeps its model)")
+            render.hint("run the same command again to resume: the vectors embedded so far are kept aside")
+            raise typer.Exit(130) from None
+        report = planned[0].report
     _render(state.render, report)
+    if switch.late:
+        render.message("Ctrl-C came after the swap had committed: the move is done")
+
+
+@contextmanager
+def _ctrl_c_stops(switch: StopSwitch) -> Iterator[None]:
+    """While the worker runs, Ctrl-C asks it to stop straight from the signal handler.
+
+    asyncio.run's own handler only cancels the main task, and the stop reached the worker when
+    the loop next ran that task: a step the commit could overtake. A SIGINT that a parent set to
+    be ignored (a background job) stays ignored; outside the main thread nothing is installed."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.SIG_IGN or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        switch.request()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _render(render: Any, report: Any) -> None:

@@ -151,7 +151,7 @@ def _stop_on_signals(stopping: Any) -> None:
 
 
 def _once(state: AppState, job: Any) -> None:
-    render = state.render
+    """One pass; its history entry is failed (exit 1) when a session failed or the pass stopped."""
 
     async def go() -> tuple[Any, dict[str, Any]]:
         import asyncio
@@ -167,20 +167,30 @@ def _once(state: AppState, job: Any) -> None:
             await job.close()
 
     with state.recording("ltm sync", job.settings.long_term_memory.backend) as change:
-        totals, report = run(go())
+        try:
+            totals, report = run(go())
+        except VmemError as exc:  # what it saved first is in exc.committed; the entry names the error
+            change.detail("error", exc.message)
+            raise
         _count(change, totals)
+        _render_once(state, totals, report)
+        if totals.failed:  # a partial pass: recorded failed with its exit code, each failed session named
+            change.detail("failed", totals.errors)
+            raise typer.Exit(1)
+
+
+def _render_once(state: AppState, totals: SyncBatch, report: dict[str, Any]) -> None:
+    render = state.render
     if render.json_mode:
         render.json({"totals": totals.to_json(), "status": report})
-    else:
-        render.table([totals.to_json()], TOTAL_COLUMNS, to_stderr=True)
-        lag = report["lag_seconds"]
-        held = report["sessions"]["held"]
-        if held:
-            render.message(f"{counted(held, 'session')} held by VeADK's thresholds: saved by a later sync")
-        if lag is not None:
-            render.message(f"lag: {lag:.1f} s")
-    if totals.failed:
-        raise typer.Exit(1)
+        return
+    render.table([totals.to_json()], TOTAL_COLUMNS, to_stderr=True)
+    lag = report["lag_seconds"]
+    held = report["sessions"]["held"]
+    if held:
+        render.message(f"{counted(held, 'session')} held by VeADK's thresholds: saved by a later sync")
+    if lag is not None:
+        render.message(f"lag: {lag:.1f} s")
 
 
 async def _follow(state: AppState, job: Any) -> None:

@@ -5,7 +5,8 @@ with its inference off: `Capability.EDIT`) gets the corrected memory by delete-a
 through the facade's own paths: the new text (a saved Content keeps its JSON shape, its text replaced) is embedded as
 any save's, gets its own content hash and id, keeps the old memory's source (provenance) and
 saved-at, and the replay ledger follows where the store uses one. The new memory is saved
-before the old one is deleted, so a failure between the two leaves both, never neither. A
+before the old one is deleted, so a failure between the two leaves both, never neither, and its
+one line says so and names the command that finishes the edit. A
 service that rewrites what it is sent (viking, openviking, tos_context, mem0 inferring) cannot
 be corrected this way: NotSupported (exit 4) names it.
 """
@@ -13,12 +14,14 @@ be corrected this way: NotSupported (exit 4) names it.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotFound, NotSupported
+from veadk_mem.errors import BadInput, NotSupported, VmemError
 from veadk_mem.ltm.base import Capability, MemoryRecord
 from veadk_mem.ltm.convert import with_text
+from veadk_mem.ltm.lookup import find_memory
 from veadk_mem.ltm.registry import load_backend
 
 if TYPE_CHECKING:
@@ -53,20 +56,6 @@ class Edit:
         }
 
 
-async def _owner(ltm: LongTermMemory, app_name: str | None, memory_id: str) -> tuple[str, str]:
-    """(index, user) of the memory with this id, for an edit that names no user: every scope asked."""
-    backend = ltm.backend_for(app_name)
-    if not backend.can(Capability.USERS):
-        raise BadInput(f"the {ltm.backend_name} backend cannot list its users: name the memory's user with --user")
-    for index, user in await backend.scopes():
-        if app_name and index != ltm.index_for(app_name):
-            continue
-        records = await ltm.backend_for(index=index).list_memories(user)
-        if any(r.id == memory_id for r in records):
-            return index, user
-    raise NotFound(f"no memory has id {memory_id} in the {ltm.backend_name} store")
-
-
 async def edit_memory(
     ltm: LongTermMemory,
     *,
@@ -85,14 +74,9 @@ async def edit_memory(
         declared = ltm.backend_for(app_name).capabilities
     if Capability.EDIT not in declared:  # said before the store is built: it may need credentials
         raise _cannot(ltm.backend_name)
-    if user_id is None:
-        index, user_id = await _owner(ltm, app_name, memory_id)
-    else:
-        index = await ltm.user_index(app_name, user_id)
-    backend = ltm.backend_for(index=index)
-    if not backend.can(Capability.EDIT):  # mem0 with its inference on
+    if not ltm.backend_for(app_name).can(Capability.EDIT):  # mem0 with its inference on
         raise _cannot(ltm.backend_name, hint=INFER_HINT if ltm.backend_name == "mem0" else None)
-    (old,) = await ltm.select(app_name=app_name, user_id=user_id, ids=[memory_id], index=index)
+    index, user_id, old = await find_memory(ltm, memory_id, user_id=user_id, app_name=app_name)
     new = MemoryRecord(
         text=with_text(old.text, text),
         user_id=user_id,
@@ -111,8 +95,30 @@ async def edit_memory(
         (edit.new_id,) = await ltm.save_records(user_id, [new], index)
     else:
         edit.already_held = True
-    await ltm.delete(app_name=app_name, user_id=user_id, records=[old], index=index)
+    try:
+        await ltm.delete(app_name=app_name, user_id=user_id, records=[old], index=index)
+    except VmemError as exc:
+        _say_both_are_there(exc, edit)
+        raise
     return edit
+
+
+def _say_both_are_there(exc: VmemError, edit: Edit) -> None:
+    """`exc`, raised by the old memory's delete after the corrected one was saved, made one line saying
+    so: both texts are in the store, and the command that finishes the edit; its `committed` (what the
+    history records) names the memory saved."""
+    finish = shlex.join(
+        ["vmem", "ltm", "delete", "--user", edit.user_id, "--app", edit.index, "--id", edit.old.id, "--yes"]
+    )
+    saved = f"saved as memory {edit.new_id}" if edit.new_id else "already held by the store"
+    exc.message = (
+        f"memory {edit.old.id} was not replaced: the corrected text is {saved}, but deleting the old one failed "
+        f"({exc.message}); both texts are in index {edit.index!r} now: to finish the edit run {finish}"
+    )
+    exc.args = (exc.message,)
+    exc.hint = None  # one line: the store's own hint is about reaching it, not about this state
+    if edit.new_id:
+        exc.committed = {"memories": 1, "ids": [edit.new_id]}
 
 
 INFER_HINT = "with [database.mem0] infer = false (DATABASE_MEM0_INFER=false) Mem0 keeps text verbatim"

@@ -22,7 +22,7 @@ from veadk_mem.ltm.base import Capability
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
     from veadk_mem.embedding.base import Embedder
-    from veadk_mem.ltm.backends.local_reembed import ReembedReport
+    from veadk_mem.ltm.backends.local_reembed import ReembedReport, StopSwitch
     from veadk_mem.ltm.facade import LongTermMemory
 
 MODEL_NAMES = (E5_NAME, MINILM_NAME)
@@ -66,10 +66,10 @@ class ReembedJob:
         *,
         batch_bytes: int,
         progress: Callable[[int], None] | None = None,
-        stop: Callable[[], bool] = lambda: False,
+        stop: StopSwitch | None = None,
     ) -> ReembedReport:
-        """Do it (blocking: run it in a worker thread); `stop` ends it before the swap commits
-        (`local_reembed.Stopped`), the store unchanged."""
+        """Do it (blocking: run it in a worker thread); `stop.request()` ends it before the swap
+        commits (`local_reembed.Stopped`), the store unchanged."""
         done: ReembedReport = self.backend.reembed(
             self.report, self.embedder, batch_bytes=batch_bytes, progress=progress, stop=stop
         )

@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import BadInput, Interrupted, NotFound, VmemError
 from veadk_mem.ltm.base import Capability
+from veadk_mem.ltm.lookup import user_indexes
 from veadk_mem.ltm.provenance import policy_name
 from veadk_mem.ops.history import MAX_IDS
-from veadk_mem.ops.memory_match import EventChoice, Produced, candidate_policies, session_hashes, user_indexes
+from veadk_mem.ops.memory_match import EventChoice, Produced, candidate_policies, session_hashes
 from veadk_mem.sessions.delete_flow import PlannedDelete, carry_out, plan_delete
 from veadk_mem.sessions.records import DeleteReport, SessionFilter, SessionKey
 

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import BadInput, NotFound, NotSupported, VmemError
-from veadk_mem.ltm.base import Capability, content_hash
+from veadk_mem.errors import BadInput, NotSupported, VmemError
+from veadk_mem.ltm.base import content_hash
 from veadk_mem.ltm.provenance import policy_name
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings
-    from veadk_mem.ltm.base import MemoryRecord
     from veadk_mem.ltm.facade import LongTermMemory
     from veadk_mem.policy.model import ResolvedPolicy
     from veadk_mem.sessions.store import SessionStore
@@ -119,35 +118,3 @@ def session_store(settings: VmemSettings) -> tuple[SessionStore | None, str]:
     if path is not None and not Path(path).exists():
         return None, f"{store.display_url} does not exist"
     return store, store.display_url
-
-
-async def user_indexes(ltm: LongTermMemory, user_id: str, app_name: str | None) -> list[str]:
-    """The indexes to look in for a user's memories: the app's (or the configured one) when named, else
-    every index the store knows holds the user's memories, else VeADK's fallback."""
-    if app_name or ltm.index or ltm.backend_config.get("index"):
-        return [ltm.index_for(app_name)]
-    known = await ltm.indexes_of(user_id)
-    return known if known else [ltm.index_for(None)]
-
-
-async def find_memory(
-    ltm: LongTermMemory, memory_id: str, *, user_id: str | None, app_name: str | None
-) -> tuple[str, str, MemoryRecord]:
-    """(index, user, record) of the memory with this id; NotFound (exit 3) when no index holds it,
-    NotSupported (exit 4) when the backend cannot read its memories back (or, without --user, its users)."""
-    if user_id is not None:
-        scopes = [(index, user_id) for index in await user_indexes(ltm, user_id, app_name)]
-    else:
-        backend = ltm.backend_for(app_name)
-        backend.require(Capability.USERS)
-        wanted = ltm.index_for(app_name) if app_name or ltm.index else None
-        scopes = [(i, u) for i, u in await backend.scopes() if wanted is None or i == wanted]
-    for index, user in scopes:
-        backend = ltm.backend_for(index=index)
-        backend.require(Capability.LIST)
-        async for batch in backend.iter_memories(user):
-            for record in batch:
-                if record.id == memory_id:
-                    return index, user, record
-    where = f"of user {user_id!r}" if user_id is not None else "of any user"
-    raise NotFound(f"no memory {where} has id {memory_id!r}", hint="ids are in `vmem ltm list --user U`")

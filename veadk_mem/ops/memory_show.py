@@ -15,14 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.errors import NotFound, VmemError
 from veadk_mem.ltm.base import content_hash
+from veadk_mem.ltm.lookup import find_memory
 from veadk_mem.ltm.provenance import NOT_RECORDED
-from veadk_mem.ops.memory_match import (
-    ALL_PRESETS,
-    candidate_policies,
-    find_memory,
-    session_store,
-    session_strings,
-)
+from veadk_mem.ops.memory_match import ALL_PRESETS, candidate_policies, session_store, session_strings
 
 if TYPE_CHECKING:
     from veadk_mem.config import VmemSettings

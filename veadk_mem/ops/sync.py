@@ -37,6 +37,7 @@ from veadk_mem.errors import (
 )
 from veadk_mem.ltm.ledger import LedgerError
 from veadk_mem.masking import mask_url
+from veadk_mem.ops.history import summary
 from veadk_mem.ops.sync_cursor import START, CursorError, SessionMark, SyncCursor
 from veadk_mem.sessions.records import SessionFilter
 
@@ -238,10 +239,14 @@ class Syncer:
         for change in found:
             key = (change.app_name, change.user_id)
             newest[key] = max(newest.get(key, 0.0), change.update_time)
-        for change in found:
-            moved_on = newest[(change.app_name, change.user_id)] > change.update_time
-            await self._one(change, out, moved_on=moved_on)
-        await self._held(out)
+        try:
+            for change in found:
+                moved_on = newest[(change.app_name, change.user_id)] > change.update_time
+                await self._one(change, out, moved_on=moved_on)
+            await self._held(out)
+        except VmemError as exc:  # the sessions saved before it are saved: the history counts them
+            _saved_before(exc, out)
+            raise
         if found:
             out.position = found[-1].position
             self.cursor.advance(
@@ -335,7 +340,12 @@ class Syncer:
         total = SyncBatch()
         after = self.start()
         while True:
-            batch, done = await self.batch(after)
+            try:
+                batch, done = await self.batch(after)
+            except VmemError as exc:
+                _saved_before(exc, total)
+                _say_what_was_saved(exc)
+                raise
             total.add(batch)
             if batch.position is not None:
                 after = batch.position
@@ -382,6 +392,26 @@ class Syncer:
     async def lag(self) -> float | None:
         """Seconds since the oldest change not yet synced (None: caught up)."""
         return (await self.status())["lag_seconds"]
+
+
+def _saved_before(exc: VmemError, done: SyncBatch) -> None:
+    """Add what `done` saved to `exc.committed`: a pass stopped part-way still changed the store, and
+    the history (ops/history.py) records those counts with the failure."""
+    committed = dict(exc.committed or {})
+    for name, n in (("sessions", done.synced + done.moved_on + done.due), ("memories", done.saved)):
+        committed[name] = int(committed.get(name, 0)) + n
+    exc.committed = committed
+
+
+def _say_what_was_saved(exc: VmemError) -> None:
+    """Make `exc`'s message say what the pass had saved before it stopped (when anything), so a
+    reader does not take the failure for a pass that changed nothing."""
+    counts = {k: v for k, v in (exc.committed or {}).items() if k in ("sessions", "memories") and v}
+    if counts:
+        exc.message = (
+            f"{exc.message} -- {summary(counts)} had been saved before it stopped; the next sync goes on from there"
+        )
+        exc.args = (exc.message,)
 
 
 def is_outage(exc: BaseException) -> bool:

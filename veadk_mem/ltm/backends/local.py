@@ -723,10 +723,10 @@ class LocalBackend(LongTermMemoryBackend):
         *,
         batch_bytes: int,
         progress: Callable[[int], None] | None,
-        stop: local_reembed.Stop = lambda: False,
+        stop: local_reembed.StopSwitch | None = None,
     ) -> local_reembed.ReembedReport:
         """Move the planned indexes to the embedder's model in place: staged, then swapped in one
-        transaction (`local_reembed`); a blocking call, run in a worker thread, which `stop`
+        transaction (`local_reembed`); a blocking call, run in a worker thread, which `stop.request()`
         ends (`local_reembed.Stopped`) before the swap commits."""
         names = [i.index for i in report.indexes]
         users = self.conn.execute(

@@ -14,6 +14,7 @@ killed in the swap, sqlite rolls the transaction back.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,11 +34,44 @@ PAGE = 500  # memories read per query while staging (then cut by bytes)
 # Memories per staged batch at most: with short texts the vectors (1.5 KB a chunk at 384-d), not
 # the text, are what a batch holds, so the bytes alone would let one batch grow to a gigabyte.
 BATCH_MEMORIES = 2048
-Stop = Callable[[], bool]  # asked between batches and before the swap commits: True means stop now
 
 
 class Stopped(Exception):
     """The run was asked to stop (Ctrl-C): the store keeps its model; what was staged stays staged."""
+
+
+class StopSwitch:
+    """Ctrl-C against the swap, decided under one lock: a `request()` (a signal handler's, in the main
+    thread) either comes before the swap's last check, and the run ends with `Stopped`, nothing
+    changed, or after its commit, and returns False: the move happened. No request is lost in
+    between, however late the event loop would have passed it on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # re-entrant: a second Ctrl-C may interrupt the first's handler
+        self.requested = False
+        self.committed = False
+        self.late = False  # a stop was asked after the commit
+
+    def request(self) -> bool:
+        """Ask the run to stop: True when it will stop with nothing changed, False when the swap has committed."""
+        with self._lock:
+            if self.committed:
+                self.late = True
+            else:
+                self.requested = True
+            return not self.committed
+
+    def check(self) -> None:
+        """Between batches: `Stopped` once a stop was asked."""
+        if self.requested:
+            raise Stopped
+
+    def commit(self, conn: sqlite3.Connection) -> None:
+        """Commit the swap's transaction unless a stop was asked first (`Stopped`: the caller rolls back)."""
+        with self._lock:
+            self.check()
+            conn.execute("COMMIT")
+            self.committed = True
 
 
 SWAP_TRIES = 5  # staging rounds when other writers keep adding memories before the swap
@@ -159,15 +193,14 @@ def _stage(
     text_of: Callable[[str], str],
     batch_bytes: int,
     progress: Callable[[int], None] | None,
-    stop: Stop,
+    stop: StopSwitch,
 ) -> int:
     """Embed and stage every memory of the indexes not staged for the embedder's model; how many."""
     import numpy as np
 
     done = 0
     for batch in _batches(conn, names, embedder.name, batch_bytes):
-        if stop():
-            raise Stopped
+        stop.check()
         records = [MemoryRecord(text=str(r[1]), user_id="") for r in batch]
         embed_records(embedder, records, text_of)
         staged = []
@@ -187,7 +220,7 @@ def _stage(
     return done
 
 
-def _swap(conn: sqlite3.Connection, names: list[str], embedder: Embedder, stop: Stop) -> bool:
+def _swap(conn: sqlite3.Connection, names: list[str], embedder: Embedder, stop: StopSwitch) -> bool:
     """Move the staged vectors in and record the model, in one transaction; False (nothing changed)
     when a memory was saved since staging and has no staged vector yet."""
     conn.execute("BEGIN IMMEDIATE")
@@ -209,9 +242,7 @@ def _swap(conn: sqlite3.Connection, names: list[str], embedder: Embedder, stop: 
             f"(SELECT rowid FROM memories WHERE index_name IN ({_marks(names)})) OR model != ?",
             (*names, embedder.name),
         )
-        if stop():  # asked to stop while the swap ran: it never happened
-            raise Stopped
-        conn.execute("COMMIT")
+        stop.commit(conn)  # unless asked to stop while the swap ran: then it never happened
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -226,10 +257,11 @@ def reembed(
     *,
     batch_bytes: int,
     progress: Callable[[int], None] | None = None,
-    stop: Stop = lambda: False,
+    stop: StopSwitch | None = None,
 ) -> ReembedReport:
     """Move the report's indexes to the embedder's model (see the module's docstring); `Stopped`
-    when `stop` says so before the swap commits."""
+    when `stop` was requested before the swap commits."""
+    stop = stop or StopSwitch()
     names = [i.index for i in report.indexes]
     if not names:
         return report
