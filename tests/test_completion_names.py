@@ -89,6 +89,18 @@ def test_an_unreachable_database_completes_nothing_quickly(tmp_path: Path, shell
     assert not (tmp_path / "missing.db").exists()  # a sqlite file is never created by a TAB
 
 
+@pytest.mark.parametrize("plain", [True, False], ids=["path", "url"])
+def test_a_fifo_or_a_directory_as_the_sqlite_file_completes_nothing(
+    tmp_path: Path, shell_env: dict[str, str], plain: bool
+) -> None:
+    """Opening a FIFO blocks until a writer comes: the shell would hang on TAB (found by review)."""
+    fifo = tmp_path / "fifo.db"
+    os.mkfifo(fifo)
+    for target in (fifo, tmp_path):
+        given = str(target) if plain else f"sqlite:///{target}"
+        assert _bash(["vmem", "session", "get", "--db-url", given, ""], shell_env, tmp_path) == []
+
+
 def test_indexes_of_the_local_store_complete_and_other_backends_give_nothing(
     tmp_path: Path, shell_env: dict[str, str]
 ) -> None:

@@ -238,3 +238,114 @@ def test_state_rows_another_writer_created_meanwhile_are_merged_into(
     stored = asyncio.run(adk_get(url, "a", "u", "s1"))
     assert stored is not None
     assert stored.state == {"app:theme": "dark", "app:tier": "gold", "user:seen": 1, "user:lang": "fr", "n": 1}
+
+
+def _stopped_creation(url: str, *, keep_a_session: bool = False) -> None:
+    """The database a creator stopped between ADK's tables and their schema_version row leaves:
+    on MySQL/MariaDB each CREATE TABLE commits at once. ADK made the tables here; the row and the
+    `events` table (the last one created) are taken away again."""
+    import asyncio
+
+    from sessions_helpers import adk_service, run_sql
+
+    async def create() -> None:
+        service = adk_service(url)
+        try:
+            await service.create_session(app_name="a", user_id="u", session_id="early", state={})
+        finally:
+            await service.close()
+
+    asyncio.run(create())
+    statements = ["DELETE FROM adk_internal_metadata", "DROP TABLE events"]
+    if not keep_a_session:
+        statements[:0] = ["DELETE FROM sessions", "DELETE FROM app_states", "DELETE FROM user_states"]
+    asyncio.run(run_sql(url, *statements))
+
+
+@pytest.mark.parametrize("server", ["mysql_url", "pg_url"])
+def test_a_creation_stopped_before_its_schema_row_is_finished_by_the_next_import(
+    runner: CliRunner, request: pytest.FixtureRequest, server: str, tmp_path: Path
+) -> None:
+    """ADK's metadata table without its schema_version row and no row in any ADK table: a creation
+    that did not finish (Ctrl-C or a kill part-way, or a second creator looking meanwhile). The
+    import finishes it and ADK opens the database; it used to be exit 1, "unknown ADK
+    schema_version ''", for vmem and ADK alike, on every later run."""
+    import asyncio
+
+    from sessions_helpers import adk_get
+
+    url = str(request.getfixturevalue(server))
+    _stopped_creation(url)
+    source = write_export(tmp_path / "s.jsonl", 3, 2)
+    result = runner.invoke(app, ["session", "import", str(source), "--db-url", url])
+    assert result.exit_code == 0, result.output
+    stored = asyncio.run(adk_get(url, APP, "u1", "s000001"))
+    assert stored is not None and len(stored.events) == 2
+
+
+def test_a_schema_row_missing_beside_sessions_is_still_refused(
+    runner: CliRunner, mysql_url: str, tmp_path: Path
+) -> None:
+    """Without the schema_version row but with sessions stored, the database is not one being
+    created: vmem refuses it, as ADK does, names why, and `doctor` says it fails (exit 1)."""
+    _stopped_creation(mysql_url, keep_a_session=True)
+    source = write_export(tmp_path / "s.jsonl", 3, 2)
+    result = runner.invoke(app, ["session", "import", str(source), "--db-url", mysql_url])
+    assert result.exit_code == 1, result.output
+    assert "unknown ADK schema_version '' in adk_internal_metadata" in result.stderr
+    doctor = runner.invoke(app, ["--json", "doctor", "--db-url", mysql_url])
+    checks = [c for c in json.loads(doctor.stdout) if c["name"].startswith("short_term_memory")]
+    assert [c["status"] for c in checks] == ["fail"], checks
+    assert doctor.exit_code == 1, doctor.output
+
+
+def test_ctrl_c_while_the_tables_are_created_leaves_a_database_adk_opens(mysql_url: str, tmp_path: Path) -> None:
+    """Ctrl-C as soon as the first table exists (MariaDB commits each CREATE TABLE at once): the
+    creation is one short step run to its end, so the tables come with their schema_version row,
+    ADK opens the database and the same import run again completes."""
+    import asyncio
+
+    import pymysql
+    from sessions_helpers import adk_service
+
+    source = write_export(tmp_path / "s.jsonl", 200, 2)
+    name = mysql_url.rsplit("/", 1)[1].split("?")[0]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", mysql_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
+
+    def tables() -> set[str]:
+        with conn.cursor() as cur:
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (name,))
+            return {str(r[0]) for r in cur.fetchall()}
+
+    try:
+        text = interrupt_when(proc, lambda: bool(tables()))
+        assert proc.returncode in (0, 130), text
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT `key`, value FROM `{name}`.adk_internal_metadata")
+            assert cur.fetchall() == (("schema_version", "1"),)
+    finally:
+        conn.close()
+
+    async def adk_opens() -> None:
+        service = adk_service(mysql_url)
+        try:
+            await service.list_sessions(app_name=APP)
+        finally:
+            await service.close()
+
+    asyncio.run(adk_opens())
+    again = subprocess.run(
+        [sys.executable, "-m", "veadk_mem", "session", "import", str(source), "--db-url", mysql_url],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert again.returncode == 0, again.stderr

@@ -110,6 +110,8 @@ def _sqlite_names(path: str, kind: str, where: dict[str, str], prefix: str) -> l
     import sqlite3
     from urllib.parse import quote
 
+    if not Path(path).is_file():  # a FIFO or device would block the open, and the shell with it
+        return []
     sql, args = _query(kind, where, "?")
     conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=NAME_TIMEOUT)
     try:

@@ -62,7 +62,9 @@ async def check_session_db(settings: VmemSettings) -> Check:
     took = (time.perf_counter() - started) * 1000
     held = f", {counts['sessions']:,} sessions, {counts['events']:,} events" if counts else ""
     detail = f"{shown}: {health.layout_description}{held} ({took:.0f} ms){orphans}"
-    return Check(name, "ok", detail, store=shown, latency_ms=took, facts=facts)
+    # a layout neither vmem nor ADK can open (an unknown schema_version, a foreign `sessions`) fails
+    status = "ok" if health.layout is not None else "fail"
+    return Check(name, status, detail, store=shown, latency_ms=took, facts=facts)
 
 
 async def _orphans_by_app(url: str) -> dict[str, int]:

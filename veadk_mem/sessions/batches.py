@@ -48,11 +48,15 @@ async def ensure_tables(db: Database) -> bool:
     tables = build_tables(Layout.EMPTY)
 
     async def create() -> None:
+        assert tables.internal is not None
+        # ADK's order: the metadata table first, its schema_version row last. On MySQL/MariaDB
+        # each CREATE TABLE commits at once; a metadata table without its row then marks a
+        # creation under way (or stopped), which `detect_layout` reads as empty, so a second
+        # creator, or the next import, finishes it rather than failing
         async with db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 await conn.run_sync(tables.metadata.create_all)
-                assert tables.internal is not None
                 have = await conn.execute(
                     select(tables.internal.c.value).where(tables.internal.c.key == SCHEMA_VERSION_KEY)
                 )
@@ -61,8 +65,8 @@ async def ensure_tables(db: Database) -> bool:
                         insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
                     )
 
-    try:
-        await retry_db(create, concurrent_ddl)
+    try:  # a short step, finished even when Ctrl-C comes meanwhile (a second one still stops it)
+        await uncancelled(retry_db(create, concurrent_ddl))
     except Exception as exc:
         raise db.fail(exc) from None
     db.use_tables(tables, Layout.V1)

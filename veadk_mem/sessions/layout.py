@@ -368,6 +368,8 @@ def detect_layout(sync_conn: Any, names: frozenset[str] | None = None) -> Layout
             return Layout.V1
         if version == "0":
             return Layout.V0
+        if not row and _unfinished_creation(sync_conn, names):
+            return Layout.EMPTY
         raise ValueError(f"unknown ADK schema_version {version!r} in adk_internal_metadata")
     if "events" in names and "sessions" in names:
         cols = {c["name"]: c for c in inspector.get_columns("events")}
@@ -380,6 +382,21 @@ def detect_layout(sync_conn: Any, names: frozenset[str] | None = None) -> Layout
     if "sessions" in names:
         raise ValueError("a 'sessions' table exists but no ADK 'events' table: not an ADK session database")
     return Layout.EMPTY
+
+
+def _unfinished_creation(sync_conn: Any, names: frozenset[str]) -> bool:
+    """True when ADK's tables were being created and the schema_version row never came: the
+    metadata table is there, without the row, and no ADK table holds a row. On MySQL/MariaDB
+    each CREATE TABLE commits at once, so a creator stopped (or a second one looking) between the
+    tables and the row sees exactly this; the next import finishes the creation."""
+    from sqlalchemy import text
+
+    for table in ("sessions", "events", "app_states", "user_states"):
+        if table in names:
+            quoted = sync_conn.dialect.identifier_preparer.quote(table)
+            if sync_conn.execute(text(f"SELECT 1 FROM {quoted} LIMIT 1")).first() is not None:
+                return False
+    return True
 
 
 # --- time conversions ------------------------------------------------------------------
