@@ -79,6 +79,30 @@ def test_a_session_read_loads_no_other_command(tmp_path: Path, one_session: str,
     assert sorted(loaded.intersection(NOT_FOR_SESSION_READS)) == []
 
 
+COLLECTIONS = """
+import gc, sys
+sys.argv = ["vmem", *sys.argv[1:]]
+from veadk_mem.cli.app import main
+seen = []
+gc.callbacks.append(lambda phase, info: seen.append(info["generation"]) if phase == "stop" else None)
+try:
+    main()
+finally:
+    sys.stderr.write(f"collections {len(seen)}\\n")
+"""
+
+
+@pytest.mark.parametrize("args", [["session", "list"], ["session", "get", "a", "u", "s1"]], ids=" ".join)
+def test_a_session_read_runs_no_cyclic_collection(one_session: str, args: list[str]) -> None:
+    """What a read imports after startup (SQLAlchemy, the store, the settings) lives as long as the
+    process: the youngest generation's threshold (cli/app.py YOUNG_OBJECTS) is above it, so no
+    collection walks it (at 50,000 a read paid two, each a pass over some 50,000 objects)."""
+    cmd = [sys.executable, "-c", COLLECTIONS, *args, "--db-url", one_session]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "collections 0"
+
+
 @pytest.mark.parametrize("given", ["--db-url", "config"])
 def test_completing_a_sqlite_session_id_needs_no_sqlalchemy(tmp_path: Path, one_session: str, given: str) -> None:
     """`vmem session get APP USER <TAB>` as completions/vmem.bash asks: the file named by --db-url or
