@@ -103,6 +103,30 @@ def test_a_session_read_runs_no_cyclic_collection(one_session: str, args: list[s
     assert done.stderr.splitlines()[-1] == "collections 0"
 
 
+BUILT = """
+import sys
+sys.argv = ["vmem", *sys.argv[1:]]
+from veadk_mem.cli.app import main
+try:
+    main()
+finally:
+    from pydantic import BaseModel
+    from veadk_mem import events
+    built = [n for n, m in vars(events).items() if isinstance(m, type) and issubclass(m, BaseModel) and m.__pydantic_complete__]
+    sys.stderr.write(f"built {built}\\n")
+"""
+
+
+def test_a_timeline_of_adk_events_builds_no_event_model(one_session: str) -> None:
+    """`session get` reads plain stored events without the models (sessions/timeline.py); their
+    validators are built on first use (events.AdkModel), so building them is not startup work."""
+    cmd = [sys.executable, "-c", BUILT, "session", "get", "a", "u", "s1", "--db-url", one_session]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split("\t")[2:5] == ["user", "user", "empty"]  # the event's row
+    assert done.stderr.splitlines()[-1] == "built []"
+
+
 @pytest.mark.parametrize("given", ["--db-url", "config"])
 def test_completing_a_sqlite_session_id_needs_no_sqlalchemy(tmp_path: Path, one_session: str, given: str) -> None:
     """`vmem session get APP USER <TAB>` as completions/vmem.bash asks: the file named by --db-url or
