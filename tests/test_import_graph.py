@@ -282,7 +282,6 @@ def test_a_layer_violation_is_seen() -> None:
 HEAVY: dict[str, str] = {
     "pydantic": "validation models: about 0.3 s to import, not needed by --help or completion",
     "pydantic_core": "comes with pydantic",
-    "pydantic_settings": "the config loader, needed only once a command runs",
     "sqlalchemy": "the session databases: about 0.5 s, only the session commands need it",
     "numpy": "vectors: only the long-term commands that embed or score",
     "httpx": "HTTP clients of the hosted backends and embedders",
