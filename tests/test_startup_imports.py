@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
-from veadk_mem.cli.app import _wanted, app
+from veadk_mem.cli.app import _wanted, _wanted_sub, app, build_app
 
 # Loaded by `vmem --help` (every command's module), never by `session list` / `session get`.
 NOT_FOR_SESSION_READS = (
@@ -180,3 +181,40 @@ def test_a_typo_is_still_answered_from_the_whole_tree(tmp_path: Path) -> None:
     done = subprocess.run([str(vmem), "sesion", "list"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "Did you mean 'session'?" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("words", "sub"),
+    [
+        (["session", "list"], "list"),
+        (["-c", "f.toml", "ltm", "search", "x"], "search"),
+        (["session", "--help"], None),
+        (["session"], None),
+        (["-c", "session"], None),  # `session` is --config's value: no command at all
+    ],
+)
+def test_the_subcommand_a_line_invokes(words: list[str], sub: str | None) -> None:
+    assert _wanted_sub(words) == sub
+
+
+@pytest.mark.parametrize(
+    ("sub", "built"),
+    [
+        ("list", ["list"]),
+        ("lst", None),  # a typo: Click's "did you mean" needs every name
+        (None, None),  # `vmem session --help` lists them all
+    ],
+)
+def test_a_run_builds_only_the_subcommand_it_names(sub: str | None, built: list[str] | None) -> None:
+    """Typer reads the signature of every command it builds: `session list` builds `list` alone."""
+    group = typer.main.get_command(build_app("session", sub)).commands["session"]  # type: ignore[attr-defined]
+    every = typer.main.get_command(app).commands["session"].commands  # type: ignore[attr-defined]
+    assert list(group.commands) == (built or list(every))
+    assert len(every) > 5  # the shared group kept all its commands
+
+
+def test_a_subcommand_typo_is_still_answered_from_the_whole_group() -> None:
+    vmem = Path(sys.executable).parent / "vmem"
+    done = subprocess.run([str(vmem), "session", "lst"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "Did you mean 'list'?" in done.stderr
