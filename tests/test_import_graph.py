@@ -318,6 +318,10 @@ DEFERRED: dict[tuple[str, str], str] = {
     ),
     ("veadk_mem.cli.erasure", "veadk_mem.ops.memory_show"): "startup: only `ltm show` needs it",
     ("veadk_mem.cli.session", "veadk_mem.ops.erasure"): "startup: only `session delete --with-memories` needs it",
+    ("veadk_mem.cli.session", "veadk_mem.sessions.importer"): (
+        "startup: only `session import` needs the import machinery (its file checks, the long-line reader)"
+    ),
+    ("veadk_mem.cli.session", "veadk_mem.sessions.delete_flow"): "startup: only `session delete` needs it",
     ("veadk_mem.cli.retention", "veadk_mem.ops.erasure"): "startup: only `session prune --with-memories` needs it",
 }
 

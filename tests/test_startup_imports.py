@@ -38,6 +38,9 @@ NOT_FOR_SESSION_READS = (
     "veadk_mem.ops.history",
     "veadk_mem.ltm.base",
     "veadk_mem.ltm.keywords",
+    "veadk_mem.sessions.importer",
+    "veadk_mem.sessions.bigline",
+    "veadk_mem.sessions.delete_flow",
 )
 
 # Third-party packages a session read does without: config.py merges the settings' sources
