@@ -137,6 +137,13 @@ def test_a_timeline_of_adk_events_builds_no_event_model(one_session: str) -> Non
     assert done.stderr.splitlines()[-1] == "built []"
 
 
+def test_a_piped_session_list_loads_no_rich(tmp_path: Path, one_session: str) -> None:
+    """Off a terminal a table is tab-separated text written as it is: no Console, so no Rich."""
+    loaded = _loaded(tmp_path, "session", "list", "--db-url", one_session)
+    assert "veadk_mem.sessions.read_queries" in loaded  # the probe saw the command run
+    assert sorted(m for m in loaded if m.split(".")[0] == "rich") == []
+
+
 @pytest.mark.parametrize("given", ["--db-url", "config"])
 def test_completing_a_sqlite_session_id_needs_no_sqlalchemy(tmp_path: Path, one_session: str, given: str) -> None:
     """`vmem session get APP USER <TAB>` as completions/vmem.bash asks: the file named by --db-url or
