@@ -283,7 +283,7 @@ asyncio.run(main())
 
 # The stack DESIGN.md prescribes for `vmem session list`, imported and nothing else: a floor
 # no design-conformant vmem can go under, printed beside the ADK script to show the 4x budget.
-FLOOR = "import typer, pydantic_settings, sqlalchemy.ext.asyncio, aiosqlite"
+FLOOR = "import typer, pydantic, sqlalchemy.ext.asyncio, aiosqlite"
 
 
 def whole_process(url: str, runs: int) -> tuple[float, float, float]:

@@ -282,7 +282,6 @@ def test_a_layer_violation_is_seen() -> None:
 HEAVY: dict[str, str] = {
     "pydantic": "validation models: about 0.3 s to import, not needed by --help or completion",
     "pydantic_core": "comes with pydantic",
-    "pydantic_settings": "the config loader, needed only once a command runs",
     "sqlalchemy": "the session databases: about 0.5 s, only the session commands need it",
     "numpy": "vectors: only the long-term commands that embed or score",
     "httpx": "HTTP clients of the hosted backends and embedders",
@@ -319,6 +318,10 @@ DEFERRED: dict[tuple[str, str], str] = {
     ),
     ("veadk_mem.cli.erasure", "veadk_mem.ops.memory_show"): "startup: only `ltm show` needs it",
     ("veadk_mem.cli.session", "veadk_mem.ops.erasure"): "startup: only `session delete --with-memories` needs it",
+    ("veadk_mem.cli.session", "veadk_mem.sessions.importer"): (
+        "startup: only `session import` needs the import machinery (its file checks, the long-line reader)"
+    ),
+    ("veadk_mem.cli.session", "veadk_mem.sessions.delete_flow"): "startup: only `session delete` needs it",
     ("veadk_mem.cli.retention", "veadk_mem.ops.erasure"): "startup: only `session prune --with-memories` needs it",
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -261,3 +262,31 @@ def test_a_one_line_table_names_what_it_hides_once(
     assert " ".join(captured.err.split()).count("1 column hidden (state keys): --wide shows them") == 1
     lines = re.sub(r"\x1b\[[0-9;]*m", "", captured.out).splitlines()
     assert len(lines) == 2 * (2 + 2) and all(len(line) <= 80 for line in lines) and "…" in captured.out
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"TTY_COMPATIBLE": "1"},
+        {"TTY_COMPATIBLE": "0"},
+        {"FORCE_COLOR": "1"},
+        {"FORCE_COLOR": ""},
+        {"TTY_COMPATIBLE": "0", "FORCE_COLOR": "1"},
+        {"TTY_COMPATIBLE": "1", "FORCE_COLOR": ""},
+    ],
+    ids=str,
+)
+def test_only_a_stream_rich_calls_no_terminal_is_taken_for_one_without_rich(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`could_be_terminal` lets a pipe skip loading Rich: it says no only where Rich says no too."""
+    from rich.console import Console
+
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with (tmp_path / "out").open("w") as stream:  # a file: no TTY
+        rich_says = Console(file=stream).is_terminal
+        assert render.could_be_terminal(stream) or not rich_says

@@ -28,7 +28,6 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from veadk_mem.embedding import registry as embedders
 from veadk_mem.errors import BadInput
@@ -448,10 +447,12 @@ class HistorySettings(Section):
     )
 
 
-class VmemSettings(BaseSettings):
-    """Every setting vmem reads; built by `load_settings`."""
+class VmemSettings(BaseModel):
+    """Every setting vmem reads; built by `load_settings`, which merges the sources itself
+    (flags, env and `.env`, the TOML file): a plain model, so loading them imports no
+    settings framework."""
 
-    model_config = SettingsConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     short_term_memory: ShortTermMemorySettings = Field(default_factory=ShortTermMemorySettings)
     long_term_memory: LongTermMemorySettings = Field(default_factory=LongTermMemorySettings)
@@ -463,18 +464,6 @@ class VmemSettings(BaseSettings):
     tuning: TuningSettings = Field(default_factory=TuningSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Only the sources `load_settings` passes in, highest first."""
-        return (init_settings,)
 
 
 # --- keys and their environment variables -------------------------------------------
@@ -549,21 +538,6 @@ def _flatten(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[str, An
         else:
             flat[dotted] = value
     return flat
-
-
-class Layer(PydanticBaseSettingsSource):
-    """One pydantic-settings source holding a nested dict and a label per key for `config show`."""
-
-    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any], labels: dict[str, str]) -> None:
-        super().__init__(settings_cls)
-        self.data = data
-        self.labels = labels
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self.data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return self.data
 
 
 def _read_dotenv(path: Path) -> dict[str, str]:

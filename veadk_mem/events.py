@@ -28,9 +28,15 @@ RECORD_KINDS = (*STATE_RECORD_KINDS, TIMES_KIND)  # the lines that are not sessi
 
 
 class AdkModel(BaseModel):
-    """Base of every ADK-shaped model: camelCase aliases, snake_case accepted, extras kept."""
+    """Base of every ADK-shaped model: camelCase aliases, snake_case accepted, extras kept.
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", serialize_by_alias=True)
+    Each builds its validator on first use, not at import: `session get`'s timeline reads only
+    the models' fields (sessions/timeline.py), and a command that validates pays the same.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", serialize_by_alias=True, defer_build=True
+    )
 
     @model_serializer(mode="wrap")
     def _camel_extras(self, handler: Any, info: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import sys
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 
 FIRST_COMMANDS = ("session", "ltm", "policy")  # listed first in `vmem --help`
+YOUNG_OBJECTS = 200_000  # net allocations between two collections of the youngest generation
 
 
 class VmemGroup(TyperGroup):
@@ -247,12 +249,14 @@ COMMANDS: dict[str, Callable[[], list[tuple[str, Any]]]] = {
 ALONE = frozenset(COMMANDS) - {"completion"}  # commands that run with the rest of the tree unloaded
 
 
-def build_app(only: str | None = None) -> typer.Typer:
-    """The vmem Typer app: every command, or (`only`) the one top-level command a run invokes.
+def build_app(only: str | None = None, sub: str | None = None) -> typer.Typer:
+    """The vmem Typer app: every command, or (`only`) the one top-level command a run invokes,
+    and of a command group (`sub`) the one subcommand it names.
 
     Importing a command module imports what its commands need (the session store's modules,
     the long-term backends' registry, the erasure job ...): `vmem session list` need not pay
-    for the ltm, policy and sync modules, which only `vmem --help` and the docs list (#45 item 13).
+    for the ltm, policy and sync modules, which only `vmem --help` and the docs list, nor
+    Typer's reading of the signatures of `session import`, `export` and the rest (#45 item 13).
     """
     root_app = typer.Typer(
         cls=VmemGroup,
@@ -270,11 +274,23 @@ def build_app(only: str | None = None) -> typer.Typer:
             continue
         for cmd_name, target in load():
             if isinstance(target, typer.Typer):
-                root_app.add_typer(target, name=cmd_name)
+                root_app.add_typer(_narrowed(target, sub if only is not None else None), name=cmd_name)
             else:
                 root_app.command(cmd_name)(target)
     add_global_options(root_app)
     return root_app
+
+
+def _narrowed(group: typer.Typer, sub: str | None) -> typer.Typer:
+    """`group` holding only its command named `sub`; the whole group when it has none by that
+    name (a typo, which Click answers with "did you mean" from every name) or `sub` is None.
+    A copy: the group itself (module state, shared by every build) keeps all its commands."""
+    chosen = [info for info in group.registered_commands if sub is not None and info.name == sub]
+    if not chosen or group.registered_groups:
+        return group
+    view = copy.copy(group)
+    view.registered_commands = chosen
+    return view
 
 
 @functools.cache
@@ -296,17 +312,31 @@ def _wanted(words: Sequence[str]) -> str | None:
     names the command. Anything else (no command, `--help`, a typo Click should answer with
     "did you mean", `completion`) loads the whole tree.
     """
+    rest = _from_command(words)
+    return rest[0] if rest and rest[0] in ALONE else None
+
+
+def _wanted_sub(words: Sequence[str]) -> str | None:
+    """The word after the top-level command: the subcommand of a group (`list` in `session
+    list`), or None when an option (`--help`) or nothing follows it."""
+    rest = _from_command(words)
+    return rest[1] if len(rest) > 1 and not rest[1].startswith("-") else None
+
+
+def _from_command(words: Sequence[str]) -> Sequence[str]:
+    """The words from the top-level command on, the root's options skipped; empty when none
+    is named (no word but options, or `--` first)."""
     skip = False
-    for word in words:
+    for i, word in enumerate(words):
         if skip:
             skip = False
         elif word == "--":
-            return None
+            return ()
         elif word.startswith("-"):
             skip = word in ("--config", "-c") or (not word.startswith("--") and word.endswith("c"))
         else:
-            return word if word in ALONE else None
-    return None
+            return words[i:]
+    return ()
 
 
 def main() -> None:
@@ -318,7 +348,7 @@ def main() -> None:
         # bash passes the words in COMP_WORDS, zsh and fish in _TYPER_COMPLETE_ARGS; the first is `vmem`
         given = os.environ.get("COMP_WORDS") or os.environ.get("_TYPER_COMPLETE_ARGS") or ""
         words = given.split()[1:]
-    build_app(_wanted(words))(prog_name="vmem")
+    build_app(_wanted(words), _wanted_sub(words))(prog_name="vmem")
 
 
 def _spare_the_collector() -> None:
@@ -326,11 +356,13 @@ def _spare_the_collector() -> None:
 
     What is loaded by now (Typer, pydantic, vmem's modules) lives as long as the process, so it
     is frozen out of every later collection; and the youngest generation is collected every
-    50,000 net allocations rather than 700, so importing SQLAlchemy, reading many rows and
-    adding up a large answer do not pay a pass over everything loaded again and again.
+    YOUNG_OBJECTS net allocations rather than 700. A command's own imports (SQLAlchemy, the
+    store, the settings models: about 100,000 objects, all living as long as the process) fit
+    under that, so `session list` or `get` runs no collection at all; a long command collects
+    each young object once, whatever the threshold, rather than everything loaded again and again.
     Reference counting still frees all that is not cyclic; the rest waits for a collection.
     """
     import gc
 
     gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
+    gc.set_threshold(YOUNG_OBJECTS, 20, 20)

@@ -55,6 +55,16 @@ TABLE_FORMATS = ("jsonl", "csv", "tsv")  # the machine formats every table-shape
 TIME_FORMATS = ("compact", "local", "iso")  # --time-format: 3d ago / 2026-11-29 21:24:38 / 2026-11-29T13:24:38Z
 
 
+def could_be_terminal(stream: IO[str]) -> bool:
+    """False only where Rich's Console.is_terminal is False too: `stream` is no TTY and
+    neither TTY_COMPATIBLE=1 nor a non-empty FORCE_COLOR (which Rich honours) says otherwise."""
+    import os
+
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR"):
+        return True
+    return isatty(stream)
+
+
 def to_json(data: Any, *, indent: int | None = 2) -> str:
     """Stable JSON for --json output: keys as given, non-ASCII kept, NaN as null (the one encoder)."""
     return dumps(data, indent=indent)
@@ -124,6 +134,13 @@ class Renderer:
 
             self._err = Console(file=sys.stderr, highlight=False)
         return self._err
+
+    def _is_terminal(self, *, to_stderr: bool = False) -> bool:
+        """Rich's answer whether stdout (stderr) is a terminal, without loading Rich where it
+        can only say no (`could_be_terminal`): a pipe or a file needs no Console."""
+        if not could_be_terminal(sys.stderr if to_stderr else sys.stdout):
+            return False
+        return (self.err if to_stderr else self.out).is_terminal
 
     @property
     def machine(self) -> bool:
@@ -201,16 +218,17 @@ class Renderer:
             return
         if to_stderr and self.quiet:
             return
-        console = self.err if to_stderr else self.out
-        if not console.is_terminal or len(rows) > RICH_TABLE_MAX_ROWS:
+        terminal = self._is_terminal(to_stderr=to_stderr)
+        if not terminal or len(rows) > RICH_TABLE_MAX_ROWS:
             if title and not continued:  # a caption, not a record: stderr keeps stdout one record a line
                 self.message(title)
-            if console.is_terminal or to_stderr:  # for people: aligned columns
-                self._plain_table(rows, columns, header=not continued, stream=console.file)
+            if terminal or to_stderr:  # for people: aligned columns
+                stream = (self.err if to_stderr else self.out).file
+                self._plain_table(rows, columns, header=not continued, stream=stream)
             else:  # data in a pipe or a file: tab-separated, for cut -f and awk
                 self._piped_table(rows, columns, header=not continued)
         else:
-            self._rich_table(console, rows, columns, title=title, continued=continued)
+            self._rich_table(self.err if to_stderr else self.out, rows, columns, title=title, continued=continued)
 
     def _rich_table(
         self,
@@ -524,7 +542,7 @@ class Renderer:
         """A spinner on stderr while a wait lasts over SPINNER_AFTER seconds (a search, a long
         listing); only on a terminal, never in a pipe or with --quiet, and gone before output.
         A real one: a console merely told it is a terminal (TTY_COMPATIBLE, in tests) gets none."""
-        if self.quiet or not self.err.is_terminal or not isatty(sys.stderr):
+        if self.quiet or not isatty(sys.stderr) or not self.err.is_terminal:
             yield
             return
         import threading

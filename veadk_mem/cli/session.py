@@ -23,9 +23,7 @@ from veadk_mem.cli.session_rows import SUMMARY_COLUMNS, _safe, _summary_row, sho
 from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_deletion, get_state, run
 from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput
-from veadk_mem.sessions.delete_flow import delete_flow
 from veadk_mem.sessions.files import atomic_output, check_output, spooled_stdin
-from veadk_mem.sessions.importer import import_file, source_size
 from veadk_mem.sessions.timespec import parse_duration, parse_time
 
 if TYPE_CHECKING:
@@ -362,6 +360,7 @@ def delete_cmd(
     store = _store(state)
 
     async def go() -> Any:
+        from veadk_mem.sessions.delete_flow import delete_flow
 
         async with store:
             return await delete_flow(
@@ -485,6 +484,8 @@ def import_cmd(
 ) -> None:
     """Import sessions (upsert, all-or-nothing per session); the whole file is checked before anything is written."""
     import contextlib
+
+    from veadk_mem.sessions.importer import import_file, source_size
 
     state = _state(ctx, db_url, json_flag)
     name = "<stdin>" if source == "-" else None  # errors name stdin, not the spool file

@@ -14,6 +14,6 @@ SMALLEST = 64 * 1024
 
 def batch_bytes() -> int:
     """`[tuning] batch_bytes` (`VMEM_BATCH_BYTES`) in bytes, at least 64 KiB."""
-    from veadk_mem.config import tuning  # pydantic-settings: loaded once a command runs
+    from veadk_mem.config import tuning  # the settings models (pydantic): loaded once a command runs
 
     return max(SMALLEST, tuning().batch_bytes)

@@ -26,7 +26,7 @@ def batch_bytes() -> int:
     text; batches read ahead included): an export's batches, a paged session read's pages and
     upgrade's pages close at it as well as at their row counts, so a run of 1 MB events is read a
     few at a time, not thousands. `[tuning] batch_bytes` (`VMEM_BATCH_BYTES`)."""
-    from veadk_mem.config import tuning  # pydantic-settings: loaded once a command runs
+    from veadk_mem.config import tuning  # the settings models (pydantic): loaded once a command runs
 
     return tuning().batch_bytes
 
