@@ -65,6 +65,23 @@ def could_be_terminal(stream: IO[str]) -> bool:
     return isatty(stream)
 
 
+def is_terminal(render: Renderer, *, to_stderr: bool = False) -> bool:
+    """Rich's answer whether stdout (stderr) is a terminal, without loading Rich where it
+    can only say no (`could_be_terminal`): a pipe or a file needs no Console."""
+    if not could_be_terminal(sys.stderr if to_stderr else sys.stdout):
+        return False
+    return (render.err if to_stderr else render.out).is_terminal
+
+
+def time_form(render: Renderer, col: Column) -> TimeForm:
+    """The form of a time cell on a terminal: --time-format's, else compact (an age, or a
+    time of day in a timeline), local time under --wide and --records."""
+    form = render.time_format or ("local" if render.wide or render.as_records else "compact")
+    if form == "compact":
+        return CLOCK if col.clock else AGE
+    return SECONDS if form == "iso" else LOCAL
+
+
 def to_json(data: Any, *, indent: int | None = 2) -> str:
     """Stable JSON for --json output: keys as given, non-ASCII kept, NaN as null (the one encoder)."""
     return dumps(data, indent=indent)
@@ -134,13 +151,6 @@ class Renderer:
 
             self._err = Console(file=sys.stderr, highlight=False)
         return self._err
-
-    def _is_terminal(self, *, to_stderr: bool = False) -> bool:
-        """Rich's answer whether stdout (stderr) is a terminal, without loading Rich where it
-        can only say no (`could_be_terminal`): a pipe or a file needs no Console."""
-        if not could_be_terminal(sys.stderr if to_stderr else sys.stdout):
-            return False
-        return (self.err if to_stderr else self.out).is_terminal
 
     @property
     def machine(self) -> bool:
@@ -218,7 +228,7 @@ class Renderer:
             return
         if to_stderr and self.quiet:
             return
-        terminal = self._is_terminal(to_stderr=to_stderr)
+        terminal = is_terminal(self, to_stderr=to_stderr)
         if not terminal or len(rows) > RICH_TABLE_MAX_ROWS:
             if title and not continued:  # a caption, not a record: stderr keeps stdout one record a line
                 self.message(title)
@@ -245,7 +255,7 @@ class Renderer:
         if not self.wide and not self.as_records:
             self._line_table(console, rows, columns, title=title, continued=continued)
             return
-        cells = [[person_cell(row.get(col.key), col, self._times(col)) for col in columns] for row in rows]
+        cells = [[person_cell(row.get(col.key), col, time_form(self, col)) for col in columns] for row in rows]
         layout = fit_columns(columns, cells, console.width)
         if self.as_records or layout.records:
             self._record_table(console, columns, cells, layout.shown, title=title, continued=continued)
@@ -264,14 +274,6 @@ class Renderer:
             table.add_row(*[Text(line[i]) for i in layout.shown])
         console.print(table, crop=False)
 
-    def _times(self, col: Column) -> TimeForm:
-        """The form of a time cell on a terminal: --time-format's, else compact (an age, or a
-        time of day in a timeline), local time under --wide and --records."""
-        form = self.time_format or ("local" if self.wide or self.as_records else "compact")
-        if form == "compact":
-            return CLOCK if col.clock else AGE
-        return SECONDS if form == "iso" else LOCAL
-
     def _line_table(
         self,
         console: Console,
@@ -286,7 +288,9 @@ class Renderer:
         from rich.table import Table
         from rich.text import Text
 
-        cells = [[one_line(person_cell(row.get(col.key), col, self._times(col))) for col in columns] for row in rows]
+        cells = [
+            [one_line(person_cell(row.get(col.key), col, time_form(self, col))) for col in columns] for row in rows
+        ]
         layout = fit_line(columns, cells, console.width)
         if layout.records:
             self._record_table(console, columns, cells, layout.shown, title=title, continued=continued)
