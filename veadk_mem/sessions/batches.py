@@ -61,10 +61,8 @@ async def ensure_tables(db: Database) -> bool:
                         insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
                     )
 
-    try:
+    with db.failures():
         await retry_db(create, concurrent_ddl)
-    except Exception as exc:
-        raise db.fail(exc) from None
     db.use_tables(tables, Layout.V1)
     return True
 

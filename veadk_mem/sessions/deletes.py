@@ -117,14 +117,12 @@ class Deletes:
         if not summaries:
             return report
         if dry_run:
-            try:
+            with self.db.failures():
                 async with self.db.reader.connect() as conn:
                     if purge_state:
                         report.app_states, report.user_states = await self.states.orphaned_states(
                             conn, by_pair(summaries)
                         )
-            except Exception as exc:
-                raise self.db.fail(exc) from None
             return report
         report.sessions, report.events = [], 0
         size = batch or _batch_size()

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.check_outcome import Check
 from veadk_mem.config import tuning
-from veadk_mem.errors import StoreError
 from veadk_mem.sessions.engine import Database
 from veadk_mem.sessions.layout import EVENTS_INDEX, Layout
 
@@ -150,7 +149,7 @@ def wanted_index(db: Database, table: str) -> Index:
 async def inspect_indexes(db: Database, *, timed: bool = True) -> IndexReport:
     """Each ADK query's plan on this database, and (timed) ADK's list query on its largest app."""
     report = IndexReport(db.dialect, [])
-    try:
+    with db.failures():
         async with db.reader.connect() as conn:
             rows = {name: await _count(conn, getattr(db.tables, name)) for name in ("events", "sessions")}
             app, user, sid, n = await _sample(db, conn)
@@ -164,10 +163,6 @@ async def inspect_indexes(db: Database, *, timed: bool = True) -> IndexReport:
             if timed and n:
                 report.list_app, report.list_sessions = app, n
                 report.list_ms = await _time_list(db, adk_queries(db, app, user, sid)[1][2], app)
-    except StoreError:
-        raise
-    except Exception as exc:
-        raise db.fail(exc) from None
     return report
 
 
@@ -323,7 +318,7 @@ async def create_indexes(db: Database, *, dry_run: bool = False) -> IndexReport:
     report.dry_run = dry_run
     if dry_run or not todo:
         return report
-    try:
+    with db.failures(unchanged=False):
         if db.dialect == "postgresql":
             async with db.reader.connect() as conn:  # autocommit: CONCURRENTLY refuses a transaction
                 for sql in report.statements:
@@ -334,8 +329,6 @@ async def create_indexes(db: Database, *, dry_run: bool = False) -> IndexReport:
                 for sql in report.statements:
                     async with conn.begin():
                         await conn.exec_driver_sql(sql)
-    except Exception as exc:
-        raise db.fail(exc, unchanged=False) from None
     if db.dialect == "sqlite":  # a pooled connection kept planning with the schema it had read
         await db.engine.dispose()
     after = await inspect_indexes(db, timed=False)

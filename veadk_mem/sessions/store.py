@@ -253,10 +253,8 @@ class SessionStore:
 
     async def pruned_events(self, app: str, user: str, session_id: str) -> int:
         """The older events `session prune` trimmed from this session (0: none, or no longer true)."""
-        try:
+        with self.db.failures():
             return await pruned_events(self.db, app, user, session_id)
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def find_sessions(self, keys: Sequence[SessionKey]) -> Listing[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""

@@ -603,7 +603,7 @@ async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
             "(drop them by hand once the difference is meant, e.g. sessions deleted since)",
         )
 
-    try:
+    with store.db.failures():
         async with store.db.engine.connect() as conn:
             for stamp in stamps:
                 if (name := f"sessions_v0_{stamp}") in present:
@@ -638,10 +638,6 @@ async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
                     lost = select(func.count()).select_from(old).where(~exists(select(e.id).where(*key)))
                     if count := (await conn.execute(lost)).scalar_one():
                         raise refuse(f"{count:,} event(s) of {name} are not in the current events table")
-    except VmemError:
-        raise
-    except Exception as exc:
-        raise store.db.fail(exc) from None
 
 
 def _drop_order(names: Sequence[str]) -> list[str]:
@@ -718,22 +714,18 @@ def _count_backup(path: Path) -> tuple[int, int]:
 async def _table_names(store: SessionStore) -> set[str]:
     from sqlalchemy import inspect
 
-    try:
+    with store.db.failures():
         async with store.db.engine.connect() as conn:
             return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-    except Exception as exc:
-        raise store.db.fail(exc) from None
 
 
 async def _drop_old(store: SessionStore, names: Sequence[str]) -> list[str]:
     """Drop the tables an upgrade kept (events first), in one transaction where the database allows."""
     quote = store.db.engine.dialect.identifier_preparer.quote
-    try:
+    with store.db.failures():
         async with store.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 for name in _drop_order(names):
                     await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(name)}")
-    except Exception as exc:
-        raise store.db.fail(exc) from None
     return list(_drop_order(names))
