@@ -33,12 +33,11 @@ if TYPE_CHECKING:
     from veadk_mem.sessions.engine import Database
 
 
-DELETE_BATCH = 200  # sessions per delete transaction (each well under a second)
-DELETE_BATCH_EVENTS = 20_000  # ... and about this many events
+DELETE_BATCH_EVENTS = 20_000  # events a delete transaction holds about (its sessions: [tuning] delete_batch)
 
 
 def _batch_size() -> int:
-    """Sessions per delete transaction: [tuning] delete_batch ($VMEM_DELETE_BATCH), default DELETE_BATCH."""
+    """Sessions per delete transaction (each well under a second): [tuning] delete_batch ($VMEM_DELETE_BATCH), 200."""
     return tuning().delete_batch
 
 
@@ -91,8 +90,8 @@ class Deletes:
         ON DELETE CASCADE.
 
         `target` is a filter, session keys, or summaries already shown to the user (only
-        those are deleted). Each batch (`batch` sessions, default `DELETE_BATCH` or
-        $VMEM_DELETE_BATCH, and about `DELETE_BATCH_EVENTS` events; a larger session is a
+        those are deleted). Each batch (`batch` sessions, default [tuning] delete_batch
+        ($VMEM_DELETE_BATCH, 200), and about `DELETE_BATCH_EVENTS` events; a larger session is a
         batch of its own) is one transaction: an agent resuming one of the sessions waits
         for that batch at most, never for the whole run. With `recheck` (the default for a
         filter with a time bound), a session whose update time changed since it was listed
