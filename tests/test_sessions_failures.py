@@ -57,7 +57,7 @@ def test_a_driver_error_in_any_read_is_one_line_naming_the_database(db: Path, na
                 conn.execute("ALTER TABLE events RENAME TO events_gone")
             with pytest.raises(StoreError) as caught:
                 await READS[name](store)
-            return caught.value, store.display_url
+            return caught.value, store.db.display_url
 
     error, where = asyncio.run(go())
     assert type(error) is StoreError and error.exit_code == 1

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from veadk_mem.sessions.engine import Database
+    from veadk_mem.sessions.stored_rows import StoredRows
 
 
 DELETE_BATCH_EVENTS = 20_000  # events a delete transaction holds about (its sessions: [tuning] delete_batch)
@@ -68,14 +69,14 @@ def _unresumed(
 class Deletes:
     """`delete_sessions`: the sessions a filter or keys name, deleted in batches."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, rows: StoredRows) -> None:
         self.db = db
+        self.rows = rows  # the store's rows part, which counts the transactions committed here
         self.listings = Listings(db, Notes())
         self.states = StatePurge(db)
-        self.delete_transactions = 0  # batches committed by this store's deletes (tests count them)
 
     def _committed(self) -> None:
-        self.delete_transactions += 1
+        self.rows.delete_transactions += 1
 
     async def delete_sessions(
         self,
@@ -135,7 +136,7 @@ class Deletes:
                     await delete_long_sqlite(self.db, chunk[0], report, bool(recheck), self._committed)
                 else:
                     await whole(self._delete_batch(chunk, report, bool(recheck)))
-                    self.delete_transactions += 1
+                    self._committed()
                 held = time.monotonic() - started
             if purge_state:
                 await self.states.purge_orphaned(summaries, report)

@@ -196,6 +196,11 @@ class Database:
             )
         self._tables = build_tables(self.layout, self._columns)
 
+    async def drop_connections(self) -> None:
+        """A new pool after a failed read: the old one's connections may be dead, so they are dropped
+        unclosed (closing a dead socket can hang); the next read connects anew."""
+        await self.engine.dispose(close=False)
+
     async def close(self) -> None:
         self._reader = None
         if self._engine is not None:

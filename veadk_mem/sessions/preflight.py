@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, big_line_bytes
 from veadk_mem.sessions.layout import Layout, to_epoch
 from veadk_mem.sessions.records import BATCH
 
@@ -27,6 +28,16 @@ class Preflight:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+
+    def big_line_bytes(self) -> int:
+        """The JSONL line length from which an import streams a session and writes it on its own.
+
+        `$VMEM_BIG_LINE` bytes when set; else 2 MB on sqlite (some 6,000 events), where such a
+        session is written in short transactions (`BigWrites._write_big_staged`) instead of its
+        batch's one transaction, which holds the whole file's write lock; else 16 MB, where
+        streaming only bounds the import's memory.
+        """
+        return big_line_bytes(SQLITE_BIG_LINE if self.db.dialect == "sqlite" else BIG_LINE)
 
     def offline_limits(self) -> Limits | None:
         """The limits of a sqlite file that does not exist yet (known without creating it), else None."""

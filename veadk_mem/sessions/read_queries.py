@@ -141,15 +141,6 @@ class Listings:
             )
         return found[0]
 
-    async def sessions_by_id(self, prefix: str) -> list[SessionKey]:
-        """The sessions, in any app and for any user, whose id is `prefix` or starts with it
-        (git's short ids): the exact id's sessions alone when it names one, else at most
-        ID_CANDIDATES of those it begins, ordered by id."""
-        with self.db.failures():
-            async with self.db.reader.connect() as conn:
-                exact = await keys_by_id(self.db, conn, prefix, exact=True)
-                return exact or await keys_by_id(self.db, conn, prefix, exact=False)
-
     async def find_sessions(self, keys: Sequence[SessionKey]) -> list[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""
         found: list[SessionSummary] = []

@@ -26,10 +26,23 @@ def by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[s
 
 
 class StoredRows:
-    """Rows by key as stored: sessions whatever their state holds, and events without a session row."""
+    """Rows by key as stored: sessions whatever their state holds, ids by prefix, and events without
+    a session row (`SessionStore.rows`)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.delete_transactions = 0  # transactions committed by this store's session deletes (tests count them)
+
+    async def sessions_by_id(self, prefix: str) -> list[SessionKey]:
+        """The sessions, in any app and for any user, whose id is `prefix` or starts with it
+        (git's short ids), read on the key columns alone: the exact id's sessions alone when it
+        names one, else at most ID_CANDIDATES of those it begins, ordered by id."""
+        from veadk_mem.sessions.read_queries import keys_by_id
+
+        with self.db.failures():
+            async with self.db.reader.connect() as conn:
+                exact = await keys_by_id(self.db, conn, prefix, exact=True)
+                return exact or await keys_by_id(self.db, conn, prefix, exact=False)
 
     async def stored_sessions(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
