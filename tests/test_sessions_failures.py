@@ -82,3 +82,17 @@ def test_vmem_errors_pass_through_the_mapping_as_they_are(db: Path) -> None:
     errors = asyncio.run(go())
     assert [type(e) for e in errors] == [NotFound] * 3 and {e.exit_code for e in errors} == {3}
     assert errors[0].message == f"session {APP}/u1/nope: not found in sqlite:///{db}"
+
+
+def test_after_a_failed_read_the_pool_is_dropped_and_the_next_read_connects_anew(db: Path) -> None:
+    """`ltm sync --follow` and the browser drop the pool after a failed read (`Database.drop_connections`)."""
+
+    async def go() -> list[int]:
+        async with SessionStore(sqlite_url(db)) as store:
+            before = len(await store.list_sessions())
+            pool = store.db.engine.pool
+            await store.db.drop_connections()
+            assert store.db.engine.pool is not pool  # a new pool: the old one's connections left unclosed
+            return [before, len(await store.list_sessions())]
+
+    assert asyncio.run(go()) == [1, 1]
