@@ -52,3 +52,26 @@ def test_no_class_over_400_lines_but_the_listed_ones_and_those_only_shrink() -> 
     assert not new, f"classes over {BOUND} lines (split them by job, as parts handed what they need): {new}"
     assert not grown, f"listed classes that grew (now, allowed): {grown}"
     assert not gone, f"no longer over {BOUND} lines (or renamed), drop them from OFFENDERS: {gone}"
+
+
+# The session store's face (issue 39 item 1): the verbs a reader holds in mind, over the parts that
+# do the work. It had 42 public names (count_sessions beside list_sessions, read_session beside
+# get_session, the import's checks and a delete's stored-row reads one by one); a job that needs
+# more is a part the store hands out (`rows`, `preflight`) or a module's function given `store.db`.
+STORE_FACE = {
+    *("db", "from_settings", "open", "close"),
+    *("list_sessions", "find_sessions", "get_summary", "resolve_id", "pruned_events"),
+    *("get_session", "iter_events", "session_json", "session_pages", "iter_sessions"),
+    *("changes", "stats", "watch", "export_jsonl", "import_records", "delete_sessions"),
+    *("rows", "preflight"),
+}
+STORE_NAMES = 22
+
+
+def test_the_session_store_is_a_thin_face_of_about_twenty_names() -> None:
+    from veadk_mem.sessions.store import SessionStore
+
+    store = SessionStore("postgresql://u@h/db")  # not opened: the names are the class's and __init__'s
+    names = {name for name in dir(store) if not name.startswith("_")}
+    assert len(names) <= STORE_NAMES, f"SessionStore has {len(names)} public names: {sorted(names)}"
+    assert names == STORE_FACE, f"not on the face: {sorted(names - STORE_FACE)}; gone: {sorted(STORE_FACE - names)}"

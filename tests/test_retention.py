@@ -285,7 +285,7 @@ def test_an_interrupted_prune_says_what_it_committed_and_a_rerun_finishes(cfg: P
     async def interrupted() -> str:
         async with SessionStore(url) as store:
             task = asyncio.ensure_future(prune(store, settings, yes=True, batch=1))
-            while store.delete_transactions < 1:
+            while store.rows.delete_transactions < 1:
                 await asyncio.sleep(0.001)
             task.cancel()
             with pytest.raises(Interrupted) as caught:

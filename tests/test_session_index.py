@@ -201,6 +201,38 @@ def test_the_index_serving_a_query_is_one_led_by_the_columns_it_matches() -> Non
     assert _serving([("by_user", ["user_id", "app_name"])], "sessions") is None
 
 
+def test_timing_adks_list_reads_the_state_tables_a_page_at_a_time(tmp_path: Path) -> None:
+    """`doctor` / `session index` time ADK's list_sessions reads, the app's user_state rows among
+    them: read through a cursor, not loaded whole (40 MB of user state took 87 MB at peak)."""
+    import sqlite3
+    import tracemalloc
+
+    from sessions_helpers import APP, build
+
+    from veadk_mem.sessions.indexes import inspect_indexes
+    from veadk_mem.sessions.store import SessionStore
+
+    path = tmp_path / "s.db"
+    build(sqlite_url(path), {("u1", "s1"): 2})
+    state = json.dumps({"note": "x" * 2000})
+    rows = [(APP, f"bulk{i}", state, "2026-01-01 00:00:00.000000") for i in range(20_000)]
+    with sqlite3.connect(path) as conn:
+        conn.executemany("INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (?, ?, ?, ?)", rows)
+
+    async def peak() -> tuple[float, int]:
+        async with SessionStore(sqlite_url(path)) as store:
+            tracemalloc.start()
+            try:
+                report = await inspect_indexes(store.db)
+                return report.list_ms or 0.0, tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+
+    took, most = asyncio.run(peak())
+    assert took > 0
+    assert most < 20_000_000, f"{most:,} bytes at peak for 40 MB of user_state rows"
+
+
 def test_session_index_table_and_its_invalid_postgresql_index_is_made_anew(runner: CliRunner, pg_url: str) -> None:
     """A CREATE INDEX CONCURRENTLY that failed leaves an INVALID index of that name: doctor says so
     and --create drops it and builds it again (IF NOT EXISTS alone would keep the broken one)."""

@@ -12,6 +12,7 @@ import pytest
 from sessions_helpers import APP, adk_get, adk_service, adk_view, build, build_v0, run_sql, sqlite_url
 
 from veadk_mem.sessions.layout import Layout
+from veadk_mem.sessions.notes import Notes
 from veadk_mem.sessions.store import SessionFilter, SessionKey, SessionStore, iter_import_records
 
 SESSIONS = {("alice", "s1"): 12, ("alice", "s2"): 3, ("bob", "s3"): 7, ("bob", "empty"): 0}
@@ -35,7 +36,7 @@ def test_adk_written_sessions_read_back_identically(db: str) -> None:
 
     async def go() -> None:
         async with SessionStore(db) as store:
-            assert store.layout is Layout.V1
+            assert store.db.layout is Layout.V1
             summaries = await store.list_sessions(SessionFilter(app=APP))
             counts = {(s.user_id, s.id): s.event_count for s in summaries}
             assert counts == SESSIONS
@@ -256,8 +257,9 @@ def test_v0_database_is_read_and_written_in_its_layout(db: str) -> None:
 
     async def go() -> None:
         async with SessionStore(db) as store:
-            assert store.layout is Layout.V0
-            ours, notes = await store.read_session(APP, "alice", "old")
+            assert store.db.layout is Layout.V0
+            notes = Notes()
+            ours = await store.get_session(APP, "alice", "old", notes=notes)
             assert not notes.warnings
         theirs = await adk_get(db, APP, "alice", "old")
         assert theirs is not None
@@ -267,7 +269,7 @@ def test_v0_database_is_read_and_written_in_its_layout(db: str) -> None:
         ours.id = "copied"
         async with SessionStore(db) as store:
             await store.import_records([ours])
-            assert store.layout is Layout.V0
+            assert store.db.layout is Layout.V0
         copied = await adk_get(db, APP, "alice", "copied")
         assert copied is not None
         assert [e.actions.state_delta for e in copied.events] == [e.actions.state_delta for e in theirs.events]
@@ -298,7 +300,8 @@ def test_crafted_pickle_in_v0_actions_never_runs(tmp_path: Path) -> None:
 
     async def go() -> None:
         async with SessionStore(url) as store:
-            session, notes = await store.read_session(APP, "alice", "old")
+            notes = Notes()
+            session = await store.get_session(APP, "alice", "old", notes=notes)
             assert len(session.events) == 3
             assert any(
                 "refusing to load posix.system" in w or "refusing to load os.system" in w for w in notes.warnings
@@ -317,7 +320,7 @@ def test_sqlite_session_service_files(tmp_path: Path) -> None:
 
     async def go() -> None:
         async with SessionStore(url) as store:
-            assert store.layout is Layout.SQLITE
+            assert store.db.layout is Layout.SQLITE
             for user, sid in SESSIONS:
                 ours = await store.get_session(APP, user, sid)
                 theirs = await adk_get(str(path), APP, user, sid)
@@ -329,7 +332,7 @@ def test_sqlite_session_service_files(tmp_path: Path) -> None:
         # re-import into the same file keeps its layout; SqliteSessionService still reads it
         async with SessionStore(url) as store:
             await store.import_records(iter_import_records(dump))
-            assert store.layout is Layout.SQLITE
+            assert store.db.layout is Layout.SQLITE
         again = await adk_get(str(path), APP, "alice", "s1")
         assert again is not None and len(again.events) == SESSIONS[("alice", "s1")]
 

@@ -126,8 +126,7 @@ def test_get_jsonl_during_an_append_prints_one_version(
 
     async def get(jsonl: bool) -> str:
         async with SessionStore(db) as store:
-            read = store.session_jsonl if jsonl else store.session_json
-            return "".join([p async for p in read(APP, "u-big", "long")])
+            return "".join([p async for p in store.session_json(APP, "u-big", "long", lines=jsonl)])
 
     before = asyncio.run(get(True))
     seen = _writer_between_pages(monkeypatch, db)

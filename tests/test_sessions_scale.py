@@ -341,7 +341,7 @@ def test_delete_runs_in_short_batches_while_an_agent_appends(pg_url: str, monkey
                 watcher = asyncio.ensure_future(agent())
                 report = await store.delete_sessions(SessionFilter(until=time.time() + 60))
                 await watcher
-                assert store.delete_transactions > 1
+                assert store.rows.delete_transactions > 1
             assert [str(k) for k in report.skipped] == [f"{APP}/{last.user_id}/{last.id}"]
             assert len(report.sessions) == n - 1
             kept = await service.get_session(app_name=APP, user_id=last.user_id, session_id=last.id)

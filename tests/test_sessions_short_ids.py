@@ -108,7 +108,7 @@ def test_the_lookup_reads_the_sessions_keys_only(db: str) -> None:
     async def go() -> list[SessionKey]:
         async with SessionStore(db) as store:
             event.listen(store.db.engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
-            return await store.sessions_by_id("a1b2")
+            return await store.rows.sessions_by_id("a1b2")
 
     keys = asyncio.run(go())
     assert [str(k) for k in keys] == ["demo_app/alice/a1b2c3d4-1111", "other_app/bob/a1b2ffff-2222"]

@@ -407,7 +407,7 @@ def test_into_sqlite_a_session_of_a_few_megabytes_is_written_in_short_transactio
     assert not [n for n, _, _ in watcher.seen if n is not None and n != 13_000], watcher.seen
     hidden = [rows for (n, _, _), rows in zip(watcher.seen, watcher.rows, strict=True) if n is None]
     assert len(hidden) > 13_000 // 500, hidden
-    assert SessionStore("postgresql://u@h/db").big_line_bytes() == 16 * 1024 * 1024
+    assert SessionStore("postgresql://u@h/db").preflight.big_line_bytes() == 16 * 1024 * 1024
 
 
 def _staged(db: Path) -> int:
@@ -497,7 +497,7 @@ def test_an_import_killed_inside_a_big_session_leaves_nothing_any_adk_reader_see
 
     async def orphans() -> dict[Any, int]:
         async with SessionStore(url) as store:
-            return {str(k): n for k, n in (await store.orphan_events()).items()}
+            return {str(k): n for k, n in (await store.rows.orphan_events()).items()}
 
     assert asyncio.run(orphans()) == {f"{APP}/{BIG[0]}/{BIG[1]}": staged}  # what doctor counts
     again = subprocess.run(cmd, capture_output=True, env=env, timeout=300)

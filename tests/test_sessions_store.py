@@ -223,10 +223,10 @@ def test_store_api_for_other_commands(adk_db: str) -> None:
                 await store.get_session(APP, "alice", "missing")
             plan = await store.delete_sessions(SessionFilter(user="alice"), purge_state=True, dry_run=True)
             assert plan.dry_run and plan.events == 8 and plan.user_states == [(APP, "alice")] and plan.app_states == []
-            assert await store.count_sessions() == 3
+            assert (await store.list_sessions(count_only=True)).total == 3
             done = await store.delete_sessions(SessionFilter(user="alice"), purge_state=True)
             assert done.events == 8 and len(done.sessions) == 2
-            assert await store.count_sessions() == 1
+            assert (await store.list_sessions(count_only=True)).total == 1
             assert await store.delete_sessions(
                 SessionFilter(older_than=10 * 365 * 86400), dry_run=True
             ) == DeleteReport(sessions=[], events=0, dry_run=True)

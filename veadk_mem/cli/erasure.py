@@ -230,7 +230,7 @@ def forget_session(
                 store, ltm, keys=[key], policy=policy, dry_run=dry_run, confirm=confirm_erasure(state, yes)
             )
 
-    with state.recording("forget --session", store.display_url, dry_run=dry_run) as change:
+    with state.recording("forget --session", store.db.display_url, dry_run=dry_run) as change:
         report = run(go())
         record_erasure(change, report)
     render_erasure(state, report)

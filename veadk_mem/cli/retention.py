@@ -14,6 +14,7 @@ from veadk_mem.cli.state import AppState, DbUrlOption, JsonOption, confirm_delet
 from veadk_mem.cli.terminal import terminal_safe
 from veadk_mem.cli.wiring import table_shaped
 from veadk_mem.errors import BadInput
+from veadk_mem.sessions.vacuum import vacuum as vacuum_db
 
 if TYPE_CHECKING:
     from veadk_mem.sessions.retention import AppPlan, RetentionPlan
@@ -158,7 +159,7 @@ def prune(
                     )
             return await run_prune(store, settings, app=app_name, dry_run=dry_run, yes=yes, confirm=confirm), None
 
-    with state.recording("session prune", store.display_url, dry_run=dry_run) as change:
+    with state.recording("session prune", store.db.display_url, dry_run=dry_run) as change:
         report, erasure = run(go())
         if report.deleted is not None:
             change.count(sessions=len(report.deleted.sessions), events=report.deleted.events)
@@ -235,9 +236,9 @@ def vacuum(
 
     async def go() -> Any:
         async with store:
-            return await store.vacuum(dry_run=dry_run, yes=yes)
+            return await vacuum_db(store.db, dry_run=dry_run, yes=yes)
 
-    with state.recording("session vacuum", store.display_url, dry_run=dry_run) as change:
+    with state.recording("session vacuum", store.db.display_url, dry_run=dry_run) as change:
         report = run(go())
         change.count(tables=len(report.after or []), bytes_returned=max(report.reclaimed or 0, 0))
         change.detail("action", report.action)
@@ -307,8 +308,12 @@ def index(
     state = _state(ctx, db_url, json_flag)
 
     async def go() -> Any:
+        from veadk_mem.sessions.indexes import create_indexes, inspect_indexes
+
         async with SessionStore.from_settings(state.loaded.settings) as store:
-            return await store.indexes(create=create, dry_run=dry_run)
+            if create or dry_run:  # --dry-run: the plan of --create
+                return await create_indexes(store.db, dry_run=dry_run)
+            return await inspect_indexes(store.db)
 
     report = run(go())
     if state.json_mode:

@@ -192,10 +192,7 @@ async def _get_json(state: AppState, named: tuple[str, str, str] | str, last: in
         app_name, user, session_id = await _resolved(store, named)
         # Streamed, one event per line: a 100k-event session never sits in memory.
         # Read by pages, each event a line of text as it is encoded: memory holds a page.
-        if state.fmt == "jsonl":
-            stream = store.session_jsonl(app_name, user, session_id, last=last)
-        else:
-            stream = store.session_json(app_name, user, session_id, last=last)
+        stream = store.session_json(app_name, user, session_id, last=last, lines=state.fmt == "jsonl")
         await state.render.stream(stream)
         _warn_all(state, stream.warnings)
         _say_pruned(state, await store.pruned_events(app_name, user, session_id))
@@ -223,7 +220,7 @@ async def _get_table(state: AppState, named: tuple[str, str, str] | str, last: i
         timeline = Timeline(view.first)
         chunk: list[dict[str, Any]] = []
         title: str | None = "events"
-        events = store.iter_event_data(app_name, user, session_id, last=view.last)
+        events = store.iter_events(app_name, user, session_id, last=view.last, raw=True)
         async for data in events:
             chunk.append(_safe(timeline.row_of(data)))
             if len(chunk) == 1000:  # print as we go: a 100k-event session never sits in memory
@@ -268,7 +265,7 @@ def _show_head(
             ("created", state.render.when(summary.create_time)),
             ("updated", state.render.when(summary.update_time)),
             ("events", f"{summary.event_count}" + (f" ({'; '.join(notes)})" if notes else "")),
-            ("store", f"{store.display_url} [{store.layout.label}]"),
+            ("store", f"{store.db.display_url} [{store.db.layout.label}]"),
         ]
     )
     state_rows = [{"key": _safe(k), "scope": state_scope(k), "value": _safe(v)} for k, v in summary.state.items()]
@@ -367,7 +364,7 @@ def delete_cmd(
                 store, keys=keys, flt=flt, purge_state=purge_state, dry_run=dry_run, confirm=confirm
             )
 
-    with state.recording("session delete", store.display_url, dry_run=dry_run) as change:
+    with state.recording("session delete", store.db.display_url, dry_run=dry_run) as change:
         report = run(go())
         change.count(sessions=len(report.sessions), events=report.events, orphan_events=report.orphan_events)
         change.count(app_states=len(report.app_states), user_states=len(report.user_states))
@@ -419,7 +416,7 @@ def _delete_with_memories(
                 store, ltm, keys=keys, flt=flt, purge_state=purge_state, policy=policy, dry_run=dry_run, confirm=confirm
             )
 
-    with state.recording("session delete --with-memories", store.display_url, dry_run=dry_run) as change:
+    with state.recording("session delete --with-memories", store.db.display_url, dry_run=dry_run) as change:
         report = run(go())
         record_erasure(change, report)
     for key in report.sessions.skipped:
@@ -448,7 +445,7 @@ def export_cmd(
 
     async def go() -> tuple[int, set[str]]:
         async with _store(state) as store:
-            total = await store.count_sessions(flt)
+            total = (await store.list_sessions(flt, count_only=True)).total
             with state.render.progress("exporting", total) as advance:
                 pieces = store.export_jsonl(flt, progress=advance)
                 if output is None:
@@ -508,7 +505,7 @@ def import_cmd(
             )
 
     store = _store(state, create=True)
-    with state.recording("session import", store.display_url, dry_run=dry_run) as change:
+    with state.recording("session import", store.db.display_url, dry_run=dry_run) as change:
         if source == "-":  # stdin is read twice (check, then write): spool it to a private file
             with spooled_stdin() as spool:
                 report = run(go(str(spool)))
@@ -582,7 +579,7 @@ def upgrade_cmd(
     state = _state(ctx, db_url, json_flag)
     target = backup or default_backup()
     store = _store(state)
-    with state.recording("session upgrade", store.display_url, dry_run=dry_run) as change:
+    with state.recording("session upgrade", store.db.display_url, dry_run=dry_run) as change:
         report = run(
             upgrade_store(
                 store,
@@ -786,7 +783,7 @@ def stats_cmd(
 
     async def go() -> Any:
         async with _store(state) as store:
-            return await store.stats(flt, by=by, top=10 if top is None else top), store.display_url
+            return await store.stats(flt, by=by, top=10 if top is None else top), store.db.display_url
 
     stats, where = run(go())
     render = state.render

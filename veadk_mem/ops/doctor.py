@@ -44,7 +44,7 @@ async def check_session_db(settings: VmemSettings) -> Check:
         url = read_only_sqlite_url(path)
     started = time.perf_counter()
     try:
-        health = await SessionStore(url).health()
+        health = await SessionStore(url).db.health()
     except Exception as exc:  # any driver error is a failed check, said as every session command says it
         took = (time.perf_counter() - started) * 1000
         return Check(name, "fail", _said(exc, shown, url), store=shown, latency_ms=took)
@@ -68,12 +68,12 @@ async def check_session_db(settings: VmemSettings) -> Check:
 
 
 async def _orphans_by_app(url: str) -> dict[str, int]:
-    """Event rows without a session row, per app (`SessionStore.orphan_events`)."""
+    """Event rows without a session row, per app (`StoredRows.orphan_events`)."""
     from veadk_mem.sessions.store import SessionStore
 
     by_app: dict[str, int] = {}
     async with SessionStore(url) as store:
-        for key, n in (await store.orphan_events()).items():
+        for key, n in (await store.rows.orphan_events()).items():
             by_app[key.app_name] = by_app.get(key.app_name, 0) + n
     return dict(sorted(by_app.items()))
 

@@ -331,12 +331,12 @@ async def user_session(store: SessionStore, user: str, session_id: str, app_name
     from veadk_mem.sessions.read_queries import ID_CANDIDATES
 
     if app_name is not None:
-        found = [s.key for s in await store.stored_sessions(keys=[SessionKey(app_name, user, session_id)])]
+        found = [s.key for s in await store.rows.stored_sessions(keys=[SessionKey(app_name, user, session_id)])]
     else:
-        keys = await store.sessions_by_id(session_id)
+        keys = await store.rows.sessions_by_id(session_id)
         found = [k for k in keys if k.id == session_id and k.user_id == user]
         if not found and len(keys) >= ID_CANDIDATES:  # a common id: the user's may lie past the cap
-            found = [s.key for s in await store.stored_sessions(user=user) if s.id == session_id]
+            found = [s.key for s in await store.rows.stored_sessions(user=user) if s.id == session_id]
     if not found:
         where = f" in app {app_name!r}" if app_name else ""
         raise NotFound(f"no session {session_id!r} of user {user!r}{where}: nothing deleted")
@@ -362,7 +362,7 @@ async def plan_erasure(
     policies = candidate_policies(ltm, policy)
     report = ErasureReport(
         backend=ltm.backend_name,
-        session_db=store.display_url,
+        session_db=store.db.display_url,
         policies=[policy_name(p) or "default" for p in policies],
         sessions=planned.report,
     )
@@ -403,7 +403,7 @@ async def _keep_resumed(store: SessionStore, report: ErasureReport, planned: lis
     try:
         found: list[SessionSummary] = list(await store.find_sessions(keys))
     except NotFound:  # one deleted meanwhile, or a state the reads cannot decode: as stored
-        found = await store.stored_sessions(keys=keys)
+        found = await store.rows.stored_sessions(keys=keys)
     now = {s.key: s.update_time for s in found}
     changed = {(s.user_id, s.id): s.key for s in planned if s.key in now and abs(now[s.key] - s.update_time) > 1e-6}
     if not changed:
@@ -449,7 +449,7 @@ async def prune_erasure(
     events = sum(s.event_count for s in doomed)
     report = ErasureReport(
         backend=ltm.backend_name,
-        session_db=store.display_url,
+        session_db=store.db.display_url,
         policies=[policy_name(p) or "default" for p in policies],
         sessions=DeleteReport(sessions=doomed, events=events, dry_run=True),
     )

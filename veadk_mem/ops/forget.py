@@ -118,10 +118,10 @@ def _session_store(settings: VmemSettings, plan: ForgetPlan) -> Any:
     except NotSupported:
         plan.session_db = "none: short_term_memory.backend = local keeps sessions in the agent's process"
         return None
-    plan.session_db = store.display_url
-    path = sqlite_file(store.url)
+    plan.session_db = store.db.display_url
+    path = sqlite_file(store.db.url)
     if path is not None and not Path(path).exists():
-        plan.session_db = f"none: {store.display_url} does not exist"
+        plan.session_db = f"none: {store.db.display_url} does not exist"
         return None
     return store
 
@@ -139,7 +139,7 @@ async def plan_forget(
             listed = await store.list_sessions(flt, oldest_first=True)
             listed += await undecoded(store, flt, listed)  # a corrupt state is the user's all the same
             report = await store.delete_sessions(listed, purge_state=True, dry_run=True)
-            plan.orphan_events = sum((await store.orphan_events(app=app_name, user=user_id)).values())
+            plan.orphan_events = sum((await store.rows.orphan_events(app=app_name, user=user_id)).values())
         plan.sessions = list(report.sessions)
         plan.session_events = report.events
         plan.user_states = list(report.user_states)
@@ -163,7 +163,7 @@ async def forget_user(settings: VmemSettings, ltm: LongTermMemory, plan: ForgetP
             async with store:
                 report = await store.delete_sessions(plan.sessions, purge_state=True) if plan.sessions else None
                 # a killed import's staged rows of the user: read by no one, but the user's chat all the same
-                plan.orphan_events = await store.delete_orphans(app=plan.app_name, user=plan.user_id)
+                plan.orphan_events = await store.rows.delete_orphans(app=plan.app_name, user=plan.user_id)
             plan.deleted_sessions = len(report.sessions) if report is not None else 0
     except VmemError as exc:  # the history records what went before the failure (ops/history.py)
         exc.committed = {**(exc.committed or {}), "memories": plan.deleted_memories}

@@ -60,6 +60,6 @@ async def count_store_sessions(
         until=parse_time(until, "--until") if until else None,
     )
     async with SessionStore.from_settings(settings) as store:
-        matching = await store.count_sessions(flt)
-        of_app = matching or await store.count_sessions(SessionFilter(app=app_name))
+        matching = (await store.list_sessions(flt, count_only=True)).total
+        of_app = matching or (await store.list_sessions(SessionFilter(app=app_name), count_only=True)).total
     return matching, of_app

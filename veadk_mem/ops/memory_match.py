@@ -114,7 +114,7 @@ def session_store(settings: VmemSettings) -> tuple[SessionStore | None, str]:
         return None, "short_term_memory.backend = local keeps sessions in the agent's process"
     except VmemError as exc:
         return None, exc.message
-    path = sqlite_file(store.url)
+    path = sqlite_file(store.db.url)
     if path is not None and not Path(path).exists():
-        return None, f"{store.display_url} does not exist"
-    return store, store.display_url
+        return None, f"{store.db.display_url} does not exist"
+    return store, store.db.display_url

@@ -137,7 +137,7 @@ def cursor_key(store: SessionStore) -> tuple[str, str | None]:
     from veadk_mem.sessions.url import plain_url
 
     db = store.db
-    old = store.display_url
+    old = store.db.display_url
     path = db.sqlite_path()
     if path is not None:
         key = f"sqlite:{Path(path).expanduser().resolve()}"
@@ -219,8 +219,10 @@ class Syncer:
 
     async def check_app(self) -> None:
         """NotFound (exit 3) when --app names an app with no session in the database."""
-        if self.app is not None and not await self.store.count_sessions(SessionFilter(app=self.app)):
-            raise NotFound(f"app {self.app!r} has no sessions in {self.store.display_url}")
+        if self.app is None:
+            return
+        if not (await self.store.list_sessions(SessionFilter(app=self.app), count_only=True)).total:
+            raise NotFound(f"app {self.app!r} has no sessions in {self.store.db.display_url}")
 
     def start(self) -> tuple[float, str, str, str]:
         """Where a pass lists from: the position less the overlap (commits that land late)."""
@@ -494,7 +496,7 @@ class SyncJob:
             await syncer.ltm.close()
         if lost:
             with contextlib.suppress(Exception):
-                await syncer.store.drop_connections()
+                await syncer.store.db.drop_connections()
         with contextlib.suppress(Exception):
             await syncer.store.close()
 

@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from veadk_mem.errors import Interrupted, VmemError
 from veadk_mem.sessions.big_writes import BigWrites, ReadAhead, uncancelled
-from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, BigSession, big_line_bytes
+from veadk_mem.sessions.bigline import BigSession
 from veadk_mem.sessions.dberrors import concurrent_ddl, duplicate_in, partial, retry_db, retryable
 from veadk_mem.sessions.engine import sqlite_gap
 from veadk_mem.sessions.layout import LATEST_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Layout, build_tables
@@ -65,10 +65,8 @@ async def ensure_tables(db: Database) -> bool:
                         insert(tables.internal).values(key=SCHEMA_VERSION_KEY, value=LATEST_SCHEMA_VERSION)
                     )
 
-    try:  # a short step, finished even when Ctrl-C comes meanwhile (a second one still stops it)
+    with db.failures():  # a short step, finished even when Ctrl-C comes meanwhile (a second one stops it)
         await uncancelled(retry_db(create, concurrent_ddl))
-    except Exception as exc:
-        raise db.fail(exc) from None
     db.use_tables(tables, Layout.V1)
     return True
 
@@ -135,17 +133,6 @@ class Batches:
         written, and an agent's append waits that long.
         """
         return SQLITE_BATCH_ROWS if self.db.dialect == "sqlite" else BATCH_ROWS
-
-    def big_line_bytes(self) -> int:
-        """The JSONL line length from which an import streams a session and writes it on its own.
-
-        `$VMEM_BIG_LINE` bytes when set; else 2 MB on sqlite (some 6,000 events), where such a
-        session is written in short transactions (`_write_big_staged`) instead of its batch's
-        one transaction, which holds the whole file's write lock; else 16 MB, where streaming
-        only bounds the import's memory.
-        """
-
-        return big_line_bytes(SQLITE_BIG_LINE if self.db.dialect == "sqlite" else BIG_LINE)
 
     async def _import(self, reader: Callable[[Upsert], Take], force: bool, progress: Progress | None) -> ImportReport:
         """Create the tables if there are none, then write what `reader(upsert)` takes, batch by batch."""

@@ -307,14 +307,6 @@ def _scan(line: BigLine, head: dict[str, Any]) -> Iterator[list[Any]]:
             raise s.error("Extra data")
 
 
-def read_head(line: BigLine) -> dict[str, Any]:
-    """The line's top-level fields except `events` (its items read and dropped)."""
-    head: dict[str, Any] = {}
-    for _ in _scan(line, head):
-        pass
-    return head
-
-
 def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False) -> BigSession:
     """Check the long line's session as `validate.iter_checked` checks any: BadInput naming the first fault.
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import VmemError
 from veadk_mem.sessions.layout import stored_time, to_epoch
 from veadk_mem.sessions.notes import Notes
 from veadk_mem.sessions.pages import EventPages
@@ -135,13 +134,9 @@ class Changes:
             params["f_app"] = app
         if user is not None:
             params["f_user"] = user
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 rows = (await conn.execute(self._listing_stmt(app is not None, user is not None), params)).all()
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         return [Change(r.app_name, r.user_id, r.id, to_epoch(r.update_time)) for r in rows]
 
     async def count_after(self, app: str, user: str, session_id: str, bound: str | None) -> int:
@@ -161,13 +156,9 @@ class Changes:
         if bound is not None:
             stamp, tie = decode_bound(bound)
             params |= {"k_ts": self.sql.cursor_time(stamp), "k_tie": tie}
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 return int((await conn.execute(stmt, params)).scalar() or 0)
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def events_after(
         self, app: str, user: str, session_id: str, bound: str | None, *, page: int = 500
@@ -182,7 +173,7 @@ class Changes:
         base: dict[str, Any] = {"k_app": app, "k_user": user, "k_id": session_id}
         limit = page
         while True:
-            try:
+            with self.db.failures():
                 async with self.db.reader.connect() as conn:
                     if bound is None:
                         stmt, params = self.events.page_stmt(False), base
@@ -192,10 +183,6 @@ class Changes:
                         stmt = self.events.page_stmt(True, index)
                         params = {**base, "k_ts": self.sql.cursor_time(stamp), "k_tie": tie}
                     rows = await self.events.page_rows(conn, stmt, params, limit)
-            except VmemError:
-                raise
-            except Exception as exc:
-                raise self.db.fail(exc) from None
             items, weight, cursor = self.events.decoded_page(app, user, session_id, rows, ev.Event.model_validate)
             if cursor is None:
                 return

@@ -34,10 +34,6 @@ V0_JSON_COLUMNS = (
 V0_SCALAR_COLUMNS = ("author", "branch", "partial", "turn_complete", "error_code", "error_message", "interrupted")
 
 
-class UndecodableActions(Exception):
-    """A v0 `actions` pickle the restricted unpickler refused; the event is read without it."""
-
-
 def event_from_row(tables: Tables, row: Any, warnings: list[str] | None = None) -> dict[str, Any]:
     """The stored event as ADK event data (snake_case), reading the row the way ADK does."""
     layout = tables.layout

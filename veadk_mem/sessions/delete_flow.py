@@ -42,15 +42,15 @@ async def plan_delete(
     if (keys is None) == (flt is None):
         raise ValueError("delete_flow: give keys or a filter")
     if keys is not None:
-        orphans = await store.orphan_events(keys=keys)
+        orphans = await store.rows.orphan_events(keys=keys)
         # a key with such rows may have a session row too (staged rows of an import writing over it)
-        with_row = await store.stored_sessions(keys=list(orphans)) if orphans else []
+        with_row = await store.rows.stored_sessions(keys=list(orphans)) if orphans else []
         rowed = {(s.app_name, s.user_id, s.id) for s in with_row}
         named = [k for k in keys if k not in orphans or (k.app_name, k.user_id, k.id) in rowed]
         try:
             chosen = await store.find_sessions(named) if named else []
         except NotFound:  # missing, or stored with a state the reads cannot decode: deleted all the same
-            chosen = await store.stored_sessions(keys=named)
+            chosen = await store.rows.stored_sessions(keys=named)
             if len(chosen) < len(named):
                 raise
     else:
@@ -70,7 +70,7 @@ async def carry_out(store: SessionStore, planned: PlannedDelete) -> DeleteReport
     report = await store.delete_sessions(chosen, purge_state=purge, recheck=planned.recheck) if chosen else plan
     report.dry_run = False
     if planned.orphans:
-        report.orphan_events = await store.delete_orphans(keys=list(planned.orphans))
+        report.orphan_events = await store.rows.delete_orphans(keys=list(planned.orphans))
     return report
 
 
@@ -112,7 +112,7 @@ async def _filter_orphans(store: SessionStore, flt: SessionFilter | None) -> dic
         return {}
     if flt.app is None and flt.user is None:
         return {}
-    return await store.orphan_events(app=flt.app, user=flt.user)
+    return await store.rows.orphan_events(app=flt.app, user=flt.user)
 
 
 async def undecoded(
@@ -124,10 +124,10 @@ async def undecoded(
     seen = {s.key for s in listed}
     notes = getattr(listed, "notes", None)
     keys = [SessionKey(*k) for k in (notes.damaged_keys if notes is not None else [])]
-    found = await store.stored_sessions(keys=[k for k in keys if k not in seen]) if keys else []
+    found = await store.rows.stored_sessions(keys=[k for k in keys if k not in seen]) if keys else []
     seen |= {s.key for s in found}
     if flt is None or any(v is not None for v in (flt.since, flt.until, flt.older_than)):
         return found
     if flt.app is None and flt.user is None:
         return found
-    return found + [s for s in await store.stored_sessions(app=flt.app, user=flt.user) if s.key not in seen]
+    return found + [s for s in await store.rows.stored_sessions(app=flt.app, user=flt.user) if s.key not in seen]

@@ -31,14 +31,14 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from veadk_mem.sessions.engine import Database
+    from veadk_mem.sessions.stored_rows import StoredRows
 
 
-DELETE_BATCH = 200  # sessions per delete transaction (each well under a second)
-DELETE_BATCH_EVENTS = 20_000  # ... and about this many events
+DELETE_BATCH_EVENTS = 20_000  # events a delete transaction holds about (its sessions: [tuning] delete_batch)
 
 
 def _batch_size() -> int:
-    """Sessions per delete transaction: [tuning] delete_batch ($VMEM_DELETE_BATCH), default DELETE_BATCH."""
+    """Sessions per delete transaction (each well under a second): [tuning] delete_batch ($VMEM_DELETE_BATCH), 200."""
     return tuning().delete_batch
 
 
@@ -69,14 +69,14 @@ def _unresumed(
 class Deletes:
     """`delete_sessions`: the sessions a filter or keys name, deleted in batches."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, rows: StoredRows) -> None:
         self.db = db
+        self.rows = rows  # the store's rows part, which counts the transactions committed here
         self.listings = Listings(db, Notes())
         self.states = StatePurge(db)
-        self.delete_transactions = 0  # batches committed by this store's deletes (tests count them)
 
     def _committed(self) -> None:
-        self.delete_transactions += 1
+        self.rows.delete_transactions += 1
 
     async def delete_sessions(
         self,
@@ -91,8 +91,8 @@ class Deletes:
         ON DELETE CASCADE.
 
         `target` is a filter, session keys, or summaries already shown to the user (only
-        those are deleted). Each batch (`batch` sessions, default `DELETE_BATCH` or
-        $VMEM_DELETE_BATCH, and about `DELETE_BATCH_EVENTS` events; a larger session is a
+        those are deleted). Each batch (`batch` sessions, default [tuning] delete_batch
+        ($VMEM_DELETE_BATCH, 200), and about `DELETE_BATCH_EVENTS` events; a larger session is a
         batch of its own) is one transaction: an agent resuming one of the sessions waits
         for that batch at most, never for the whole run. With `recheck` (the default for a
         filter with a time bound), a session whose update time changed since it was listed
@@ -117,14 +117,12 @@ class Deletes:
         if not summaries:
             return report
         if dry_run:
-            try:
+            with self.db.failures():
                 async with self.db.reader.connect() as conn:
                     if purge_state:
                         report.app_states, report.user_states = await self.states.orphaned_states(
                             conn, by_pair(summaries)
                         )
-            except Exception as exc:
-                raise self.db.fail(exc) from None
             return report
         report.sessions, report.events = [], 0
         size = batch or _batch_size()
@@ -138,7 +136,7 @@ class Deletes:
                     await delete_long_sqlite(self.db, chunk[0], report, bool(recheck), self._committed)
                 else:
                     await whole(self._delete_batch(chunk, report, bool(recheck)))
-                    self.delete_transactions += 1
+                    self._committed()
                 held = time.monotonic() - started
             if purge_state:
                 await self.states.purge_orphaned(summaries, report)

@@ -196,6 +196,11 @@ class Database:
             )
         self._tables = build_tables(self.layout, self._columns)
 
+    async def drop_connections(self) -> None:
+        """A new pool after a failed read: the old one's connections may be dead, so they are dropped
+        unclosed (closing a dead socket can hang); the next read connects anew."""
+        await self.engine.dispose(close=False)
+
     async def close(self) -> None:
         self._reader = None
         if self._engine is not None:
@@ -223,6 +228,12 @@ class Database:
     def fail(self, exc: BaseException, *, unchanged: bool = True) -> VmemError:
         """`exc` as a one-line, secret-free error naming this database (`dberrors.describe_db_error`)."""
         return describe_db_error(exc, self.display_url, self._password, self.busy_timeout, unchanged=unchanged)
+
+    def failures(self, *, unchanged: bool = True, keep: tuple[type[Exception], ...] = ()) -> Failures:
+        """`with db.failures():` around a part's statements: vmem's own errors (and `keep`) pass as
+        they are, any other exception leaves as `fail(exc)`; Ctrl-C and cancellation pass untouched.
+        A sync context manager, so it also wraps awaits and an async generator's yields."""
+        return Failures(self, unchanged, keep)
 
     @property
     def reader(self) -> AsyncEngine:
@@ -298,6 +309,22 @@ class Database:
 
             return {"k_json": json.dumps([list(k) for k in keys])}
         return {"k_keys": [tuple(k) for k in keys]}
+
+
+class Failures:
+    """The one mapping of a part's failures (`Database.failures`): re-raise ours, map the rest."""
+
+    __slots__ = ("db", "keep", "unchanged")
+
+    def __init__(self, db: Database, unchanged: bool, keep: tuple[type[Exception], ...]) -> None:
+        self.db, self.unchanged, self.keep = db, unchanged, keep
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, Exception) and not isinstance(exc, (VmemError, *self.keep)):
+            raise self.db.fail(exc, unchanged=self.unchanged) from None
 
 
 def _listen(sync_engine: Any, dialect: str) -> None:

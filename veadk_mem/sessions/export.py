@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.adkjson import printed_event
-from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.errors import NotFound, StoreError
 from veadk_mem.jsonio import compact_json_out as dumps
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.pages import Frame, PagedReads, session_head, session_tail, times_line
@@ -50,17 +50,13 @@ class Export:
         engine = self.db.engine
         if self.db.dialect == "postgresql":
             engine = engine.execution_options(isolation_level="REPEATABLE READ")
-        try:
+        with self.db.failures():
             async with engine.connect() as conn, conn.begin():
                 if self.db.dialect == "sqlite":
                     await conn.exec_driver_sql("BEGIN")  # one snapshot for both reads (autocommit otherwise)
                 fresh = {x.key: x for x in await self.sql.summaries(conn, None, keys, notes=self.notes)}
                 params = self.db.key_params([(k.app_name, k.user_id, k.id) for k in keys])
                 rows = list((await conn.execute(self.sql.batch_events_stmt(), params)).all())
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         return fresh, rows
 
     async def _batch_lines(
@@ -139,11 +135,9 @@ class Export:
             .limit(FIRST_PAGE)
             .subquery()
         )
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 found = (await conn.execute(select(func.max(func.length(cast(sample.c.event_data, Text)))))).scalar()
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         return float(found) if found else None
 
     async def export_jsonl(
@@ -164,11 +158,9 @@ class Export:
         summaries = await self.listings.list_sessions(flt, oldest_first=True)
         apps = sorted({s.app_name for s in summaries})
         pairs = sorted({(s.app_name, s.user_id) for s in summaries})
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 app_states, user_states = await self.listings.states(conn, apps, pairs)
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         for app in apps:
             if app in app_states:
                 yield dumps({"kind": "app_state", "appName": app, "state": app_states[app]}) + "\n"

@@ -62,23 +62,23 @@ async def import_file(
     check = _CheckPass(store, source, name, ImportReport(dry_run=dry_run), checking)
     counts, bigs = check.counts, check.bigs
     try:
-        offline = store.offline_limits()
+        offline = store.preflight.offline_limits()
         if offline is not None:
             await check.run(offline)
             if dry_run:  # a sqlite file that does not exist yet: nothing in it to clash with
                 return counts
         async with store:
             if offline is None:
-                await check.run(await store.limits())
+                await check.run(await store.preflight.limits())
             await _check_stored(store, check.keys, check.states, force)
             if dry_run:
-                counts.layout = store.layout.value
+                counts.layout = store.db.layout.value
                 return counts
             if on_total is not None:
                 on_total(counts.sessions)
             records = (
                 bigs[record.start] if isinstance(record, BigLine) else record
-                for _, record in iter_checked(source, name, big="skip", big_bytes=store.big_line_bytes())
+                for _, record in iter_checked(source, name, big="skip", big_bytes=store.preflight.big_line_bytes())
             )
             report = await store.import_records(records, force=force, progress=progress)
             report.warnings = list(dict.fromkeys(report.warnings))
@@ -104,7 +104,8 @@ class _CheckPass:
         self.bigs: dict[int, BigSession] = {}
 
     async def run(self, limits: Limits) -> None:
-        records = iter_checked(self.source, self.name, limits, big="check", big_bytes=self.store.big_line_bytes())
+        big_bytes = self.store.preflight.big_line_bytes()
+        records = iter_checked(self.source, self.name, limits, big="check", big_bytes=big_bytes)
         for n, (where, record) in enumerate(records, 1):
             if n % 500 == 0:
                 # Ctrl-C cancels the running task, which only an await can notice: without
@@ -146,14 +147,14 @@ async def _check_stored(
     def shown(items: list[str], sep: str) -> str:
         return sep.join(items[:5]) + (" ..." if len(items) > 5 else "")
 
-    clashes = await store.key_collisions(keys, states)
+    clashes = await store.preflight.key_collisions(keys, states)
     if clashes:
         raise BadInput(
             f"names that differ only in case, accents or trailing spaces are one key under "
-            f"{store.display_url}'s collation, and would overwrite each other: {shown(clashes, '; ')}",
+            f"{store.db.display_url}'s collation, and would overwrite each other: {shown(clashes, '; ')}",
             hint="rename them in the file, or give the tables a binary (…_bin) collation",
         )
-    newer = [] if force else await store.newer_sessions(keys)
+    newer = [] if force else await store.preflight.newer_sessions(keys)
     if newer:
         raise BadInput(
             f"{len(newer)} session(s) in the database have changed since this file was written, "

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from veadk_mem.check_outcome import Check
 from veadk_mem.config import tuning
-from veadk_mem.errors import StoreError
 from veadk_mem.sessions.engine import Database
 from veadk_mem.sessions.layout import EVENTS_INDEX, Layout
 
@@ -150,7 +149,7 @@ def wanted_index(db: Database, table: str) -> Index:
 async def inspect_indexes(db: Database, *, timed: bool = True) -> IndexReport:
     """Each ADK query's plan on this database, and (timed) ADK's list query on its largest app."""
     report = IndexReport(db.dialect, [])
-    try:
+    with db.failures():
         async with db.reader.connect() as conn:
             rows = {name: await _count(conn, getattr(db.tables, name)) for name in ("events", "sessions")}
             app, user, sid, n = await _sample(db, conn)
@@ -164,10 +163,6 @@ async def inspect_indexes(db: Database, *, timed: bool = True) -> IndexReport:
             if timed and n:
                 report.list_app, report.list_sessions = app, n
                 report.list_ms = await _time_list(db, adk_queries(db, app, user, sid)[1][2], app)
-    except StoreError:
-        raise
-    except Exception as exc:
-        raise db.fail(exc) from None
     return report
 
 
@@ -290,18 +285,23 @@ async def _pg_invalid(conn: AsyncConnection, name: str) -> bool:
 
 async def _time_list(db: Database, listing: Any, app: str) -> float:
     """Milliseconds of ADK's list_sessions reads for `app`: its sessions in ADK's order, and the
-    app's state rows, every row fetched (not ADK's building of Session objects from them)."""
+    app's state rows, every row fetched (not ADK's building of Session objects from them), each
+    read through a cursor a thousand rows at a time: memory holds a page, whatever the tables' size."""
     from sqlalchemy import select
 
     t = db.tables
+    reads = (
+        listing,
+        select(t.app_states).where(t.app_states.c.app_name == app),
+        select(t.user_states).where(t.user_states.c.app_name == app),
+    )
     async with db.engine.connect() as conn:  # a transaction of its own, as ADK's read: a cursor needs one
         await conn.exec_driver_sql("SELECT 1")
         started = time.perf_counter()
-        result = await conn.stream(listing)
-        async for _ in result.partitions(1000):
-            pass
-        await conn.execute(select(t.app_states).where(t.app_states.c.app_name == app))
-        (await conn.execute(select(t.user_states).where(t.user_states.c.app_name == app))).all()
+        for stmt in reads:
+            result = await conn.stream(stmt)
+            async for _ in result.partitions(1000):
+                pass
         took = (time.perf_counter() - started) * 1000
         await conn.rollback()
     return took
@@ -323,7 +323,7 @@ async def create_indexes(db: Database, *, dry_run: bool = False) -> IndexReport:
     report.dry_run = dry_run
     if dry_run or not todo:
         return report
-    try:
+    with db.failures(unchanged=False):
         if db.dialect == "postgresql":
             async with db.reader.connect() as conn:  # autocommit: CONCURRENTLY refuses a transaction
                 for sql in report.statements:
@@ -334,8 +334,6 @@ async def create_indexes(db: Database, *, dry_run: bool = False) -> IndexReport:
                 for sql in report.statements:
                     async with conn.begin():
                         await conn.exec_driver_sql(sql)
-    except Exception as exc:
-        raise db.fail(exc, unchanged=False) from None
     if db.dialect == "sqlite":  # a pooled connection kept planning with the schema it had read
         await db.engine.dispose()
     after = await inspect_indexes(db, timed=False)

@@ -30,11 +30,13 @@ class Notes:
 
 
 class Listing(list[T]):
-    """A list of results with the notes of the read that found them."""
+    """A list of results with the notes of the read that found them, and how many matched
+    (`total`: the items' count, or a count alone, `SessionStore.list_sessions(count_only=True)`)."""
 
-    def __init__(self, items: list[T], notes: Notes) -> None:
+    def __init__(self, items: list[T], notes: Notes, *, total: int | None = None) -> None:
         super().__init__(items)
         self.notes = notes
+        self.total = len(items) if total is None else total
 
     @property
     def warnings(self) -> list[str]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from veadk_mem.adkjson import printed_event
-from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.errors import NotFound, StoreError
 from veadk_mem.jsonio import compact_json as dumps
 from veadk_mem.jsonio import compact_json_out as dumps_escaped
 from veadk_mem.jsonio import dumps as jsonl_text
@@ -383,14 +383,10 @@ class PagedReads:
             async for item in self._short_pages(app, user, session_id, last, page, convert):
                 yield item
             return
-        try:
+        with self.db.failures():
             async with self._snapshot() as conn:
                 async for item in self._pages_on(lambda: _same(conn), app, user, session_id, last, page, convert):
                     yield item
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def _short_pages(
         self,
@@ -406,7 +402,7 @@ class PagedReads:
 
         @contextlib.asynccontextmanager
         async def each() -> AsyncIterator[AsyncConnection]:
-            try:
+            with self.db.failures(keep=(SessionChanged,)):
                 async with self.db.engine.connect() as conn, conn.begin():
                     await conn.exec_driver_sql("BEGIN")  # one snapshot for the page and the check
                     now = await self._update_stamp(conn, app, user, session_id)
@@ -417,10 +413,6 @@ class PagedReads:
                     elif now != stamp[0]:
                         raise SessionChanged(f"{app}/{user}/{session_id}")
                     yield conn
-            except (VmemError, SessionChanged):
-                raise
-            except Exception as exc:
-                raise self.db.fail(exc) from None
 
         async for item in self._pages_on(each, app, user, session_id, last, page, convert):
             yield item

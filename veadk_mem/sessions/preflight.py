@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veadk_mem.sessions.bigline import BIG_LINE, SQLITE_BIG_LINE, big_line_bytes
 from veadk_mem.sessions.layout import Layout, to_epoch
 from veadk_mem.sessions.records import BATCH
 
@@ -28,6 +29,16 @@ class Preflight:
     def __init__(self, db: Database) -> None:
         self.db = db
 
+    def big_line_bytes(self) -> int:
+        """The JSONL line length from which an import streams a session and writes it on its own.
+
+        `$VMEM_BIG_LINE` bytes when set; else 2 MB on sqlite (some 6,000 events), where such a
+        session is written in short transactions (`BigWrites._write_big_staged`) instead of its
+        batch's one transaction, which holds the whole file's write lock; else 16 MB, where
+        streaming only bounds the import's memory.
+        """
+        return big_line_bytes(SQLITE_BIG_LINE if self.db.dialect == "sqlite" else BIG_LINE)
+
     def offline_limits(self) -> Limits | None:
         """The limits of a sqlite file that does not exist yet (known without creating it), else None."""
         from veadk_mem.sessions.limits import Limits
@@ -45,11 +56,9 @@ class Preflight:
         if self.db.dialect == "mysql":
             from sqlalchemy import text
 
-            try:
+            with self.db.failures():
                 async with self.db.engine.connect() as conn:
                     packet = int((await conn.execute(text("SELECT @@max_allowed_packet"))).scalar_one())
-            except Exception as exc:
-                raise self.db.fail(exc) from None
         return Limits(self.db.dialect, Layout.V1 if self.db.layout is Layout.EMPTY else self.db.layout, packet)
 
     async def key_collisions(
@@ -74,7 +83,7 @@ class Preflight:
         from sqlalchemy import text
 
         out: list[str] = []
-        try:
+        with self.db.failures():
             async with self.db.engine.connect() as conn:
                 if self.db.layout is Layout.EMPTY:  # the columns ADK will create get the database default
                     await conn.execute(
@@ -126,8 +135,6 @@ class Preflight:
                             out.append(f"{str(key)!r} ({key.where}) = {f'{app}/{user}/{sid}'!r} in the database")
                 finally:
                     await conn.execute(text("DROP TEMPORARY TABLE IF EXISTS vmem_keys"))
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         return names + out
 
     async def name_collisions(self, names: Sequence[tuple[str, str | None, str]]) -> list[str]:
@@ -148,10 +155,8 @@ class Preflight:
             (app, user), where = entries[i]
             return f"{app!r} ({where})" if user is None else f"{f'{app}/{user}'!r} ({where})"
 
-        try:
+        with self.db.failures():
             return await self._name_collisions(entries, name)
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def _name_collisions(self, entries: list[tuple[tuple[str, str | None], str]], name: Any) -> list[str]:
         from sqlalchemy import text
@@ -233,7 +238,7 @@ class Preflight:
         s = self.db.tables.sessions.c
         wanted = {(k.app_name, k.user_id, k.id): k for k in keys}
         out: list[str] = []
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 groups: dict[tuple[str, str], list[str]] = defaultdict(list)
                 for k in keys:
@@ -249,6 +254,4 @@ class Preflight:
                             key = wanted.get((app, user, sid))
                             if key is not None and newer(to_epoch(stamp), key.update_time):
                                 out.append(f"{key} ({key.where})")
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         return out

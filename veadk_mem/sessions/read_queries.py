@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.errors import NotFound, StoreError
 from veadk_mem.sessions.records import BATCH, SessionFilter, SessionKey, SessionSummary
 from veadk_mem.sessions.statements import Statements
 
@@ -105,7 +105,7 @@ class Listings:
         With `compactions`, each summary also counts its ADK context compactions (a scan of
         the stored events' JSON, so only for the listing that shows them).
         """
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 found = await self.sql.summaries(
                     conn, flt, limit=limit, offset=offset, oldest_first=oldest_first, notes=self.notes
@@ -113,29 +113,21 @@ class Listings:
                 if compactions:
                     await self.sql.count_compactions(conn, found)
                 return found
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def count_sessions(self, flt: SessionFilter | None = None) -> int:
         """How many sessions match."""
         from sqlalchemy import func, select
 
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 stmt = select(func.count()).select_from(self.db.tables.sessions).where(*self.sql.session_where(flt))
                 return int((await conn.execute(stmt)).scalar_one())
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def get_summary(self, app: str, user: str, session_id: str) -> SessionSummary:
         """One session's summary; NotFound (exit 3) when it does not exist."""
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 return await self.one_summary(conn, app, user, session_id)
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def one_summary(self, conn: AsyncConnection, app: str, user: str, session_id: str) -> SessionSummary:
         found = await self.sql.summaries(conn, None, None, one=(app, user, session_id), notes=self.notes)
@@ -149,26 +141,13 @@ class Listings:
             )
         return found[0]
 
-    async def sessions_by_id(self, prefix: str) -> list[SessionKey]:
-        """The sessions, in any app and for any user, whose id is `prefix` or starts with it
-        (git's short ids): the exact id's sessions alone when it names one, else at most
-        ID_CANDIDATES of those it begins, ordered by id."""
-        try:
-            async with self.db.reader.connect() as conn:
-                exact = await keys_by_id(self.db, conn, prefix, exact=True)
-                return exact or await keys_by_id(self.db, conn, prefix, exact=False)
-        except Exception as exc:
-            raise self.db.fail(exc) from None
-
     async def find_sessions(self, keys: Sequence[SessionKey]) -> list[SessionSummary]:
         """Summaries of the named sessions; NotFound naming every one that does not exist."""
         found: list[SessionSummary] = []
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 for i in range(0, len(keys), BATCH):
                     found += await self.sql.summaries(conn, None, keys[i : i + BATCH], notes=self.notes)
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         wanted = set(keys)
         found = [s for s in found if s.key in wanted]  # MySQL's collation matches more than the exact key
         missing = [str(k) for k in keys if k not in {s.key for s in found}]

@@ -99,14 +99,12 @@ async def rewrite_mixed(store: Database, progress: Progress = noop) -> int:
     done = 0
     async for read, found in _mixed_pages(store):
         if found:
-            try:
+            with store.failures():
                 async with store.engine.begin() as conn:
                     for key, data in found:
                         where = and_(*(events.c[name] == value for name, value in key.items()))
                         value = compact_json(data) if as_text else data
                         await conn.execute(update(events).where(where).values(event_data=value))
-            except Exception as exc:
-                raise store.fail(exc) from None
             done += len(found)
         progress(read)
     return done

@@ -231,11 +231,9 @@ async def stored(db: Database, app: str | None = None) -> list[StoredSession]:
     stmt = select(s.app_name, s.user_id, s.id, s.create_time, s.update_time, counts.c.n, counts.c.b).select_from(joined)
     if app is not None:
         stmt = stmt.where(db.key_eq(s.app_name, app))
-    try:
+    with db.failures():
         async with db.reader.connect() as conn:
             rows = (await conn.execute(stmt)).all()
-    except Exception as exc:
-        raise db.fail(exc) from None
     return [
         StoredSession(a, u, i, to_epoch(c), to_epoch(up), int(n or 0), int(b or 0)) for a, u, i, c, up, n, b in rows
     ]
@@ -333,11 +331,9 @@ async def add_trim_bytes(db: Database, result: RetentionPlan) -> None:
         .where(n.rn > n.keep)
         .group_by(n.app_name, n.user_id, n.session_id)
     )
-    try:
+    with db.failures():
         async with db.reader.connect() as conn:
             beyond = {(a, u, i): int(b or 0) for a, u, i, b in await conn.execute(stmt)}
-    except Exception as exc:
-        raise db.fail(exc) from None
     for a in over:
         a.trim_bytes = sum(beyond.get((s.app_name, s.user_id, s.id), 0) for s in a.trims)
 
@@ -455,11 +451,9 @@ async def trimmed_event_ids(db: Database, s: StoredSession, keep: int) -> list[s
     e = t.events.c
     of_session = (db.key_eq(e.app_name, s.app_name), db.key_eq(e.user_id, s.user_id), db.key_eq(e.session_id, s.id))
     stmt = select(e.id, e.invocation_id, is_compaction(db)).where(*of_session).order_by(e.timestamp, e.id)
-    try:
+    with db.failures():
         async with db.reader.connect() as conn:
             marks = [EventMark(i, inv or "", bool(c)) for i, inv, c in await conn.execute(stmt)]
-    except Exception as exc:
-        raise db.fail(exc) from None
     return [m.id for m in marks[: cut_point(marks, keep)]]
 
 
@@ -501,7 +495,7 @@ async def trim_session(db: Database, s: StoredSession, keep: int) -> int:
     created_stmt = select(c.create_time).where(
         db.key_eq(c.app_name, s.app_name), db.key_eq(c.user_id, s.user_id), db.key_eq(c.id, s.id)
     )
-    try:
+    with db.failures():
         async with db.reader.connect() as conn:
             marks = [EventMark(i, inv or "", bool(cmp)) for i, inv, cmp in await conn.execute(stmt)]
             created = (await conn.execute(created_stmt)).scalar()
@@ -510,8 +504,6 @@ async def trim_session(db: Database, s: StoredSession, keep: int) -> int:
         if not doomed or created is None:  # nothing to trim, or the session is gone meanwhile
             return 0
         table = await ensure_table(db)
-    except Exception as exc:
-        raise db.fail(exc) from None
     first_kept = marks[cut].id if cut < len(marks) else ""
     gone, held = 0, 0.0
     for start in range(0, len(doomed), TRIM_STEP):
@@ -520,7 +512,7 @@ async def trim_session(db: Database, s: StoredSession, keep: int) -> int:
         began = time.monotonic()
         step = doomed[start : start + TRIM_STEP]
         after = doomed[start + TRIM_STEP] if start + TRIM_STEP < len(doomed) else first_kept
-        try:
+        with db.failures():
             async with db.engine.connect() as conn:
                 conn = await conn.execution_options(vmem_write=True)
                 async with conn.begin():
@@ -530,8 +522,6 @@ async def trim_session(db: Database, s: StoredSession, keep: int) -> int:
                         done += max(res.rowcount or 0, 0)
                     key = (s.app_name, s.user_id, s.id)
                     await record_step(conn, db, table, TrimStep(key, created, step[0], after, done))
-        except Exception as exc:
-            raise db.fail(exc) from None
         gone += done  # committed
         held = time.monotonic() - began
     return gone

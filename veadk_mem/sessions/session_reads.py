@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from veadk_mem.errors import NotFound, StoreError, VmemError
+from veadk_mem.errors import NotFound, StoreError
 from veadk_mem.sessions.codec import event_from_row
 from veadk_mem.sessions.pages import EventPages, PagedReads
 from veadk_mem.sessions.read_queries import Listings
@@ -86,14 +86,10 @@ class SessionReads:
         self, app: str, user: str, session_id: str, *, last: int | None = None
     ) -> AsyncIterator[dict[str, Any]]:
         """A session's events as ADK stored them (snake_case data), oldest first, streamed."""
-        try:
+        with self.db.failures():
             async with self.db.engine.connect() as conn:
                 async for data in self._event_data(conn, app, user, session_id, last):
                     yield data
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def iter_events(
         self, app: str, user: str, session_id: str, *, last: int | None = None
@@ -109,17 +105,13 @@ class SessionReads:
 
         A session of more than PAGED_EVENTS events (and no `last`) comes with its events on disk
         (`spooled_session`), so its size never sits in memory."""
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 summary = await self.listings.one_summary(conn, app, user, session_id)
                 if last is None and summary.event_count > PAGED_EVENTS:
                     big = True
                 else:
                     return await self._load_session(conn, summary, last)
-        except VmemError:
-            raise
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         assert big
         return await self.spooled_session(app, user, session_id)
 
@@ -158,11 +150,7 @@ class SessionReads:
                     continue  # deleted since it was listed
                 yield big
                 continue
-            try:
+            with self.db.failures():
                 async with self.db.reader.connect() as conn:
                     session = await self._load_session(conn, summary, None)
-            except VmemError:
-                raise
-            except Exception as exc:
-                raise self.db.fail(exc) from None
             yield session

@@ -26,10 +26,23 @@ def by_pair(summaries: Sequence[SessionSummary]) -> dict[tuple[str, str], list[s
 
 
 class StoredRows:
-    """Rows by key as stored: sessions whatever their state holds, and events without a session row."""
+    """Rows by key as stored: sessions whatever their state holds, ids by prefix, and events without
+    a session row (`SessionStore.rows`)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.delete_transactions = 0  # transactions committed by this store's session deletes (tests count them)
+
+    async def sessions_by_id(self, prefix: str) -> list[SessionKey]:
+        """The sessions, in any app and for any user, whose id is `prefix` or starts with it
+        (git's short ids), read on the key columns alone: the exact id's sessions alone when it
+        names one, else at most ID_CANDIDATES of those it begins, ordered by id."""
+        from veadk_mem.sessions.read_queries import keys_by_id
+
+        with self.db.failures():
+            async with self.db.reader.connect() as conn:
+                exact = await keys_by_id(self.db, conn, prefix, exact=True)
+                return exact or await keys_by_id(self.db, conn, prefix, exact=False)
 
     async def stored_sessions(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
@@ -59,11 +72,9 @@ class StoredRows:
             .where(*where)
             .order_by(s.update_time)
         )
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 rows = (await conn.execute(stmt)).all()
-        except Exception as exc:
-            raise self.db.fail(exc) from None
         return [SessionSummary(a, u, i, {}, int(n or 0), to_epoch(c), to_epoch(up)) for a, u, i, c, up, n in rows]
 
     # --- event rows without a session (a killed import's staging) ---------------------------
@@ -125,15 +136,13 @@ class StoredRows:
             .where(self._orphan_rows(app, user, keys))
             .group_by(e.app_name, e.user_id, e.session_id)
         )
-        try:
+        with self.db.failures():
             async with self.db.reader.connect() as conn:
                 found: dict[SessionKey, int] = {}
                 for a, u, sid, n in await conn.execute(stmt):
                     key = SessionKey(a, u, staged_of(sid) or sid)  # staged rows are their session's
                     found[key] = found.get(key, 0) + int(n)
                 return found
-        except Exception as exc:
-            raise self.db.fail(exc) from None
 
     async def delete_orphans(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
@@ -152,7 +161,7 @@ class StoredRows:
         where = self._orphan_rows(app, user, keys)
         total = 0
         held = 0.0
-        try:
+        with self.db.failures():
             while True:
                 if held:
                     await sqlite_gap(self.db.dialect, held)
@@ -170,5 +179,3 @@ class StoredRows:
                 held = time.monotonic() - started
                 if self.db.dialect != "sqlite" or gone < SQLITE_LONG_STEP:
                     return total
-        except Exception as exc:
-            raise self.db.fail(exc) from None

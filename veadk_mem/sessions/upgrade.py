@@ -195,8 +195,8 @@ async def upgrade_store(
         names = await _table_names(store)
         tables = store.db.tables
         report = UpgradeReport(
-            database=store.display_url,
-            layout=store.layout.value,
+            database=store.db.display_url,
+            layout=store.db.layout.value,
             description=tables.describe(),
             releases=tables.releases,
             old_tables=sorted(n for n in names if KEPT.match(n)),
@@ -207,12 +207,12 @@ async def upgrade_store(
             report.mixed_events = await reshape.count_mixed(store.db)
             if report.mixed_events:
                 await _reshape(store, report, phase, backup, dry_run)
-        if store.layout is Layout.SQLITE and not report.mixed_events:
+        if store.db.layout is Layout.SQLITE and not report.mixed_events:
             raise NotSupported(
-                f"{store.display_url}: an ADK SqliteSessionService file, not DatabaseSessionService tables; "
+                f"{store.db.display_url}: an ADK SqliteSessionService file, not DatabaseSessionService tables; "
                 "current ADK's SqliteSessionService reads it as it is"
             )
-        if store.layout is not Layout.V0:
+        if store.db.layout is not Layout.V0:
             if drop_old and report.old_tables and not report.mixed_events:
                 if dry_run:
                     report.status = "dry_run"
@@ -228,7 +228,7 @@ async def upgrade_store(
         report.backup = str(backup)
         taken = [n for n in report.renamed.values() if n in names]
         if taken:
-            raise StoreError(f"{store.display_url}: table {taken[0]} already exists; retry in a second")
+            raise StoreError(f"{store.db.display_url}: table {taken[0]} already exists; retry in a second")
         if dry_run:
             report.status = "dry_run"
             async with store.db.reader.connect() as conn:
@@ -280,7 +280,7 @@ class Upgrade:
         self.old = store.db.tables
         self.new = build_tables(Layout.V1, prefix=NEW_PREFIX)
         self.dialect = store.db.dialect
-        self.where = store.display_url
+        self.where = store.db.display_url
 
     def q(self, name: str) -> str:
         """A table, index or constraint name quoted for this database."""
@@ -598,12 +598,12 @@ async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
 
     def refuse(what: str) -> StoreError:
         return StoreError(
-            f"{store.display_url}: not dropping the old tables: {what}; nothing was dropped",
+            f"{store.db.display_url}: not dropping the old tables: {what}; nothing was dropped",
             hint="the old tables may hold the only copy of what is missing: compare them first "
             "(drop them by hand once the difference is meant, e.g. sessions deleted since)",
         )
 
-    try:
+    with store.db.failures():
         async with store.db.engine.connect() as conn:
             for stamp in stamps:
                 if (name := f"sessions_v0_{stamp}") in present:
@@ -638,10 +638,6 @@ async def _check_drop(store: SessionStore, names: Sequence[str]) -> None:
                     lost = select(func.count()).select_from(old).where(~exists(select(e.id).where(*key)))
                     if count := (await conn.execute(lost)).scalar_one():
                         raise refuse(f"{count:,} event(s) of {name} are not in the current events table")
-    except VmemError:
-        raise
-    except Exception as exc:
-        raise store.db.fail(exc) from None
 
 
 def _drop_order(names: Sequence[str]) -> list[str]:
@@ -718,22 +714,18 @@ def _count_backup(path: Path) -> tuple[int, int]:
 async def _table_names(store: SessionStore) -> set[str]:
     from sqlalchemy import inspect
 
-    try:
+    with store.db.failures():
         async with store.db.engine.connect() as conn:
             return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-    except Exception as exc:
-        raise store.db.fail(exc) from None
 
 
 async def _drop_old(store: SessionStore, names: Sequence[str]) -> list[str]:
     """Drop the tables an upgrade kept (events first), in one transaction where the database allows."""
     quote = store.db.engine.dialect.identifier_preparer.quote
-    try:
+    with store.db.failures():
         async with store.db.engine.connect() as conn:
             conn = await conn.execution_options(vmem_write=True)
             async with conn.begin():
                 for name in _drop_order(names):
                     await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(name)}")
-    except Exception as exc:
-        raise store.db.fail(exc) from None
     return list(_drop_order(names))

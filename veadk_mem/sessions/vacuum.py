@@ -115,10 +115,8 @@ async def _sqlite(db: Database, dry_run: bool) -> VacuumReport:
             await conn.rollback()
         return [Size("file", table=(pages - free) * page, index=0, free=free * page)], mode
 
-    try:
+    with db.failures():
         before, mode = await sizes()
-    except Exception as exc:
-        raise db.fail(exc) from None
     action = "PRAGMA incremental_vacuum" if mode == 2 else "VACUUM"
     # the file's size is what the OS sees: the pages in use plus the free ones
     for s in before:
@@ -168,7 +166,7 @@ async def _postgresql(db: Database, dry_run: bool) -> VacuumReport:
         return out
 
     action = f"VACUUM (ANALYZE) {', '.join(names)}"
-    try:
+    with db.failures():
         report = VacuumReport("postgresql", dry_run, action, await sizes())
         report.notes.append(
             "VACUUM makes dead rows' space reusable by new rows; only VACUUM FULL (which locks each table "
@@ -179,8 +177,6 @@ async def _postgresql(db: Database, dry_run: bool) -> VacuumReport:
         async with db.reader.connect() as conn:  # autocommit: VACUUM cannot run in a transaction
             await conn.exec_driver_sql(f"VACUUM (ANALYZE) {', '.join(quote(t) for t in _tables(db))}")
         report.after = await sizes()
-    except Exception as exc:
-        raise db.fail(exc) from None
     return report
 
 
@@ -201,21 +197,17 @@ async def _mysql(db: Database, dry_run: bool, yes: bool) -> VacuumReport:
         return [Size(n, int(rows[n][1] or 0), int(rows[n][2] or 0), int(rows[n][3] or 0)) for n in names if n in rows]
 
     action = f"OPTIMIZE TABLE {', '.join(names)}"
-    try:
+    with db.failures():
         before = await sizes()
-    except Exception as exc:
-        raise db.fail(exc) from None
     report = VacuumReport("mysql", dry_run, action, before)
     report.notes.append("OPTIMIZE TABLE rebuilds each table (a copy of it, then a swap): it takes time and disk")
     if dry_run:
         return report
     if not yes:
         raise BadInput(f"vacuum: {action} rebuilds each table (a copy, then a swap); pass --yes to run it")
-    try:
+    with db.failures():
         async with db.engine.connect() as conn:
             await conn.exec_driver_sql(action)
             await conn.commit()
         report.after = await sizes()
-    except Exception as exc:
-        raise db.fail(exc) from None
     return report

@@ -983,7 +983,7 @@ class BrowseApp(App[None]):
         import contextlib
 
         with contextlib.suppress(Exception):
-            await self.store.drop_connections()
+            await self.store.db.drop_connections()
 
     def scope_text(self) -> str:
         if self.app_name and self.user_id:
@@ -1047,7 +1047,7 @@ class BrowseApp(App[None]):
         if not await self.push_screen_wait(Confirm(data.erasure_plan_text(plan), question)):
             pane.say("aborted: nothing was deleted")
             return
-        with self.recording("session delete --with-memories", store.display_url, pane) as change:
+        with self.recording("session delete --with-memories", store.db.display_url, pane) as change:
             report = await pane.guarded(
                 "deleting", lambda: data.erase_sessions(store, ltm, chosen, dry_run=False), retry=False
             )
@@ -1079,7 +1079,7 @@ class BrowseApp(App[None]):
         if not await self.push_screen_wait(Confirm(data.delete_plan_text(plan), question)):
             pane.say("aborted: nothing was deleted")
             return
-        with self.recording("session delete", store.display_url, pane) as change:
+        with self.recording("session delete", store.db.display_url, pane) as change:
             report = await pane.guarded(
                 "deleting", lambda: data.delete_sessions(store, chosen, dry_run=False), retry=False
             )
