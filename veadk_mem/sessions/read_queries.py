@@ -21,6 +21,15 @@ ID_CANDIDATES = 20  # sessions an id prefix lists at most when it is ambiguous
 READ_ATTEMPTS = 3  # reads of a session an agent keeps changing on sqlite before vmem gives up
 
 
+async def sessions_by_id(db: Database, prefix: str) -> list[SessionKey]:
+    """`StoredRows.sessions_by_id`, here so that resolving a short id (`session get ID`) loads
+    none of the write and delete parts `StoredRows` imports."""
+    with db.failures():
+        async with db.reader.connect() as conn:
+            exact = await keys_by_id(db, conn, prefix, exact=True)
+            return exact or await keys_by_id(db, conn, prefix, exact=False)
+
+
 async def keys_by_id(db: Database, conn: AsyncConnection, prefix: str, *, exact: bool) -> list[SessionKey]:
     """One bounded query on the sessions table's key columns (never on events): an id equal to
     `prefix`, or a range of ids from it (`>=` and `<` its successor: a range a key index can seek)."""

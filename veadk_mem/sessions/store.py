@@ -213,11 +213,11 @@ class SessionStore:
     async def resolve_id(self, prefix: str) -> SessionKey:
         """The one session whose id is `prefix` or begins with it, across apps and users;
         NotFound when none, AmbiguousId (exit 2, with the candidates) when several."""
-        from veadk_mem.sessions.read_queries import ID_CANDIDATES
+        from veadk_mem.sessions.read_queries import ID_CANDIDATES, sessions_by_id
 
         if not prefix:
             raise BadInput("an empty session id names no session")
-        keys = await self.rows.sessions_by_id(prefix)
+        keys = await sessions_by_id(self.db, prefix)
         if not keys:
             raise NotFound(f"no session id is or begins with {prefix!r} in {self.db.display_url}")
         if len(keys) > 1:

@@ -37,12 +37,9 @@ class StoredRows:
         """The sessions, in any app and for any user, whose id is `prefix` or starts with it
         (git's short ids), read on the key columns alone: the exact id's sessions alone when it
         names one, else at most ID_CANDIDATES of those it begins, ordered by id."""
-        from veadk_mem.sessions.read_queries import keys_by_id
+        from veadk_mem.sessions.read_queries import sessions_by_id
 
-        with self.db.failures():
-            async with self.db.reader.connect() as conn:
-                exact = await keys_by_id(self.db, conn, prefix, exact=True)
-                return exact or await keys_by_id(self.db, conn, prefix, exact=False)
+        return await sessions_by_id(self.db, prefix)
 
     async def stored_sessions(
         self, *, app: str | None = None, user: str | None = None, keys: Sequence[SessionKey] | None = None
