@@ -114,7 +114,7 @@ class Batches:
                 # the first batch is small: nothing is written while it is read, the rest overlap
                 rows = min(batch_rows, 1000) if first[0] else batch_rows
                 first[0] = False
-                records, done = _take_batch(records_iter, batch_seconds, rows, max_bytes)
+                records, done = _take_batch(records_iter, batch_seconds, rows, max_bytes, upsert.prepared)
                 if records and isinstance(records[-1], BigSession):
                     held.append(records.pop())
                     if not records:
@@ -185,7 +185,7 @@ class _Run:
                     await retry_db(self._counted_attempt(batch), self._collided)
                     if not ended[0]:
                         await sqlite_gap(self.db.dialect, time.monotonic() - started)
-                    advance(len(batch.splits) if batch.big is None else 1)  # sessions, as the summary
+                    advance(len(batch.sessions) if batch.big is None else 1)  # sessions, as the summary
         except (asyncio.CancelledError, KeyboardInterrupt):
             # Ctrl-C: say what was committed, as for any other failure part-way
             stopped = Interrupted(self._stopped("interrupted"))
@@ -265,20 +265,34 @@ def _dropped_warnings(db: Database, dropped: dict[str, set[tuple[str, ...]]]) ->
     ]
 
 
-def _take_batch(records: Iterator[Any], seconds: float, max_rows: int, max_bytes: int) -> tuple[list[Any], bool]:
+def _take_batch(
+    records: Iterator[Any],
+    seconds: float,
+    max_rows: int,
+    max_bytes: int,
+    prepared: Callable[[Any, float], Any] | None = None,
+) -> tuple[list[Any], bool]:
     """The next records, up to `max_rows` rows, `max_bytes` of their input lines (`RawSession.size`) or
-    `seconds` of reading, or up to a BigSession: (batch, input ended)."""
+    `seconds` of reading, or up to a BigSession: (batch, input ended). Each session is taken as
+    `prepared(session, now)` gives it, when given, as soon as it is read."""
     batch: list[Any] = []
     started, rows, size = time.monotonic(), 0, 0
+    now = time.time()
     while rows < max_rows and size < max_bytes and len(batch) < 5000 and time.monotonic() - started < seconds:
         record = next(records, None)
         if record is None:
             return batch, True
-        batch.append(record)
         if isinstance(record, BigSession):  # written alone, streamed (`BigWrites.write`)
+            batch.append(record)
             return batch, False
-        rows += 1 + (0 if isinstance(record, dict) else len(record.events))
-        size += getattr(record, "size", 0)
+        if isinstance(record, dict):
+            rows += 1
+        else:
+            rows += 1 + len(record.events)
+            size += record.size
+            if prepared is not None:
+                record = prepared(record, now)
+        batch.append(record)
     return batch, False
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from veadk_mem.config import mask_url, tuning
 from veadk_mem.errors import BadInput, StoreError, VmemError
-from veadk_mem.jsonio import adk_text
+from veadk_mem.jsonio import compact_json
 from veadk_mem.sessions.dberrors import describe_db_error
 from veadk_mem.sessions.files import create_private
 from veadk_mem.sessions.layout import (
@@ -161,8 +161,9 @@ class Database:
             kwargs["connect_args"] = {"timeout": self.busy_timeout}
         elif self.dialect == "postgresql" and self.schema:
             kwargs["connect_args"] = {"server_settings": {"search_path": self.schema}}
-        # JSON columns (PostgreSQL's JSONB) get the one writer of the text columns: NaN as null, not a refused bare NaN
-        kwargs["json_serializer"] = adk_text
+        # Only JSONB (AdkJSON on PostgreSQL) binds through the serializer; JSONB stores the value, not
+        # the text, so the fast compact writer stores what ADK's json.dumps does, NaN as null
+        kwargs["json_serializer"] = compact_json
         return kwargs
 
     async def open(self) -> None:

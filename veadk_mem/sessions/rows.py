@@ -3,11 +3,9 @@ all the writer decides on (is it stored already, is the stored one newer), and i
 
 from __future__ import annotations
 
-import time
 from typing import Any, NamedTuple
 
 from veadk_mem.sessions.rawsession import RawSession
-from veadk_mem.sessions.state_scopes import split_state
 
 
 class Head(NamedTuple):
@@ -39,13 +37,3 @@ def head_of(session: RawSession, now: float) -> Head:
     updated = session.last_update_time or (max(stamps) if stamps else now)
     created = session.create_time if session.create_time is not None else min([*stamps, updated])
     return Head(session.app_name, session.user_id, session.id, updated, created, len(stamps))
-
-
-def heads_of(records: list[RawSession | dict[str, Any]]) -> tuple[list[Head | dict[str, Any]], list[Split]]:
-    """`records` with each session replaced by its head (state records as they are), and each session's split state."""
-    now = time.time()
-    sessions = [r for r in records if not isinstance(r, dict)]
-    heads = iter([head_of(s, now) for s in sessions])
-    return [r if isinstance(r, dict) else next(heads) for r in records], [
-        Split(*split_state(s.state)) for s in sessions
-    ]

@@ -8,13 +8,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from veadk_mem.sessions.codec import event_row
 from veadk_mem.sessions.layout import Layout, stored_time, to_epoch
 from veadk_mem.sessions.preflight import newer
 from veadk_mem.sessions.records import BATCH, ImportReport
-from veadk_mem.sessions.rows import Head, Split, heads_of
+from veadk_mem.sessions.rows import Head, Split, head_of
+from veadk_mem.sessions.state_scopes import split_state
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -35,13 +36,21 @@ class Batch:
     """Records for one transaction: session heads and state records in file order, and the sessions."""
 
     records: list[Head | dict[str, Any]]
-    splits: list[Split]  # split_state of each session, in order
-    sessions: list[RawSession] = field(default_factory=list)
+    sessions: list[Prepared]  # in order
     big: BigSession | None = None  # or, alone, a session of a long line, streamed as it is written
 
     @property
     def heads(self) -> list[Head]:
         return [r for r in self.records if not isinstance(r, dict)]
+
+
+class Prepared(NamedTuple):
+    """A session as the writer takes it (`Upsert.prepared`): its head, split state and event rows."""
+
+    head: Head
+    split: Split
+    events: list[tuple[Any, ...]]
+    dropped: dict[str, set[tuple[str, ...]]]  # fields a v0 table has no column for -> the events that had them
 
 
 @dataclass(slots=True)
@@ -103,11 +112,10 @@ class Upsert:
         self, conn: AsyncConnection, batch: Batch, heads: list[Head], sessions: dict[Key, int]
     ) -> None:
         """Insert the sessions of `batch` that `sessions` keeps, and their events."""
-        from sqlalchemy import insert
 
         t = self.db.tables
         session_rows: list[dict[str, Any]] = []
-        event_rows: list[dict[str, Any]] = []
+        event_rows: list[tuple[Any, ...]] = []
         for (app, user, sid), i in sessions.items():
             head = heads[i]
             session_rows.append(
@@ -115,14 +123,16 @@ class Upsert:
                     "app_name": app,
                     "user_id": user,
                     "id": sid,
-                    "state": batch.splits[i].own,
+                    "state": batch.sessions[i].split.own,
                     "create_time": stored_time(t, head.create_time),
                     "update_time": stored_time(t, head.update_time),
                 }
             )
-            event_rows += self.event_rows(app, user, sid, batch.sessions[i].events)
+            event_rows += batch.sessions[i].events
+            for name, keys in batch.sessions[i].dropped.items():
+                self.dropped.setdefault(name, set()).update(keys)
         for i in range(0, len(session_rows), BATCH):
-            await conn.execute(insert(t.sessions), session_rows[i : i + BATCH])
+            await self._insert_session_rows(conn, session_rows[i : i + BATCH])
         await self.insert_event_rows(conn, event_rows)
 
     async def delete_stored(self, conn: AsyncConnection, existing: list[tuple[str, str, str]]) -> None:
@@ -156,39 +166,71 @@ class Upsert:
                 )
             )
 
-    def event_rows(self, app: str, user: str, sid: str, events: list[RawEvent]) -> list[dict[str, Any]]:
-        """The events' rows for SQLAlchemy's insert; notes fields a v0 table drops."""
+    def event_rows(
+        self,
+        app: str,
+        user: str,
+        sid: str,
+        events: list[RawEvent],
+        dropped: dict[str, set[tuple[str, ...]]] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """The events' rows as `insert_event_rows` takes them (the driver's values, by position); notes the
+        fields a v0 table drops in `dropped` (default: `self.dropped`). Built where the input is read, in its thread."""
+        noted = self.dropped if dropped is None else dropped
         t = self.db.tables
         if not t.missing:
-            return [event_row(t, app, user, sid, event) for event in events]
-        rows: list[dict[str, Any]] = []
-        counts: dict[str, int] = {}
-        for event in events:
-            rows.append(event_row(t, app, user, sid, event, counts))
-            for name in counts:
-                self.dropped.setdefault(name, set()).add((app, user, sid, event.id))
-            counts.clear()
-        return rows
-
-    async def insert_event_rows(self, conn: AsyncConnection, event_rows: list[dict[str, Any]]) -> None:
-        from sqlalchemy import insert
-
-        t = self.db.tables
-        stmt = insert(t.events)
+            rows = [event_row(t, app, user, sid, event) for event in events]
+        else:
+            rows = []
+            counts: dict[str, int] = {}
+            for event in events:
+                rows.append(event_row(t, app, user, sid, event, counts))
+                for name in counts:
+                    noted.setdefault(name, set()).add((app, user, sid, event.id))
+                counts.clear()
         if t.layout is Layout.V0 and self.db.dialect == "mysql":
-            # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
-            from sqlalchemy import bindparam, func
-
-            stmt = stmt.values(actions=func.unhex(bindparam("actions_hex")))
-            for row in event_rows:
+            for row in rows:  # see `_insert`
                 row["actions_hex"] = row.pop("actions").hex()
-        for i in range(0, len(event_rows), BATCH * 2):
-            await conn.execute(stmt, event_rows[i : i + BATCH * 2])
+        return self._insert("events").params(rows)
 
-    def prepare(self, records: list[RawSession | dict[str, Any]]) -> Batch:
-        """`records` as a batch: heads, split states and the sessions for `event_row` (run in the reading thread)."""
-        mixed, splits = heads_of(records)
-        return Batch(mixed, splits, [r for r in records if not isinstance(r, dict)])
+    async def insert_event_rows(self, conn: AsyncConnection, event_rows: list[tuple[Any, ...]]) -> None:
+        """Insert rows `event_rows` built, 1,000 to a statement."""
+        sql = self._insert("events").sql
+        for i in range(0, len(event_rows), BATCH * 2):
+            await conn.exec_driver_sql(sql, event_rows[i : i + BATCH * 2])
+
+    async def _insert_session_rows(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+        """Insert `rows` (dicts of every column) into `sessions`."""
+        if rows:
+            await conn.exec_driver_sql(self._insert("sessions").sql, self._insert("sessions").params(rows))
+
+    def _insert(self, table: str) -> InsertShape:
+        """The INSERT of every column of `sessions` or `events`, compiled once per database."""
+        shape: InsertShape | None = self.db.stmts.get(("insert", table))
+        if shape is None:
+            from sqlalchemy import insert
+
+            stmt = insert(getattr(self.db.tables, table))
+            if table == "events" and self.db.tables.layout is Layout.V0 and self.db.dialect == "mysql":
+                # aiomysql cannot bind bytes with PyMySQL 1.2: send the pickle as hex, UNHEX() it in SQL
+                from sqlalchemy import bindparam, func
+
+                stmt = stmt.values(actions=func.unhex(bindparam("actions_hex")))
+            shape = self.db.stmts[("insert", table)] = InsertShape.make(stmt, self.db.engine.dialect)
+        return shape
+
+    def prepared(self, session: RawSession, now: float) -> Prepared:
+        """`session` as the writer takes it, its event rows built (in the reading thread, as it is read: the
+        batch then holds rows, not every event's decoded data)."""
+        dropped: dict[str, set[tuple[str, ...]]] = {}  # noted once the session is written (`_insert_sessions`)
+        rows = self.event_rows(session.app_name, session.user_id, session.id, session.events, dropped)
+        return Prepared(head_of(session, now), Split(*split_state(session.state)), rows, dropped)
+
+    def prepare(self, records: list[Prepared | dict[str, Any]]) -> Batch:
+        """`records` (sessions `prepared`, state records) as a batch: heads and state records in file order."""
+        return Batch(
+            [r if isinstance(r, dict) else r.head for r in records], [r for r in records if not isinstance(r, dict)]
+        )
 
     async def stored_times(self, conn: AsyncConnection, keys: list[tuple[str, str, str]]) -> dict[Any, float]:
         """The stored update time of each of `keys` that exists (rows locked on PostgreSQL/MySQL).
@@ -318,12 +360,45 @@ class Upsert:
         updated: float,
     ) -> None:
         """The one row in `sessions` of a session written on its own (`_write_big`, `_write_big_staged`)."""
-        from sqlalchemy import insert
 
         t = self.db.tables
         session_row = {"app_name": key[0], "user_id": key[1], "id": key[2], "state": own}
         session_row |= {"create_time": stored_time(t, created), "update_time": stored_time(t, updated)}
-        await conn.execute(insert(t.sessions), [session_row])
+        await self._insert_session_rows(conn, [session_row])
+
+
+@dataclass(frozen=True, slots=True)
+class InsertShape:
+    """A multi-row INSERT compiled once, run as `conn.execute(stmt, rows)` would run it, without that
+    call's per-row work: the same SQL, and the same values, each through its column type's own bind
+    processor; but taken a column at a time rather than through a parameter dict built per row.
+
+    `sql` binds by position (as every driver vmem runs on does): `keys` names the row key of each
+    value and `processors` its bind processor.
+    """
+
+    sql: str
+    keys: tuple[str, ...]
+    processors: tuple[Callable[[Any], Any] | None, ...]
+
+    @classmethod
+    def make(cls, stmt: Any, dialect: Any) -> InsertShape:
+        """`stmt` (an INSERT binding every column of its table) compiled for `dialect`."""
+        compiled = stmt.compile(dialect=dialect, column_keys=[column.key for column in stmt.table.columns])
+        names = tuple(compiled.positiontup or ())
+        if len(names) != len(compiled.binds):  # every driver vmem runs on binds by position
+            raise RuntimeError(f"{dialect.driver}: no positional binds for {compiled.string}")
+        binds = [compiled.binds[name] for name in names]
+        processors = tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds)
+        return cls(compiled.string, tuple(bind.key for bind in binds), processors)
+
+    def params(self, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        """The driver's values of `rows` (dicts holding every key), by position, a tuple a row."""
+        columns: list[list[Any]] = []
+        for key, process in zip(self.keys, self.processors, strict=True):
+            values = [row[key] for row in rows]
+            columns.append(values if process is None else [process(v) for v in values])
+        return list(zip(*columns, strict=True))
 
 
 def _state_parts(batch: Batch, kept: list[bool], pending: ImportReport) -> StateParts:
@@ -340,7 +415,7 @@ def _state_parts(batch: Batch, kept: list[bool], pending: ImportReport) -> State
                 parts.users[(record["appName"], record["userId"])].update(record["state"])
                 pending.user_states += 1
             continue
-        split = batch.splits[index]
+        split = batch.sessions[index].split
         index += 1
         if kept[index - 1]:  # else skipped, or an earlier copy of a key written again later in the batch
             parts.apps[record.app_name].update(split.app)
