@@ -241,8 +241,11 @@ def test_ctrl_c_after_the_swap_committed_says_the_move_happened(
 
     def swap_then_ctrl_c(*args: Any, **kwargs: Any) -> bool:
         done = real(*args, **kwargs)
+        stop = kwargs.get("stop", args[-1])
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.2)  # the handler runs in the main thread meanwhile
+        deadline = time.monotonic() + 30
+        while not stop.late and time.monotonic() < deadline:  # the handler runs in the main thread meanwhile
+            time.sleep(0.01)
         return done
 
     monkeypatch.setattr(local_reembed, "_swap", swap_then_ctrl_c)
