@@ -275,36 +275,43 @@ def _scan(line: BigLine, head: dict[str, Any]) -> Iterator[list[Any]]:
                     if head.get("events") is _UNSET:
                         yield []  # the array again: what came before is void
                     head["events"] = _UNSET
-                    s.pos += 1
-                    chunk: list[Any] = []
-                    if s.peek() == "]":
-                        s.pos += 1
-                    else:
-                        while True:
-                            chunk.append(s.value())
-                            if len(chunk) >= CHUNK:
-                                yield chunk
-                                chunk = []
-                            c = s.peek()
-                            s.pos += 1
-                            if c == "]":
-                                break
-                            if c != ",":
-                                s.pos -= 1
-                                raise s.error("Expecting ',' delimiter")
-                    if chunk:
-                        yield chunk
+                    yield from _scan_items(s)
                 else:
                     head[key] = s.value()
-                c = s.peek()
-                s.pos += 1
-                if c == "}":
+                if _closed(s, "}"):
                     break
-                if c != ",":
-                    s.pos -= 1
-                    raise s.error("Expecting ',' delimiter")
         if s.peek() != "":
             raise s.error("Extra data")
+
+
+def _scan_items(s: _Scanner) -> Iterator[list[Any]]:
+    """The items of the array at `s` (its `[` next), CHUNK at a time."""
+    s.pos += 1
+    if s.peek() == "]":
+        s.pos += 1
+        return
+    chunk: list[Any] = []
+    while True:
+        chunk.append(s.value())
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+        if _closed(s, "]"):
+            break
+    if chunk:
+        yield chunk
+
+
+def _closed(s: _Scanner, close: str) -> bool:
+    """After a member or an item: True at `close` (passed), False at a comma (passed), else the error."""
+    c = s.peek()
+    s.pos += 1
+    if c == close:
+        return True
+    if c != ",":
+        s.pos -= 1
+        raise s.error("Expecting ',' delimiter")
+    return False
 
 
 def check_big(line: BigLine, limits: Limits | None, *, spool: bool = False) -> BigSession:
