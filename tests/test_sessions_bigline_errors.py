@@ -77,5 +77,6 @@ def test_the_scanner_reads_the_big_line(tmp_path: Path) -> None:
     at its own end by the scanner, at the next line by the JSON decoder of the whole file."""
     streamed = _import(tmp_path, GOOD[:-1], {"VMEM_BIG_LINE": "1024"})
     whole = _import(tmp_path, GOOD[:-1], {})
-    assert streamed == (2, f"vmem: error: FILE: line 1, column {len(GOOD) + 1}: invalid JSON: expecting ',' delimiter\n")
-    assert whole == (2, "vmem: error: FILE: line 2, column 1: invalid JSON: expecting ',' delimiter\n")
+    said = "invalid JSON: expecting ',' delimiter\n"
+    assert streamed == (2, f"vmem: error: FILE: line 1, column {len(GOOD) + 1}: {said}")
+    assert whole == (2, f"vmem: error: FILE: line 2, column 1: {said}")
