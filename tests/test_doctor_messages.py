@@ -109,3 +109,29 @@ def test_terminal_keeps_urls_whole_and_colours_fail(
         assert "\x1b[1;31mfail" in fail_line  # red, bold: fail no longer looks like ok
         ok_line = next(line for line in coloured.splitlines() if "long_term_memory" in line)
         assert "\x1b[32mok" in ok_line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_a_directory_is_no_sqlite_file(tmp_path: Path, kind: str) -> None:
+    """Opening a FIFO blocks until a writer comes: doctor hung on one (found by review); the
+    session commands said "disk I/O error". Both now name it at once."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.db"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+    def vmem(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "veadk_mem", *args, "--db-url", str(path)]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+
+    doctor = vmem("--json", "doctor")
+    assert doctor.returncode == 1, doctor.stderr
+    check = json.loads(doctor.stdout)[0]
+    assert check["status"] == "fail" and check["detail"] == f"{path}: not a regular file, expected a sqlite file"
+    listed = vmem("session", "list")
+    what = "is a directory" if kind == "directory" else "is not a regular file"
+    assert listed.returncode == 2, listed.stderr
+    assert listed.stderr.splitlines()[0] == f"vmem: error: {path}: {what}, expected a sqlite file"

@@ -41,6 +41,8 @@ async def check_session_db(settings: VmemSettings) -> Check:
 
         if not Path(path).exists():  # connecting would create an empty file: report instead
             return Check(name, "fail", f"{shown}: no such sqlite file (VeADK creates it on first use)", store=shown)
+        if not Path(path).is_file():  # a directory, or a FIFO whose open would block
+            return Check(name, "fail", f"{shown}: not a regular file, expected a sqlite file", store=shown)
         url = read_only_sqlite_url(path)
     started = time.perf_counter()
     try:

@@ -148,8 +148,9 @@ class Database:
         kwargs: dict[str, Any] = {}
         path = self.sqlite_path()
         if self.dialect == "sqlite":
-            if path is not None and Path(path).is_dir():
-                raise BadInput(f"{self.display_url}: is a directory, expected a sqlite file", hint="check --db-url")
+            if path is not None and Path(path).exists() and not Path(path).is_file():  # a FIFO's open would block
+                what = "is a directory" if Path(path).is_dir() else "is not a regular file"
+                raise BadInput(f"{self.display_url}: {what}, expected a sqlite file", hint="check --db-url")
             if path is not None and not Path(path).exists():
                 if not self.create:
                     raise StoreError(
