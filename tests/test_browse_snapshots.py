@@ -60,8 +60,25 @@ async def _listed(pilot: Any) -> None:
         if screen.query("#sessions") and screen.query_one("#sessions", DataTable).row_count == 3:
             tree = screen.query_one("#scope")
             if len(tree.root.children) == 1 and tree.root.children[0].children:
+                await _settled(pilot, screen.query_one("#sessions", DataTable))
                 return
     raise AssertionError("the sessions were not listed")
+
+
+async def _settled(pilot: Any, table: DataTable[Any]) -> None:
+    """Until the table's column widths have taken in its rows (DataTable measures them on an idle
+    message): under load the screenshot was taken with the widths of the header labels alone
+    (`2026-09`, `dem`). Its own pending flags, then three polls alike."""
+    seen: list[Any] = []
+    for _ in range(500):
+        await pilot.pause(0.02)
+        if table._require_update_dimensions or table._updated_cells:
+            seen.clear()
+            continue
+        seen.append((table.virtual_size, [(c.width, c.content_width) for c in table.columns.values()]))
+        if len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]:
+            return
+    raise AssertionError("the sessions table did not settle")
 
 
 async def _open_fixed(pilot: Any) -> None:
