@@ -68,14 +68,21 @@ async def _listed(pilot: Any) -> None:
 async def _settled(pilot: Any, table: DataTable[Any]) -> None:
     """Until the table's column widths have taken in its rows (DataTable measures them on an idle
     message): under load the screenshot was taken with the widths of the header labels alone
-    (`2026-09`, `dem`). Its own pending flags, then three polls alike."""
+    (`2026-09`, `dem`). Every column as wide as its widest cell, then three polls alike."""
+    from rich.text import Text
+
     seen: list[Any] = []
     for _ in range(500):
         await pilot.pause(0.02)
-        if table._require_update_dimensions or table._updated_cells:
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        widest = [
+            max((Text.from_markup(str(r[i])).cell_len for r in rows), default=0) for i in range(len(table.columns))
+        ]
+        widths = [c.content_width for c in table.columns.values()]
+        if any(w < need for w, need in zip(widths, widest, strict=True)):
             seen.clear()
             continue
-        seen.append((table.virtual_size, [(c.width, c.content_width) for c in table.columns.values()]))
+        seen.append((table.virtual_size, widths))
         if len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]:
             return
     raise AssertionError("the sessions table did not settle")
